@@ -30,6 +30,7 @@ from twisted.logger import Logger
 from ganeti import constants
 from ganeti import errors
 from ganeti import objects
+from ganeti import uidpool
 from ganeti.objects import (Cluster, Disk, Instance, Network, Node,
                             NodeGroup, new_uuid)
 
@@ -532,6 +533,20 @@ class ConfigStore(object):
                 raise errors.OpPrereqError(
                     "cluster parameter '%s' must be a dictionary" % key,
                     errors.ECODE_INVAL)
+        if "uid_pool" in changes:
+            try:
+                uidpool.check_uid_pool(changes["uid_pool"])
+            except errors.ParameterError as err:
+                raise errors.OpPrereqError("uid_pool: %s" % err.args[-1],
+                                           errors.ECODE_INVAL)
+            changes["uid_pool"] = uidpool.normalize_uid_pool(
+                changes["uid_pool"])
+        if "hvparams" in changes:
+            for hv in changes["hvparams"]:
+                if hv not in constants.HYPER_TYPES:
+                    raise errors.OpPrereqError(
+                        "hvparams: '%s' is not a hypervisor" % hv,
+                        errors.ECODE_INVAL)
         with self._change("changing cluster parameters"):
             c = self.cluster
             for key, value in changes.items():
@@ -1318,8 +1333,11 @@ class _Upgrader(object):
         if cluster.get("master_node") in node_by_name:
             cluster["master_node"] = node_by_name[cluster["master_node"]]
             self.changed = True
+        self._memory_param(cluster.get("beparams", {}).get(
+            constants.PP_DEFAULT))
         for inst in d["instances"].values():
             self._instance(inst, node_by_name)
+            self._memory_param(inst.get("beparams"))
         for disk in d["disks"].values():
             self._disk(disk, node_by_name)
         # Parameter families a 2.x file may lack.
@@ -1329,6 +1347,14 @@ class _Upgrader(object):
         new = cobj.to_dict()
         if json.dumps(new, sort_keys=True) != before:
             d["cluster"] = new
+            self.changed = True
+
+    def _memory_param(self, beparams):
+        """Ganeti < 2.6 had one "memory"; it became maxmem and minmem."""
+        if beparams and constants.BE_MEMORY in beparams:
+            mem = beparams.pop(constants.BE_MEMORY)
+            beparams.setdefault(constants.BE_MAXMEM, mem)
+            beparams.setdefault(constants.BE_MINMEM, mem)
             self.changed = True
 
     def _rekey(self, key):

@@ -85,6 +85,8 @@ class ConfigObject(object):
                 continue
             kind = a.metadata.get("kind")
             sub = a.metadata.get("cls")
+            if isinstance(sub, str):
+                sub = globals()[sub]  # late binding: Disk children are Disks
             try:
                 if value is None:
                     pass
@@ -170,7 +172,7 @@ class Disk(ConfigObject):
     name = attr.ib(default=None)
     dev_type = attr.ib(default=None)
     logical_id = attr.ib(default=None)
-    children = attr.ib(factory=list, metadata=_meta("objects"))
+    children = attr.ib(factory=list, metadata=_meta("objects", "Disk"))
     nodes = attr.ib(factory=list)  # node uuids
     iv_name = attr.ib(default=None)
     size = attr.ib(default=None)  # MiB
@@ -210,7 +212,7 @@ class Instance(TaggableObject):
     osparams_private = _dict_field()
     admin_state = attr.ib(default=constants.ADMINST_DOWN)
     admin_state_source = attr.ib(default=constants.ADMIN_SOURCE)
-    nics = attr.ib(factory=list, metadata=_meta("objects"))
+    nics = attr.ib(factory=list, metadata=_meta("objects", "NIC"))
     disks = attr.ib(factory=list)  # disk uuids, in index order
     disks_info = attr.ib(default=None)
     disk_template = attr.ib(default=None)  # derived in 3.0; never written
