@@ -1,12 +1,21 @@
+import os
+
 from setuptools import setup, find_packages
+
+# The twistd plugins live in the namespace package twisted.plugins (no
+# __init__.py, so Twisted's own plugins stay visible).
+HERE = os.path.dirname(os.path.abspath(__file__))
+PLUGIN_PACKAGES = (["twisted.plugins"]
+                   if os.path.exists(os.path.join(HERE, "twisted", "plugins",
+                                                  "ganeti_plugins.py"))
+                   else [])
 
 setup(
     name="ganeti-twisted",
     version="0.1.0",
     description="A cluster manager for virtual machines in the Ganeti tradition, on Twisted",
     long_description=open("README.rst").read(),
-    packages=find_packages(include=["ganeti", "ganeti.*"]) + ["twisted.plugins"],
-    package_data={"twisted": ["plugins/ganeti_plugins.py"]},
+    packages=find_packages(include=["ganeti", "ganeti.*"]) + PLUGIN_PACKAGES,
     python_requires=">=3.9",
     install_requires=[
         "twisted[tls]>=23.8",
