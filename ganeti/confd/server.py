@@ -1,0 +1,251 @@
+"""The confd request pipeline and its DatagramProtocol.
+
+Every datagram goes through the checks below, cheapest first; the first one
+that fails decides its fate, is counted under the name given, and is logged
+(a few lines per reason and minute at most, see guards.LogThrottle):
+
+======================  =======================================  ==========
+check                   failure                                  outcome
+======================  =======================================  ==========
+size <= 4096 bytes      ``dropped_oversized``                    dropped
+per-source rate limit   ``dropped_rate_limited``                 dropped
+``plj0`` magic          ``dropped_bad_magic``                    dropped
+JSON envelope           ``dropped_bad_envelope``                 dropped
+HMAC-SHA1               ``dropped_bad_hmac``                     dropped
+salt is a timestamp     ``dropped_bad_timestamp``                dropped
+within 300 s of now     ``dropped_clock_skew``                   dropped
+not seen before         ``dropped_replay`` / ``_replay_cache_full``  dropped
+inner JSON, ``rsalt``   ``dropped_bad_request``                  dropped
+protocol 1              ``dropped_bad_protocol``                 dropped
+``type`` an integer     ``error_bad_type``                       error reply
+query shape/types       ``error_bad_query``                      error reply
+known type              ``error_unknown_type``                   status 2
+reply fits a datagram   ``error_reply_too_large``                error reply
+======================  =======================================  ==========
+
+Dropping is what Ganeti does for anything it cannot authenticate or parse
+(there is no authenticated address to answer); once a request is
+authenticated and has an ``rsalt`` it always gets a signed reply.
+"""
+
+import collections
+import json
+import re
+
+from twisted.internet.protocol import DatagramProtocol
+from twisted.logger import Logger
+
+from ganeti import errors
+from ganeti.confd import guards
+from ganeti.confd import queries
+from ganeti.confd import wire
+
+log = Logger()
+
+_TIMESTAMP = re.compile(r"^-?[0-9]{1,18}$")
+MAX_RSALT_LEN = 256  # a UUID is 36; anything much longer is not a client's
+
+DROP_REASONS = ("oversized", "rate_limited", "bad_magic", "bad_envelope",
+                "bad_hmac", "bad_timestamp", "clock_skew", "replay",
+                "replay_cache_full", "bad_request", "bad_protocol",
+                "internal_error")
+ERROR_REASONS = ("bad_type", "bad_query", "unknown_type", "reply_too_large")
+
+
+class _Dropped(Exception):
+    def __init__(self, reason, detail):
+        Exception.__init__(self, reason, detail)
+        self.reason = reason
+        self.detail = detail
+
+
+class ConfdProcessor(object):
+    """Turns request datagrams into reply datagrams (or None: no reply).
+
+    ``config`` is anything with a ``snapshot`` attribute (a
+    :class:`ganeti.confd.reloader.ConfigWatcher`) holding the current
+    :class:`ConfigSnapshot` or None.  ``clock`` provides ``seconds()``.
+    """
+
+    def __init__(self, hmac_key, config, clock, rate_limiter=None,
+                 replay_cache=None, max_clock_skew=wire.MAX_CLOCK_SKEW,
+                 log_throttle=None):
+        self.hmac_key = hmac_key
+        self.config = config
+        self.clock = clock
+        self.max_clock_skew = max_clock_skew
+        self.rate_limiter = (rate_limiter if rate_limiter is not None
+                             else guards.RateLimiter(clock))
+        self.replay_cache = (replay_cache if replay_cache is not None
+                             else guards.ReplayCache(clock))
+        self.log_throttle = (log_throttle if log_throttle is not None
+                             else guards.LogThrottle(clock))
+        self.counters = collections.Counter()
+
+    # --- entry point --------------------------------------------------------
+
+    def handle(self, data, source):
+        """The reply to ``data`` received from host ``source``, or None."""
+        self.counters["received"] += 1
+        try:
+            reply = self._handle(data, source)
+        except _Dropped as drop:
+            self._note_drop(drop.reason, source, drop.detail)
+            return None
+        except Exception:
+            # Never let one datagram take the daemon down; but say why.
+            self.counters["dropped_internal_error"] += 1
+            if self.log_throttle.allow("internal_error"):
+                log.failure("confd: failure handling a datagram from"
+                            " {source}", source=source)
+            return None
+        self.counters["answered"] += 1
+        return reply
+
+    def _note_drop(self, reason, source, detail):
+        self.counters["dropped_" + reason] += 1
+        if self.log_throttle.allow(reason):
+            log.info("confd: dropped datagram from {source}: {reason}"
+                     " ({detail})", source=source, reason=reason,
+                     detail=detail)
+
+    def _note_error(self, reason, source, detail):
+        self.counters["error_" + reason] += 1
+        if self.log_throttle.allow(reason):
+            log.info("confd: error reply to {source}: {reason} ({detail})",
+                     source=source, reason=reason, detail=detail)
+
+    # --- the pipeline -------------------------------------------------------
+
+    def _handle(self, data, source):
+        if len(data) > wire.MAX_REQUEST_SIZE:
+            raise _Dropped("oversized", "%d bytes" % len(data))
+        if not self.rate_limiter.allow(source):
+            raise _Dropped("rate_limited", "over %g requests/s"
+                           % self.rate_limiter.rate)
+        env = self._authenticate(data)
+        inner = self._check_fresh_and_parse(env)
+
+        rsalt = inner.get("rsalt")
+        if not isinstance(rsalt, str) or not rsalt \
+                or len(rsalt) > MAX_RSALT_LEN:
+            raise _Dropped("bad_request", "rsalt missing or not a short"
+                           " string")
+        protocol = inner.get("protocol")
+        if protocol != wire.PROTOCOL_VERSION or isinstance(protocol, bool):
+            raise _Dropped("bad_protocol", "protocol %r is not %d"
+                           % (protocol, wire.PROTOCOL_VERSION))
+        msg = self._answer(inner, source)
+        reply = wire.pack(self.hmac_key, rsalt, msg)
+        if len(reply) > wire.MAX_REPLY_SIZE:
+            self._note_error("reply_too_large", source, "%d bytes"
+                             % len(reply))
+            reply = wire.pack(self.hmac_key, rsalt, wire.encode_reply(
+                wire.STATUS_ERROR, "answer too large for one datagram"
+                " (%d bytes, at most %d)" % (len(reply), wire.MAX_REPLY_SIZE),
+                0))
+        return reply
+
+    def _authenticate(self, data):
+        try:
+            return wire.unpack(data, self.hmac_key)
+        except errors.ConfdMagicError:
+            raise _Dropped("bad_magic", "first bytes %r" % data[:4])
+        except wire.EnvelopeError as err:
+            raise _Dropped("bad_envelope", err)
+        except errors.SignatureError as err:
+            raise _Dropped("bad_hmac", err)
+
+    def _check_fresh_and_parse(self, env):
+        if not _TIMESTAMP.match(env.salt):
+            raise _Dropped("bad_timestamp", "salt %r is not a Unix time"
+                           % env.salt[:40])
+        stamp = int(env.salt)
+        now = self.clock.seconds()
+        if abs(stamp - now) > self.max_clock_skew:
+            raise _Dropped("clock_skew", "request time %d is %+d s from ours"
+                           % (stamp, stamp - int(now)))
+        try:
+            fresh = self.replay_cache.check_and_add(
+                env.hmac, stamp + self.max_clock_skew)
+        except guards.CacheFull:
+            raise _Dropped("replay_cache_full", "%d live requests remembered"
+                           % len(self.replay_cache))
+        if not fresh:
+            raise _Dropped("replay", "request %s was already answered"
+                           % env.hmac)
+        try:
+            inner = json.loads(env.msg)
+        except (ValueError, RecursionError) as err:
+            raise _Dropped("bad_request", "message is not JSON: %s" % err)
+        if not isinstance(inner, dict):
+            raise _Dropped("bad_request", "message is not a JSON object")
+        return inner
+
+    def _answer(self, inner, source):
+        req_type = inner.get("type")
+        query = inner.get("query", queries.MISSING)
+        if not isinstance(req_type, int) or isinstance(req_type, bool):
+            self._note_error("bad_type", source, "type %r" % (req_type,))
+            return queries.ARGUMENT_ERROR
+        if not (query is queries.MISSING or query is None
+                or isinstance(query, (str, dict))):
+            self._note_error("bad_query", source, "query of type %s"
+                             % type(query).__name__)
+            return queries.ARGUMENT_ERROR
+        name = wire.REQUEST_NAMES.get(req_type)
+        if name is None:
+            self._note_error("unknown_type", source, "type %d" % req_type)
+        else:
+            self.counters["req_" + name] += 1
+        try:
+            return queries.answer(self.config.snapshot, req_type, query)
+        except queries.BadQuery as err:
+            self._note_error("bad_query", source, err)
+            return queries.ARGUMENT_ERROR
+
+    # --- reporting ----------------------------------------------------------
+
+    def stats(self):
+        """Counters and gauges; every documented key is present."""
+        result = {"received": 0, "answered": 0}
+        for reason in DROP_REASONS:
+            result["dropped_" + reason] = 0
+        for reason in ERROR_REASONS:
+            result["error_" + reason] = 0
+        for name in wire.REQUEST_NAMES.values():
+            result["req_" + name] = 0
+        result["send_failed"] = 0
+        result.update(self.counters)
+        result["replay_cache_entries"] = len(self.replay_cache)
+        result["rate_limit_sources"] = len(self.rate_limiter)
+        result["log_lines_suppressed"] = sum(
+            self.log_throttle.suppressed().values())
+        stats = getattr(self.config, "stats", None)
+        if stats is not None:
+            result.update(stats())
+        return result
+
+    def log_stats(self):
+        stats = self.stats()
+        log.info("confd stats: {line}", line=" ".join(
+            "%s=%s" % (k, stats[k]) for k in sorted(stats)), stats=stats)
+
+
+class ConfdProtocol(DatagramProtocol):
+    """Feeds datagrams to a :class:`ConfdProcessor` and sends its replies."""
+
+    def __init__(self, processor):
+        self.processor = processor
+
+    def datagramReceived(self, data, addr):
+        reply = self.processor.handle(data, addr[0])
+        if reply is None:
+            return
+        try:
+            self.transport.write(reply, addr)
+        except Exception as err:  # full socket buffer, unreachable peer
+            self.processor.counters["send_failed"] += 1
+            if self.processor.log_throttle.allow("send_failed"):
+                log.warn("confd: cannot send reply to {addr}: {error}",
+                         addr=addr, error=err)
