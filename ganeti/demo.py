@@ -1,0 +1,179 @@
+"""The demo: a local virtual cluster, and where to look at it.
+
+    python -m ganeti.demo [--base DIR] [--nodes N] [--once]
+
+Builds a cluster of N nodes on 127.0.0.1..N (one root directory per node),
+writes its configuration with a few instances and a forthcoming reservation,
+starts every daemon this checkout provides on every node that should run it,
+prints where to look, and keeps running until interrupted (``--once``: check
+that the daemons came up, print, stop them and exit).
+"""
+
+import argparse
+import os
+import signal
+import sys
+import time
+
+from twisted.application.service import IServiceMaker
+from twisted.plugin import getPlugins
+
+from ganeti import constants
+from ganeti import objects
+from ganeti.vcluster import VirtualCluster
+
+# daemon plugin -> (which nodes run it, extra arguments)
+DAEMONS = [
+    ("ganeti-confd", "candidates", ["--port", str(constants.DEFAULT_CONFD_PORT)]),
+]
+
+
+def available_plugins():
+    import twisted.plugins  # noqa: F401  (plugin discovery path)
+    return {p.tapname for p in getPlugins(IServiceMaker)}
+
+
+def populate(store):
+    """A few instances in the configuration, and one reservation."""
+    nodes = sorted(store.nodes.values(), key=lambda n: n.name)
+    for node in nodes:
+        # What a node daemon reports about itself, until one does.
+        store.set_node_params(node.uuid,
+                              hv_state={"fake": {"mem_total": 4096,
+                                                 "cpu_total": 4}},
+                              disk_state={"file": {"default":
+                                                   {"total": 102400}}})
+    for i, node in enumerate(nodes):
+        inst = objects.Instance(
+            name="inst%d.example.com" % (i + 1), primary_node=node.uuid,
+            os="busybox+default", hypervisor=constants.HT_FAKE,
+            beparams={"maxmem": 512, "minmem": 512, "vcpus": 1},
+            nics=[objects.NIC(mac=store.generate_mac(),
+                              ip="192.0.2.%d" % (10 + i),
+                              nicparams={"mode": "routed", "link": "100"})])
+        disk = objects.Disk(dev_type=constants.DT_FILE, size=1024,
+                            logical_id=["loop", "/srv/ganeti/file-storage/"
+                                        "%s/disk0" % inst.name],
+                            iv_name="disk/0")
+        store.add_instance(inst, [disk])
+    store.add_instance(
+        objects.Instance(forthcoming=True, primary_node=nodes[0].uuid,
+                         beparams={"maxmem": 1024, "vcpus": 2}),
+        [objects.Disk(dev_type=constants.DT_FILE, size=4096)])
+
+
+def print_summary(vc, store, started):
+    print()
+    print("Virtual cluster %s: %d nodes under %s"
+          % (store.cluster.cluster_name, len(vc.nodes), vc.base))
+    print()
+    fmt = "  %-20s %-10s %-9s %9s %9s %6s  %s"
+    print(fmt % ("Node", "IP", "Role", "Mem used", "Disk used", "vCPUs",
+                 "Instances"))
+    for node in vc.nodes:
+        obj = store.get_node(node.name)
+        role = ("master" if obj.uuid == store.cluster.master_node
+                else "candidate" if obj.master_candidate else "regular")
+        use = store.node_usage(obj.uuid)
+        free = store.node_free(obj.uuid)
+        names = [store.instances[u].display_name
+                 + (" (forthcoming)" if store.instances[u].forthcoming
+                    else "") for u in use.instances]
+        print(fmt % (node.name, node.ip, role,
+                     "%d/%d" % (use.memory, use.memory + free["memory"]),
+                     "%d/%d" % (use.disk, use.disk + free["disk"]),
+                     "%d/%d" % (use.vcpus, use.vcpus + free["vcpus"]),
+                     ", ".join(names) or "-"))
+    print()
+    print("Where to look:")
+    print("  configuration     %s" % vc.master.paths.config_file)
+    print("  (Ganeti's tools)  GANETI_ROOTDIR=%s GANETI_HOSTNAME=%s"
+          % (vc.master.root, vc.master.name))
+    for desc, proc, node in started:
+        print("  %-17s pid %d on %s, log %s"
+              % (desc, proc.pid, node.ip,
+                 os.path.join(node.paths.log_dir, "%s.log" % desc)))
+    if any(d == "ganeti-confd" for d, _, _ in started):
+        print()
+        print("Ask confd (UDP %d, HMAC-signed):" % constants.DEFAULT_CONFD_PORT)
+        print("  .tox/demo/bin/ganeti-confd-client --root %s -a %s master"
+              % (vc.master.root, vc.master.ip))
+        print("  .tox/demo/bin/ganeti-confd-client --root %s -a %s"
+              " instance-ips" % (vc.master.root, vc.master.ip))
+    missing = [d for d, _, _ in DAEMONS if d not in available_plugins()]
+    if missing:
+        print()
+        print("Not in this checkout yet: %s" % ", ".join(missing))
+
+
+def still_running_after(proc, seconds=2.0):
+    """True if the daemon did not exit during its first seconds."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--base", default=os.path.abspath("demo-cluster"),
+                        help="directory for the nodes' roots"
+                        " (default: ./demo-cluster)")
+    parser.add_argument("--nodes", type=int, default=3)
+    parser.add_argument("--once", action="store_true",
+                        help="start, check, print, stop and exit")
+    args = parser.parse_args(argv)
+    if args.nodes < 1:
+        parser.error("--nodes must be at least 1")
+
+    vc = VirtualCluster(args.base, node_count=args.nodes)
+    store = vc.create()
+    populate(store)
+    vc.distribute()
+
+    plugins = available_plugins()
+    started = []
+    failed = []
+    try:
+        for plugin, where, extra in DAEMONS:
+            if plugin not in plugins:
+                continue
+            targets = (vc.nodes if where == "all" else
+                       [n for n in vc.nodes
+                        if store.get_node(n.name).master_candidate]
+                       if where == "candidates" else [vc.master])
+            for node in targets:
+                proc = vc.start(plugin,
+                                vc.twistd_command(plugin, node, *extra))
+                started.append((plugin, proc, node))
+        for desc, proc, node in started:
+            if not still_running_after(proc):
+                failed.append("%s on %s (exit %s; see its log)"
+                              % (desc, node.ip, proc.poll()))
+        print_summary(vc, store, started)
+        if failed:
+            print()
+            print("FAILED to start: %s" % "; ".join(failed))
+            return 1
+        if args.once:
+            return 0
+        print()
+        print("Running; press Ctrl-C to stop.")
+        signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
+        try:
+            while all(p.poll() is None for _, p, _ in started) or not started:
+                time.sleep(1)
+                if not started:
+                    # Nothing to supervise: keep the files, exit.
+                    return 0
+        except KeyboardInterrupt:
+            pass
+        return 0
+    finally:
+        vc.stop_all()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
