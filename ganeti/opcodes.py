@@ -1,0 +1,1355 @@
+"""Opcodes: the operations a job is made of.
+
+An opcode travels as a JSON object holding every one of its parameters plus
+``"OP_ID"`` (for example ``"OP_INSTANCE_STARTUP"``).  The ids, parameter
+names, types and defaults below are Ganeti 3.0's, so opcodes built by
+Ganeti's own ``gnt-*`` tools load here and ours load in Ganeti.
+
+The module has three parts: a small type language (``BOOL``, ``maybe(...)``,
+``list_of(...)``, ...) that checks and normalises JSON values; the table of
+opcode definitions written in it; and :class:`OpCode`, whose subclasses (one
+per OP_ID, e.g. ``OpInstanceStartup``) are generated from the table.
+
+Unknown parameters are rejected by :meth:`OpCode.from_dict` (``strict=False``
+ignores them instead): every parameter Ganeti 3.0 defines for an opcode is
+defined here too, so what the real clients send is always accepted, and a
+typo in a hand-written request gets an error instead of a silent default.
+"""
+
+import copy
+import ipaddress
+import re
+
+import attr
+
+from ganeti import constants
+from ganeti import errors
+
+
+# --- Constants of the opcode and job format ------------------------------
+
+# Priorities: lower is more urgent.  Clients may only submit the three
+# "valid" values; the queue itself uses the whole range.
+OP_PRIO_HIGHEST = -20
+OP_PRIO_HIGH = -10
+OP_PRIO_NORMAL = 0
+OP_PRIO_LOW = 10
+OP_PRIO_LOWEST = 19
+OP_PRIO_DEFAULT = OP_PRIO_NORMAL
+OP_PRIO_SUBMIT_VALID = frozenset([OP_PRIO_HIGH, OP_PRIO_NORMAL, OP_PRIO_LOW])
+
+JOB_STATUS_QUEUED = "queued"
+JOB_STATUS_WAITING = "waiting"
+JOB_STATUS_CANCELING = "canceling"
+JOB_STATUS_RUNNING = "running"
+JOB_STATUS_CANCELED = "canceled"
+JOB_STATUS_SUCCESS = "success"
+JOB_STATUS_ERROR = "error"
+JOBS_PENDING = frozenset([JOB_STATUS_QUEUED, JOB_STATUS_WAITING,
+                          JOB_STATUS_CANCELING])
+JOBS_FINALIZED = frozenset([JOB_STATUS_CANCELED, JOB_STATUS_SUCCESS,
+                            JOB_STATUS_ERROR])
+JOB_STATUS_ALL = JOBS_PENDING | JOBS_FINALIZED | {JOB_STATUS_RUNNING}
+
+# Opcode statuses use the same words as job statuses.
+OP_STATUS_QUEUED = JOB_STATUS_QUEUED
+OP_STATUS_WAITING = JOB_STATUS_WAITING
+OP_STATUS_CANCELING = JOB_STATUS_CANCELING
+OP_STATUS_RUNNING = JOB_STATUS_RUNNING
+OP_STATUS_CANCELED = JOB_STATUS_CANCELED
+OP_STATUS_SUCCESS = JOB_STATUS_SUCCESS
+OP_STATUS_ERROR = JOB_STATUS_ERROR
+OPS_FINALIZED = JOBS_FINALIZED
+OP_STATUS_ALL = JOB_STATUS_ALL
+
+# Sources of reason trail entries ([source, text, epoch_ns]).
+REASON_SRC_CLIENT = "gnt:client"
+REASON_SRC_MASTERD = "gnt:daemon:masterd"
+REASON_SRC_NODED = "gnt:daemon:noded"
+REASON_SRC_OPCODE = "gnt:opcode"
+REASON_SRC_PICKUP = "gnt:daemon:masterd:pickup"
+REASON_SRC_WATCHER = "gnt:watcher"
+REASON_SRC_RLIB2 = "gnt:library:rlib2"
+REASON_SRC_USER = "gnt:user"
+
+# Enumerations that appear only in opcodes.  Some are wider than what this
+# project implements (e.g. storage types); the opcode format still accepts
+# them so Ganeti's clients are never refused at the protocol level.
+REBOOT_SOFT = "soft"
+REBOOT_HARD = "hard"
+REBOOT_FULL = "full"
+REBOOT_TYPES = frozenset([REBOOT_SOFT, REBOOT_HARD, REBOOT_FULL])
+INSTANCE_CREATE = "create"
+INSTANCE_IMPORT = "import"
+INSTANCE_REMOTE_IMPORT = "remote-import"
+INSTANCE_CREATE_MODES = frozenset([INSTANCE_CREATE, INSTANCE_IMPORT,
+                                   INSTANCE_REMOTE_IMPORT])
+REPLACE_DISK_AUTO = "replace_auto"
+REPLACE_DISK_PRI = "replace_on_primary"
+REPLACE_DISK_SEC = "replace_on_secondary"
+REPLACE_DISK_CHG = "replace_new_secondary"
+REPLACE_MODES = frozenset([REPLACE_DISK_AUTO, REPLACE_DISK_PRI,
+                           REPLACE_DISK_SEC, REPLACE_DISK_CHG])
+NODE_EVAC_ALL = "all"
+NODE_EVAC_PRI = "primary-only"
+NODE_EVAC_SEC = "secondary-only"
+NODE_EVAC_MODES = frozenset([NODE_EVAC_ALL, NODE_EVAC_PRI, NODE_EVAC_SEC])
+EXPORT_MODE_LOCAL = "local"
+EXPORT_MODE_REMOTE = "remote"
+EXPORT_MODES = frozenset([EXPORT_MODE_LOCAL, EXPORT_MODE_REMOTE])
+FILE_DRIVERS = frozenset(["loop", "blktap", "blktap2"])
+STORAGE_TYPES = frozenset(["blockdev", "diskless", "ext", "file", "gluster",
+                           "lvm-pv", "lvm-vg", "rados", "sharedfile"])
+NETWORK_MODES = frozenset(["bridged", "routed", "openvswitch", "pool"])
+INIC_PARAMS = frozenset(["bridge", "ip", "link", "mac", "mode", "name",
+                         "network", "vlan"])
+DDM_ADD = "add"
+DDM_ATTACH = "attach"
+DDM_MODIFY = "modify"
+DDM_REMOVE = "remove"
+DDM_DETACH = "detach"
+DDMS_VALUES = frozenset([DDM_ADD, DDM_ATTACH, DDM_REMOVE, DDM_DETACH])
+DDMS_VALUES_WITH_MODIFY = DDMS_VALUES | {DDM_MODIFY}
+OOB_COMMANDS = frozenset(["power-on", "power-off", "power-cycle",
+                          "power-status", "health"])
+IALLOCATOR_DIRECTIONS = frozenset(["in", "out"])
+IALLOCATOR_MODES = frozenset(["allocate", "allocate-secondary",
+                              "multi-allocate", "relocate", "change-group",
+                              "node-evacuate"])
+QUERY_KINDS = frozenset(["cluster", "export", "extstorage", "filter", "group",
+                         "instance", "job", "lock", "network", "node", "os"])
+SSH_KEY_TYPES = frozenset(["dsa", "ecdsa", "rsa"])
+VERIFY_OPTIONAL_CHECKS = frozenset(["nplusone_mem"])
+VERIFY_ERROR_CODES = frozenset([
+    "ECLUSTERCERT", "ECLUSTERCFG", "ECLUSTERCLIENTCERT",
+    "ECLUSTERDANGLINGINST", "ECLUSTERDANGLINGNODES", "ECLUSTERFILECHECK",
+    "EEXTAGS", "EGROUPDIFFERENTPVSIZE", "EINSTANCEBADNODE", "EINSTANCEDOWN",
+    "EINSTANCEFAULTYDISK", "EINSTANCELAYOUT", "EINSTANCEMISSINGCFGPARAMETER",
+    "EINSTANCEMISSINGDISK", "EINSTANCEPOLICY", "EINSTANCESPLITGROUPS",
+    "EINSTANCEUNSUITABLENODE", "EINSTANCEWRONGNODE", "ENODEDRBD",
+    "ENODEDRBDHELPER", "ENODEDRBDVERSION", "ENODEFILECHECK",
+    "ENODEFILESTORAGEPATHS", "ENODEFILESTORAGEPATHUNUSABLE",
+    "ENODEGLUSTERSTORAGEPATHUNUSABLE", "ENODEHOOKS", "ENODEHV", "ENODELVM",
+    "ENODEN1", "ENODENET", "ENODEOOBPATH", "ENODEORPHANINSTANCE",
+    "ENODEORPHANLV", "ENODEOS", "ENODERPC", "ENODESETUP",
+    "ENODESHAREDFILESTORAGEPATHUNUSABLE", "ENODESSH", "ENODETIME",
+    "ENODEUSERSCRIPTS", "ENODEVERSION",
+])
+
+# What to_dict(redact_private=True) shows instead of a secret.
+REDACTED = "<redacted>"
+
+
+# --- The type language ------------------------------------------------------
+
+class Invalid(ValueError):
+    """A value does not have the expected type.
+
+    ``reason`` does not name the parameter; the caller prefixes it.  ``deep``
+    is true when the problem is inside a container (an item or a key), which
+    makes it a better explanation than "expected X" when alternatives fail.
+    """
+
+    def __init__(self, reason, deep=False):
+        ValueError.__init__(self, reason)
+        self.reason = reason
+        self.deep = deep
+
+
+def _show(value):
+    text = repr(value)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    if value is None or isinstance(value, (bool, str)):
+        return text
+    return "%s (%s)" % (text, type(value).__name__)
+
+
+class Type(object):
+    """A checker for one kind of JSON value.
+
+    ``check`` returns the value normalised to its JSON form (tuples become
+    lists, integers given for floats become floats) or raises Invalid.
+    """
+
+    desc = "any value"
+
+    def check(self, value):
+        return value
+
+    def fail(self, value):
+        raise Invalid("expected %s, got %s" % (self.desc, _show(value)))
+
+    def dump(self, value, redact=False):
+        """The JSON form of an already checked value."""
+        return copy.deepcopy(value)
+
+    def __repr__(self):
+        return "<type %s>" % self.desc
+
+
+class _Bool(Type):
+    desc = "a boolean"
+
+    def check(self, value):
+        if not isinstance(value, bool):
+            self.fail(value)
+        return value
+
+
+class _Int(Type):
+    def __init__(self, low=None, high=None, desc="an integer"):
+        self.low, self.high, self.desc = low, high, desc
+
+    def check(self, value):
+        # bool is an int subclass in Python, but not in JSON
+        if not isinstance(value, int) or isinstance(value, bool):
+            self.fail(value)
+        if ((self.low is not None and value < self.low) or
+                (self.high is not None and value > self.high)):
+            self.fail(value)
+        return value
+
+
+class _Float(Type):
+    desc = "a number"
+
+    def check(self, value):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            self.fail(value)
+        return float(value)
+
+
+class _Str(Type):
+    def __init__(self, nonempty):
+        self.nonempty = nonempty
+        self.desc = "a non-empty string" if nonempty else "a string"
+
+    def check(self, value):
+        if not isinstance(value, str) or (self.nonempty and not value):
+            self.fail(value)
+        return value
+
+
+class _OneOf(Type):
+    def __init__(self, values):
+        self.values = frozenset(values)
+        self.desc = "one of %s" % ", ".join(
+            repr(v) for v in sorted(self.values, key=repr))
+
+    def check(self, value):
+        # compare types too, so that True does not pass for 1
+        if not any(type(value) is type(v) and value == v
+                   for v in self.values):
+            self.fail(value)
+        return value
+
+
+class _Maybe(Type):
+    def __init__(self, inner):
+        self.inner = inner
+        self.desc = "null or %s" % inner.desc
+
+    def check(self, value):
+        if value is None:
+            return None
+        try:
+            return self.inner.check(value)
+        except Invalid as err:
+            if err.deep:
+                raise
+            self.fail(value)
+
+    def dump(self, value, redact=False):
+        return None if value is None else self.inner.dump(value, redact)
+
+
+class _ListOf(Type):
+    def __init__(self, item):
+        self.item = item
+        self.desc = "a list of %s" % _plural(item.desc)
+
+    def check(self, value):
+        if not isinstance(value, (list, tuple)):
+            self.fail(value)
+        result = []
+        for (idx, item) in enumerate(value):
+            try:
+                result.append(self.item.check(item))
+            except Invalid as err:
+                raise Invalid("item %d: %s" % (idx, err.reason), deep=True)
+        return result
+
+    def dump(self, value, redact=False):
+        return [self.item.dump(v, redact) for v in value]
+
+
+class _DictOf(Type):
+    def __init__(self, key, value, desc=None):
+        self.key, self.value = key, value
+        if desc is None:
+            if isinstance(key, _Any) and isinstance(value, _Any):
+                desc = "an object"
+            else:
+                desc = "an object mapping %s to %s" % (_plural(key.desc),
+                                                       _plural(value.desc))
+        self.desc = desc
+
+    def check(self, value):
+        if not isinstance(value, dict):
+            self.fail(value)
+        result = {}
+        for (key, item) in value.items():
+            try:
+                key = self.key.check(key)
+            except Invalid as err:
+                raise Invalid("key %r: %s" % (key, err.reason), deep=True)
+            try:
+                result[key] = self.value.check(item)
+            except Invalid as err:
+                raise Invalid("%r: %s" % (key, err.reason), deep=True)
+        return result
+
+    def dump(self, value, redact=False):
+        return {k: self.value.dump(v, redact) for (k, v) in value.items()}
+
+
+class _Private(Type):
+    """A secret: checked like ``inner``, hidden by redacting dumps."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.desc = inner.desc
+
+    def check(self, value):
+        return self.inner.check(value)
+
+    def dump(self, value, redact=False):
+        return REDACTED if redact else self.inner.dump(value)
+
+
+class _Tuple(Type):
+    def __init__(self, *items):
+        self.items = items
+        self.desc = "a list [%s]" % ", ".join(t.desc for t in items)
+
+    def check(self, value):
+        if not isinstance(value, (list, tuple)) or \
+                len(value) != len(self.items):
+            self.fail(value)
+        result = []
+        for (idx, (typ, item)) in enumerate(zip(self.items, value)):
+            try:
+                result.append(typ.check(item))
+            except Invalid as err:
+                raise Invalid("item %d: %s" % (idx, err.reason), deep=True)
+        return result
+
+    def dump(self, value, redact=False):
+        return [t.dump(v, redact) for (t, v) in zip(self.items, value)]
+
+
+class _Either(Type):
+    """The first alternative that accepts the value wins."""
+
+    def __init__(self, *alternatives):
+        self.alternatives = alternatives
+        self.desc = " or ".join(t.desc for t in alternatives)
+
+    def _pick(self, value):
+        deep = []
+        for typ in self.alternatives:
+            try:
+                return (typ, typ.check(value))
+            except Invalid as err:
+                if err.deep:
+                    deep.append(err.reason)
+        if deep:
+            # the value had the right shape for some forms: say what is
+            # wrong inside rather than listing every accepted form
+            raise Invalid("; or ".join(deep), deep=True)
+        self.fail(value)
+
+    def check(self, value):
+        return self._pick(value)[1]
+
+    def dump(self, value, redact=False):
+        return self._pick(value)[0].dump(value, redact)
+
+
+class _Where(Type):
+    """``base`` plus a predicate, e.g. a string that parses as an address."""
+
+    def __init__(self, base, predicate, desc):
+        self.base, self.predicate, self.desc = base, predicate, desc
+
+    def check(self, value):
+        try:
+            value = self.base.check(value)
+        except Invalid:
+            self.fail(value)
+        try:
+            ok = self.predicate(value)
+        except ValueError:
+            ok = False
+        if not ok:
+            self.fail(value)
+        return value
+
+
+class _Any(Type):
+    pass
+
+
+class _OpCodeList(Type):
+    """A list of nested opcodes of one kind (OP_INSTANCE_MULTI_ALLOC)."""
+
+    def __init__(self, op_id):
+        self.op_id = op_id
+        self.desc = "a list of %s opcodes" % op_id
+
+    def check(self, value):
+        if not isinstance(value, (list, tuple)):
+            self.fail(value)
+        result = []
+        for (idx, item) in enumerate(value):
+            if isinstance(item, OpCode):
+                item = item.to_dict()
+            if isinstance(item, dict):
+                item = dict(item)
+                item.setdefault("OP_ID", self.op_id)
+            try:
+                if not isinstance(item, dict) or item["OP_ID"] != self.op_id:
+                    raise Invalid("expected an %s opcode, got %s"
+                                  % (self.op_id, _show(item)))
+                result.append(OpCode.from_dict(item))
+            except errors.OpPrereqError as err:
+                raise Invalid("item %d: %s" % (idx, err.args[0]), deep=True)
+            except Invalid as err:
+                raise Invalid("item %d: %s" % (idx, err.reason), deep=True)
+        return result
+
+    def dump(self, value, redact=False):
+        return [op.to_dict(redact_private=redact) for op in value]
+
+
+def _plural(desc):
+    # "a boolean" -> "booleans", good enough for messages
+    for article in ("a ", "an "):
+        if desc.startswith(article):
+            word, _, rest = desc[len(article):].partition(" ")
+            return ("%ss %s" % (word, rest)).strip()
+    return desc
+
+
+def maybe(inner):
+    """``inner`` or null."""
+    return _Maybe(inner)
+
+
+def list_of(item):
+    """A list whose every item is ``item`` (JSON arrays; tuples accepted)."""
+    return _ListOf(item)
+
+
+def dict_of(key, value):
+    """An object whose keys are ``key`` and values are ``value``."""
+    return _DictOf(key, value)
+
+
+def one_of(*values):
+    """Exactly one of ``values``."""
+    return _OneOf(values)
+
+
+def tuple_of(*items):
+    """A fixed-length list whose item i is of type ``items[i]``."""
+    return _Tuple(*items)
+
+
+def either(*alternatives):
+    """Any of the alternatives; the first that matches normalises."""
+    return _Either(*alternatives)
+
+
+def private(inner):
+    """A secret value (hidden by ``to_dict(redact_private=True)``)."""
+    return _Private(inner)
+
+
+def _valid_ip(cls):
+    return lambda text: bool(cls(text))
+
+
+ANY = _Any()
+BOOL = _Bool()
+INT = _Int()
+NONNEG_INT = _Int(low=0, desc="a non-negative integer")
+POS_INT = _Int(low=1, desc="a positive integer")
+FLOAT = _Float()
+STR = _Str(nonempty=False)
+NESTR = _Str(nonempty=True)
+DICT = _DictOf(ANY, ANY)
+# Names are plain strings on the wire; the aliases document intent.
+INSTANCE_NAME = STR
+NODE_NAME = NESTR
+
+DISK_TEMPLATE = _OneOf(constants.DISK_TEMPLATES)
+HYPERVISOR = _OneOf(constants.HYPER_TYPES)
+TAG_KIND = _OneOf(constants.VALID_TAG_TYPES)
+ALLOC_POLICY = _OneOf(constants.VALID_ALLOC_POLICIES)
+ADMIN_STATE_SOURCE = _OneOf(constants.ADMIN_STATE_SOURCES)
+MIGRATION_MODE = _OneOf(constants.HT_MIGRATION_MODES)
+REBOOT_TYPE = _OneOf(REBOOT_TYPES)
+CREATE_MODE = _OneOf(INSTANCE_CREATE_MODES)
+REPLACE_MODE = _OneOf(REPLACE_MODES)
+EVAC_MODE = _OneOf(NODE_EVAC_MODES)
+EXPORT_MODE = _OneOf(EXPORT_MODES)
+FILE_DRIVER = _OneOf(FILE_DRIVERS)
+STORAGE_TYPE = _OneOf(STORAGE_TYPES)
+NETWORK_MODE = _OneOf(NETWORK_MODES)
+OOB_COMMAND = _OneOf(OOB_COMMANDS)
+IALLOCATOR_DIRECTION = _OneOf(IALLOCATOR_DIRECTIONS)
+IALLOCATOR_MODE = _OneOf(IALLOCATOR_MODES)
+QUERY_WHAT = _OneOf(QUERY_KINDS)
+SSH_KEY_TYPE = _OneOf(SSH_KEY_TYPES)
+VERIFY_OPTIONAL_CHECK = _OneOf(VERIFY_OPTIONAL_CHECKS)
+VERIFY_ERROR_CODE = _OneOf(VERIFY_ERROR_CODES)
+PRIORITY = _OneOf(OP_PRIO_SUBMIT_VALID)
+
+IPV4_ADDR = _Where(STR, _valid_ip(ipaddress.IPv4Address), "an IPv4 address")
+IPV4_NET = _Where(STR, _valid_ip(ipaddress.IPv4Network), "an IPv4 network")
+IPV6_ADDR = _Where(STR, _valid_ip(ipaddress.IPv6Address), "an IPv6 address")
+IPV6_NET = _Where(STR, _valid_ip(ipaddress.IPv6Network), "an IPv6 network")
+
+# One disk: {"size": 1024, "mode": "rw", ...}; sizes may be unit strings.
+DISK_PARAMS = _DictOf(NESTR, either(NESTR, INT), desc="disk parameters")
+# One NIC: {"mac": "auto", "link": "br0", ...}; every value a string or null.
+NIC_PARAMS = _DictOf(_OneOf(INIC_PARAMS), maybe(STR), desc="NIC parameters")
+DISK_INDEX = _Int(low=0, high=constants.MAX_DISKS - 1,
+                  desc="a disk index (0-%d)" % (constants.MAX_DISKS - 1))
+PRIVATE_DICT = _DictOf(ANY, private(ANY))
+UID_RANGES = list_of(tuple_of(INT, INT))
+# [action, name] pairs editing the hidden/blacklisted OS lists
+OS_LIST_MODS = list_of(tuple_of(_OneOf(DDMS_VALUES), NESTR))
+# recreate-disks: disk indices, or [index, new parameters] pairs
+RECREATE_DISKS = either(list_of(NONNEG_INT),
+                        list_of(tuple_of(NONNEG_INT, DISK_PARAMS)))
+NESTED_INSTANCE_CREATE = _OpCodeList("OP_INSTANCE_CREATE")
+
+
+def device_mods(params):
+    """Disk/NIC changes of OP_INSTANCE_SET_PARAMS.
+
+    The current form is ``[action, index, params]`` (index an int, possibly
+    negative, or a device name); the older ``[action-or-index, params]``
+    form is still accepted, as Ganeti does.
+    """
+    return either(
+        list_of(tuple_of(_OneOf(DDMS_VALUES_WITH_MODIFY), either(INT, STR),
+                         params)),
+        list_of(tuple_of(either(_OneOf(DDMS_VALUES), NONNEG_INT), params)))
+
+
+# Job ids are non-negative integers (or their decimal strings); inside one
+# SubmitManyJobs call, negative numbers refer to earlier jobs of that call.
+JOB_ID = either(INT, _Where(STR, re.compile(r"[0-9]+\Z").match,
+                            "a job id"))
+DEPENDENCIES = list_of(tuple_of(JOB_ID, list_of(_OneOf(JOBS_FINALIZED))))
+# [source, text, timestamp in ns]
+REASON_TRAIL = list_of(tuple_of(STR, STR, either(INT, FLOAT)))
+
+
+class _ReasonTrail(Type):
+    """The reason trail; null (as Ganeti allows) is read as empty."""
+
+    desc = REASON_TRAIL.desc
+
+    def check(self, value):
+        return [] if value is None else REASON_TRAIL.check(value)
+
+
+# --- Parameters and opcode definitions -------------------------------------
+
+_REQUIRED = object()
+
+
+@attr.s(frozen=True, slots=True)
+class Param(object):
+    name = attr.ib()
+    type = attr.ib()
+    default = attr.ib(default=None)
+    required = attr.ib(default=False)
+
+    def default_value(self):
+        # defaults like [] and {} must not be shared between opcodes
+        return copy.deepcopy(self.default)
+
+
+def P(name, typ, default=None):
+    """An optional parameter with its default."""
+    return Param(name, typ, default)
+
+
+def R(name, typ):
+    """A parameter every opcode of its kind must carry."""
+    return Param(name, typ, None, required=True)
+
+
+# Every opcode also carries these.
+GENERIC_PARAMS = (
+    P("dry_run", maybe(BOOL)),
+    P("debug_level", maybe(NONNEG_INT)),
+    P("priority", PRIORITY, OP_PRIO_DEFAULT),
+    P("depends", maybe(DEPENDENCIES)),
+    P("comment", maybe(STR)),
+    P("reason", _ReasonTrail(), []),
+)
+
+_DEFINITIONS = []
+
+
+def _op(op_id, summary_field, *params):
+    _DEFINITIONS.append((op_id, summary_field, params))
+
+
+# --- Cluster ---------------------------------------------------------------
+
+_op("OP_CLUSTER_ACTIVATE_MASTER_IP", None)
+_op("OP_CLUSTER_CONFIG_QUERY", None,
+    R("output_fields", list_of(NESTR)))
+_op("OP_CLUSTER_DEACTIVATE_MASTER_IP", None)
+_op("OP_CLUSTER_DESTROY", None)
+_op("OP_CLUSTER_POST_INIT", None)
+_op("OP_CLUSTER_QUERY", None)
+_op("OP_CLUSTER_REDIST_CONF", None)
+_op("OP_CLUSTER_RENAME", "name",
+    R("name", NESTR))
+_op("OP_CLUSTER_RENEW_CRYPTO", None,
+    P("node_certificates", BOOL, False),
+    P("renew_ssh_keys", BOOL, False),
+    P("ssh_key_type", maybe(SSH_KEY_TYPE)),
+    P("ssh_key_bits", maybe(POS_INT)),
+    P("verbose", BOOL, False),
+    P("debug", BOOL, False))
+_op("OP_CLUSTER_REPAIR_DISK_SIZES", None,
+    P("instances", list_of(NESTR), []))
+_op("OP_CLUSTER_SET_PARAMS", None,
+    P("force", BOOL, False),
+    P("hv_state", maybe(DICT)),
+    P("disk_state", maybe(DICT)),
+    P("vg_name", maybe(STR)),
+    P("enabled_hypervisors", maybe(list_of(HYPERVISOR))),
+    P("hvparams", maybe(dict_of(STR, DICT))),
+    P("beparams", maybe(DICT)),
+    P("os_hvp", maybe(dict_of(STR, DICT))),
+    P("osparams", maybe(dict_of(STR, DICT))),
+    P("osparams_private_cluster", maybe(dict_of(STR, PRIVATE_DICT))),
+    P("diskparams", maybe(dict_of(DISK_TEMPLATE, DICT))),
+    P("candidate_pool_size", maybe(POS_INT)),
+    P("max_running_jobs", maybe(POS_INT)),
+    P("max_tracked_jobs", maybe(POS_INT)),
+    P("uid_pool", maybe(UID_RANGES)),
+    P("add_uids", maybe(UID_RANGES)),
+    P("remove_uids", maybe(UID_RANGES)),
+    P("maintain_node_health", maybe(BOOL)),
+    P("prealloc_wipe_disks", maybe(BOOL)),
+    P("nicparams", maybe(NIC_PARAMS)),
+    P("ndparams", maybe(DICT)),
+    P("ipolicy", maybe(DICT)),
+    P("drbd_helper", maybe(STR)),
+    P("default_iallocator", maybe(STR)),
+    P("default_iallocator_params", maybe(DICT)),
+    P("mac_prefix", maybe(NESTR)),
+    P("master_netdev", maybe(STR)),
+    P("master_netmask", maybe(NONNEG_INT)),
+    P("reserved_lvs", maybe(list_of(NESTR))),
+    P("hidden_os", maybe(OS_LIST_MODS)),
+    P("blacklisted_os", maybe(OS_LIST_MODS)),
+    P("use_external_mip_script", maybe(BOOL)),
+    P("enabled_disk_templates", maybe(list_of(DISK_TEMPLATE))),
+    P("modify_etc_hosts", maybe(BOOL)),
+    P("file_storage_dir", maybe(STR)),
+    P("shared_file_storage_dir", maybe(STR)),
+    P("gluster_storage_dir", maybe(STR)),
+    P("install_image", maybe(STR)),
+    P("instance_communication_network", maybe(STR)),
+    P("zeroing_image", maybe(STR)),
+    P("compression_tools", maybe(list_of(NESTR))),
+    P("enabled_user_shutdown", maybe(BOOL)),
+    P("enabled_data_collectors", maybe(dict_of(STR, BOOL))),
+    P("data_collector_interval", maybe(dict_of(STR, INT))))
+_op("OP_CLUSTER_VERIFY", None,
+    P("debug_simulate_errors", BOOL, False),
+    P("error_codes", BOOL, False),
+    P("skip_checks", list_of(VERIFY_OPTIONAL_CHECK), []),
+    P("ignore_errors", list_of(VERIFY_ERROR_CODE), []),
+    P("verbose", BOOL, False),
+    P("group_name", maybe(NESTR)),
+    P("verify_clutter", BOOL, False))
+_op("OP_CLUSTER_VERIFY_CONFIG", None,
+    P("debug_simulate_errors", BOOL, False),
+    P("error_codes", BOOL, False),
+    P("ignore_errors", list_of(VERIFY_ERROR_CODE), []),
+    P("verbose", BOOL, False))
+_op("OP_CLUSTER_VERIFY_DISKS", None,
+    P("group_name", maybe(NESTR)))
+_op("OP_CLUSTER_VERIFY_GROUP", "group_name",
+    R("group_name", NESTR),
+    P("debug_simulate_errors", BOOL, False),
+    P("error_codes", BOOL, False),
+    P("skip_checks", list_of(VERIFY_OPTIONAL_CHECK), []),
+    P("ignore_errors", list_of(VERIFY_ERROR_CODE), []),
+    P("verbose", BOOL, False),
+    P("verify_clutter", BOOL, False))
+
+# --- Queries ---------------------------------------------------------------
+
+_op("OP_QUERY", "what",
+    R("what", QUERY_WHAT),
+    P("use_locking", BOOL, False),
+    R("fields", list_of(NESTR)),
+    P("qfilter", maybe(list_of(ANY))))
+_op("OP_QUERY_FIELDS", "what",
+    R("what", QUERY_WHAT),
+    P("fields", maybe(list_of(NESTR))))
+
+# --- Nodes and their storage -----------------------------------------------
+
+_op("OP_NODE_ADD", "node_name",
+    R("node_name", NESTR),
+    P("hv_state", maybe(DICT)),
+    P("disk_state", maybe(DICT)),
+    P("primary_ip", maybe(NESTR)),
+    P("secondary_ip", maybe(NESTR)),
+    P("readd", BOOL, False),
+    P("group", maybe(NESTR)),
+    P("master_capable", maybe(BOOL)),
+    P("vm_capable", maybe(BOOL)),
+    P("ndparams", maybe(DICT)),
+    P("node_setup", BOOL, False))
+_op("OP_NODE_EVACUATE", "node_name",
+    P("early_release", BOOL, False),
+    R("node_name", NESTR),
+    P("node_uuid", maybe(NESTR)),
+    P("remote_node", maybe(NESTR)),
+    P("remote_node_uuid", maybe(NESTR)),
+    P("iallocator", maybe(NESTR)),
+    R("mode", EVAC_MODE),
+    P("ignore_soft_errors", maybe(BOOL)))
+_op("OP_NODE_MIGRATE", "node_name",
+    R("node_name", NESTR),
+    P("node_uuid", maybe(NESTR)),
+    P("mode", maybe(MIGRATION_MODE)),
+    P("live", maybe(BOOL)),
+    P("target_node", maybe(NESTR)),
+    P("target_node_uuid", maybe(NESTR)),
+    P("allow_runtime_changes", BOOL, True),
+    P("ignore_ipolicy", BOOL, False),
+    P("iallocator", maybe(NESTR)))
+_op("OP_NODE_MODIFY_STORAGE", "node_name",
+    R("node_name", NESTR),
+    P("node_uuid", maybe(NESTR)),
+    R("storage_type", STORAGE_TYPE),
+    P("name", maybe(NESTR)),
+    R("changes", DICT))
+_op("OP_NODE_POWERCYCLE", "node_name",
+    R("node_name", NESTR),
+    P("node_uuid", maybe(NESTR)),
+    P("force", BOOL, False))
+_op("OP_NODE_QUERYVOLS", None,
+    R("output_fields", list_of(NESTR)),
+    P("nodes", list_of(NESTR), []))
+_op("OP_NODE_QUERY_STORAGE", None,
+    R("output_fields", list_of(NESTR)),
+    P("storage_type", maybe(STORAGE_TYPE)),
+    P("nodes", list_of(NESTR), []),
+    P("name", maybe(NESTR)))
+_op("OP_NODE_REMOVE", "node_name",
+    R("node_name", NESTR),
+    P("node_uuid", maybe(NESTR)))
+_op("OP_NODE_SET_PARAMS", "node_name",
+    R("node_name", NESTR),
+    P("node_uuid", maybe(NESTR)),
+    P("force", BOOL, False),
+    P("hv_state", maybe(DICT)),
+    P("disk_state", maybe(DICT)),
+    P("master_candidate", maybe(BOOL)),
+    P("offline", maybe(BOOL)),
+    P("drained", maybe(BOOL)),
+    P("auto_promote", BOOL, False),
+    P("master_capable", maybe(BOOL)),
+    P("vm_capable", maybe(BOOL)),
+    P("secondary_ip", maybe(NESTR)),
+    P("ndparams", maybe(DICT)),
+    P("powered", maybe(BOOL)))
+_op("OP_OOB_COMMAND", None,
+    P("node_names", list_of(NESTR), []),
+    P("node_uuids", maybe(list_of(NESTR))),
+    R("command", OOB_COMMAND),
+    P("timeout", INT, 60),
+    P("ignore_status", BOOL, False),
+    P("power_delay", FLOAT, 2.0))
+_op("OP_REPAIR_NODE_STORAGE", "node_name",
+    R("node_name", NESTR),
+    P("node_uuid", maybe(NESTR)),
+    R("storage_type", STORAGE_TYPE),
+    P("name", maybe(NESTR)),
+    P("ignore_consistency", BOOL, False))
+_op("OP_RESTRICTED_COMMAND", None,
+    P("use_locking", BOOL, False),
+    R("nodes", list_of(NESTR)),
+    P("node_uuids", maybe(list_of(NESTR))),
+    R("command", NESTR))
+
+# --- Instances -------------------------------------------------------------
+
+_op("OP_INSTANCE_ACTIVATE_DISKS", "instance_name",
+    R("instance_name", STR),
+    P("instance_uuid", maybe(NESTR)),
+    P("ignore_size", BOOL, False),
+    P("wait_for_sync", BOOL, False))
+_op("OP_INSTANCE_CHANGE_GROUP", "instance_name",
+    R("instance_name", STR),
+    P("instance_uuid", maybe(NESTR)),
+    P("early_release", BOOL, False),
+    P("iallocator", maybe(NESTR)),
+    P("target_groups", maybe(list_of(NESTR))))
+_op("OP_INSTANCE_CONSOLE", "instance_name",
+    R("instance_name", STR),
+    P("instance_uuid", maybe(NESTR)))
+_op("OP_INSTANCE_CREATE", "instance_name",
+    R("instance_name", STR),
+    P("force_variant", BOOL, False),
+    P("wait_for_sync", BOOL, True),
+    P("name_check", BOOL, True),
+    P("ignore_ipolicy", BOOL, False),
+    P("opportunistic_locking", BOOL, False),
+    P("beparams", DICT, {}),
+    R("disks", list_of(DISK_PARAMS)),
+    P("disk_template", maybe(DISK_TEMPLATE)),
+    P("group_name", maybe(NESTR)),
+    P("file_driver", maybe(FILE_DRIVER)),
+    P("file_storage_dir", maybe(NESTR)),
+    P("hvparams", DICT, {}),
+    P("hypervisor", maybe(HYPERVISOR)),
+    P("iallocator", maybe(NESTR)),
+    P("identify_defaults", BOOL, False),
+    P("ip_check", BOOL, True),
+    P("conflicts_check", BOOL, True),
+    R("mode", CREATE_MODE),
+    R("nics", list_of(NIC_PARAMS)),
+    P("no_install", maybe(BOOL)),
+    P("osparams", DICT, {}),
+    P("osparams_private", maybe(PRIVATE_DICT)),
+    P("osparams_secret", maybe(PRIVATE_DICT)),
+    P("os_type", maybe(NESTR)),
+    P("pnode", maybe(NESTR)),
+    P("pnode_uuid", maybe(NESTR)),
+    P("snode", maybe(NESTR)),
+    P("snode_uuid", maybe(NESTR)),
+    P("source_handshake", maybe(list_of(ANY))),
+    P("source_instance_name", maybe(NESTR)),
+    P("source_shutdown_timeout", NONNEG_INT, 120),
+    P("source_x509_ca", maybe(NESTR)),
+    P("src_node", maybe(NESTR)),
+    P("src_node_uuid", maybe(NESTR)),
+    P("src_path", maybe(NESTR)),
+    P("compress", STR, "none"),
+    P("start", BOOL, True),
+    P("forthcoming", BOOL, False),
+    P("commit", BOOL, False),
+    P("tags", list_of(NESTR), []),
+    P("instance_communication", BOOL, False),
+    P("helper_startup_timeout", maybe(INT)),
+    P("helper_shutdown_timeout", maybe(INT)))
+_op("OP_INSTANCE_DEACTIVATE_DISKS", "instance_name",
+    R("instance_name", STR),
+    P("instance_uuid", maybe(NESTR)),
+    P("force", BOOL, False))
+_op("OP_INSTANCE_FAILOVER", "instance_name",
+    R("instance_name", STR),
+    P("instance_uuid", maybe(NESTR)),
+    P("shutdown_timeout", NONNEG_INT, 120),
+    P("ignore_consistency", BOOL, False),
+    P("target_node", maybe(NESTR)),
+    P("target_node_uuid", maybe(NESTR)),
+    P("ignore_ipolicy", BOOL, False),
+    P("cleanup", BOOL, False),
+    P("iallocator", maybe(NESTR)))
+_op("OP_INSTANCE_GROW_DISK", "instance_name",
+    R("instance_name", STR),
+    P("instance_uuid", maybe(NESTR)),
+    P("wait_for_sync", BOOL, True),
+    R("disk", DISK_INDEX),
+    R("amount", NONNEG_INT),
+    P("absolute", BOOL, False),
+    P("ignore_ipolicy", BOOL, False))
+_op("OP_INSTANCE_MIGRATE", "instance_name",
+    R("instance_name", STR),
+    P("instance_uuid", maybe(NESTR)),
+    P("mode", maybe(MIGRATION_MODE)),
+    P("live", maybe(BOOL)),
+    P("target_node", maybe(NESTR)),
+    P("target_node_uuid", maybe(NESTR)),
+    P("allow_runtime_changes", BOOL, True),
+    P("ignore_ipolicy", BOOL, False),
+    P("cleanup", BOOL, False),
+    P("iallocator", maybe(NESTR)),
+    P("allow_failover", BOOL, False),
+    P("ignore_hvversions", BOOL, False))
+_op("OP_INSTANCE_MOVE", "instance_name",
+    R("instance_name", STR),
+    P("instance_uuid", maybe(NESTR)),
+    P("shutdown_timeout", NONNEG_INT, 120),
+    P("ignore_ipolicy", BOOL, False),
+    R("target_node", NESTR),
+    P("target_node_uuid", maybe(NESTR)),
+    P("compress", STR, "none"),
+    P("ignore_consistency", BOOL, False))
+_op("OP_INSTANCE_MULTI_ALLOC", None,
+    P("opportunistic_locking", BOOL, False),
+    P("iallocator", maybe(NESTR)),
+    P("instances", NESTED_INSTANCE_CREATE, []))
+_op("OP_INSTANCE_QUERY_DATA", None,
+    P("use_locking", BOOL, False),
+    P("instances", list_of(NESTR), []),
+    P("static", BOOL, False))
+_op("OP_INSTANCE_REBOOT", "instance_name",
+    R("instance_name", STR),
+    P("instance_uuid", maybe(NESTR)),
+    P("shutdown_timeout", NONNEG_INT, 120),
+    P("ignore_secondaries", BOOL, False),
+    R("reboot_type", REBOOT_TYPE))
+_op("OP_INSTANCE_RECREATE_DISKS", "instance_name",
+    R("instance_name", STR),
+    P("instance_uuid", maybe(NESTR)),
+    P("disks", RECREATE_DISKS, []),
+    P("nodes", list_of(NESTR), []),
+    P("node_uuids", maybe(list_of(NESTR))),
+    P("iallocator", maybe(NESTR)))
+_op("OP_INSTANCE_REINSTALL", "instance_name",
+    R("instance_name", STR),
+    P("instance_uuid", maybe(NESTR)),
+    P("force_variant", BOOL, False),
+    P("os_type", maybe(NESTR)),
+    P("osparams", maybe(DICT)),
+    P("osparams_private", maybe(PRIVATE_DICT)),
+    P("osparams_secret", maybe(PRIVATE_DICT)))
+_op("OP_INSTANCE_REMOVE", "instance_name",
+    R("instance_name", STR),
+    P("instance_uuid", maybe(NESTR)),
+    P("shutdown_timeout", NONNEG_INT, 120),
+    P("ignore_failures", BOOL, False))
+_op("OP_INSTANCE_RENAME", None,
+    R("instance_name", STR),
+    P("instance_uuid", maybe(NESTR)),
+    R("new_name", NESTR),
+    P("name_check", BOOL, True),
+    P("ip_check", BOOL, True))
+_op("OP_INSTANCE_REPLACE_DISKS", "instance_name",
+    R("instance_name", STR),
+    P("instance_uuid", maybe(NESTR)),
+    P("early_release", BOOL, False),
+    P("ignore_ipolicy", BOOL, False),
+    R("mode", REPLACE_MODE),
+    P("disks", list_of(DISK_INDEX), []),
+    P("remote_node", maybe(NESTR)),
+    P("remote_node_uuid", maybe(NESTR)),
+    P("iallocator", maybe(NESTR)))
+_op("OP_INSTANCE_SET_PARAMS", "instance_name",
+    R("instance_name", STR),
+    P("instance_uuid", maybe(NESTR)),
+    P("force", BOOL, False),
+    P("force_variant", BOOL, False),
+    P("ignore_ipolicy", BOOL, False),
+    P("nics", device_mods(NIC_PARAMS), []),
+    P("disks", device_mods(DISK_PARAMS), []),
+    P("beparams", DICT, {}),
+    P("runtime_mem", maybe(POS_INT)),
+    P("hvparams", DICT, {}),
+    P("disk_template", maybe(DISK_TEMPLATE)),
+    P("ext_params", DICT, {}),
+    P("file_driver", maybe(FILE_DRIVER)),
+    P("file_storage_dir", maybe(NESTR)),
+    P("pnode", maybe(NESTR)),
+    P("pnode_uuid", maybe(NESTR)),
+    P("remote_node", maybe(NESTR)),
+    P("remote_node_uuid", maybe(NESTR)),
+    P("iallocator", maybe(NESTR)),
+    P("os_name", maybe(NESTR)),
+    P("osparams", DICT, {}),
+    P("osparams_private", maybe(PRIVATE_DICT)),
+    P("wait_for_sync", BOOL, True),
+    P("offline", maybe(BOOL)),
+    P("conflicts_check", BOOL, True),
+    P("hotplug", BOOL, False),
+    P("hotplug_if_possible", BOOL, False),
+    P("instance_communication", maybe(BOOL)))
+_op("OP_INSTANCE_SHUTDOWN", "instance_name",
+    R("instance_name", STR),
+    P("instance_uuid", maybe(NESTR)),
+    P("force", BOOL, False),
+    P("ignore_offline_nodes", BOOL, False),
+    P("timeout", NONNEG_INT, 120),
+    P("no_remember", BOOL, False),
+    P("admin_state_source", maybe(ADMIN_STATE_SOURCE)))
+_op("OP_INSTANCE_STARTUP", "instance_name",
+    R("instance_name", STR),
+    P("instance_uuid", maybe(NESTR)),
+    P("force", BOOL, False),
+    P("ignore_offline_nodes", BOOL, False),
+    P("hvparams", DICT, {}),
+    P("beparams", DICT, {}),
+    P("no_remember", BOOL, False),
+    P("startup_paused", BOOL, False),
+    P("shutdown_timeout", NONNEG_INT, 120))
+
+# --- Node groups -----------------------------------------------------------
+
+_op("OP_GROUP_ADD", "group_name",
+    R("group_name", NESTR),
+    P("alloc_policy", maybe(ALLOC_POLICY)),
+    P("ndparams", maybe(DICT)),
+    P("diskparams", maybe(dict_of(DISK_TEMPLATE, DICT))),
+    P("hv_state", maybe(DICT)),
+    P("disk_state", maybe(DICT)),
+    P("ipolicy", maybe(DICT)))
+_op("OP_GROUP_ASSIGN_NODES", "group_name",
+    R("group_name", NESTR),
+    P("force", BOOL, False),
+    R("nodes", list_of(NESTR)),
+    P("node_uuids", maybe(list_of(NESTR))))
+_op("OP_GROUP_EVACUATE", "group_name",
+    R("group_name", NESTR),
+    P("early_release", BOOL, False),
+    P("iallocator", maybe(NESTR)),
+    P("target_groups", maybe(list_of(NESTR))),
+    P("sequential", BOOL, False),
+    P("force_failover", BOOL, False))
+_op("OP_GROUP_REMOVE", "group_name",
+    R("group_name", NESTR))
+_op("OP_GROUP_RENAME", None,
+    R("group_name", NESTR),
+    R("new_name", NESTR))
+_op("OP_GROUP_SET_PARAMS", "group_name",
+    R("group_name", NESTR),
+    P("alloc_policy", maybe(ALLOC_POLICY)),
+    P("ndparams", maybe(DICT)),
+    P("diskparams", maybe(dict_of(DISK_TEMPLATE, DICT))),
+    P("hv_state", maybe(DICT)),
+    P("disk_state", maybe(DICT)),
+    P("ipolicy", maybe(DICT)))
+_op("OP_GROUP_VERIFY_DISKS", "group_name",
+    R("group_name", NESTR))
+
+# --- Operating systems and external storage providers ----------------------
+
+_op("OP_EXT_STORAGE_DIAGNOSE", None,
+    R("output_fields", list_of(NESTR)),
+    P("names", list_of(NESTR), []))
+_op("OP_OS_DIAGNOSE", None,
+    R("output_fields", list_of(NESTR)),
+    P("names", list_of(NESTR), []))
+
+# --- Exports ---------------------------------------------------------------
+
+_op("OP_BACKUP_EXPORT", "instance_name",
+    R("instance_name", STR),
+    P("instance_uuid", maybe(NESTR)),
+    P("compress", STR, "none"),
+    P("shutdown_timeout", NONNEG_INT, 120),
+    R("target_node", either(NESTR, list_of(ANY))),
+    P("target_node_uuid", maybe(NESTR)),
+    P("shutdown", BOOL, True),
+    P("remove_instance", BOOL, False),
+    P("ignore_remove_failures", BOOL, False),
+    P("mode", EXPORT_MODE, "local"),
+    P("x509_key_name", maybe(list_of(ANY))),
+    P("destination_x509_ca", maybe(NESTR)),
+    P("zero_free_space", BOOL, False),
+    P("zeroing_timeout_fixed", maybe(INT)),
+    P("zeroing_timeout_per_mib", maybe(FLOAT)),
+    P("long_sleep", BOOL, False))
+_op("OP_BACKUP_PREPARE", "instance_name",
+    R("instance_name", STR),
+    P("instance_uuid", maybe(NESTR)),
+    R("mode", EXPORT_MODE))
+_op("OP_BACKUP_REMOVE", "instance_name",
+    R("instance_name", STR),
+    P("instance_uuid", maybe(NESTR)))
+
+# --- Tags ------------------------------------------------------------------
+
+_op("OP_TAGS_DEL", None,
+    R("kind", TAG_KIND),
+    R("tags", list_of(STR)),
+    P("name", maybe(STR)))
+_op("OP_TAGS_GET", "name",
+    R("kind", TAG_KIND),
+    P("use_locking", BOOL, False),
+    P("name", maybe(STR)))
+_op("OP_TAGS_SEARCH", "pattern",
+    R("pattern", NESTR))
+_op("OP_TAGS_SET", None,
+    R("kind", TAG_KIND),
+    R("tags", list_of(STR)),
+    P("name", maybe(STR)))
+
+# --- Networks --------------------------------------------------------------
+
+_op("OP_NETWORK_ADD", "network_name",
+    R("network_name", NESTR),
+    R("network", IPV4_NET),
+    P("gateway", maybe(IPV4_ADDR)),
+    P("network6", maybe(IPV6_NET)),
+    P("gateway6", maybe(IPV6_ADDR)),
+    P("mac_prefix", maybe(NESTR)),
+    P("add_reserved_ips", maybe(list_of(IPV4_ADDR))),
+    P("conflicts_check", BOOL, True),
+    P("tags", list_of(NESTR), []))
+_op("OP_NETWORK_CONNECT", "network_name",
+    R("group_name", NESTR),
+    R("network_name", NESTR),
+    R("network_mode", NETWORK_MODE),
+    R("network_link", NESTR),
+    P("network_vlan", STR, ""),
+    P("conflicts_check", BOOL, True))
+_op("OP_NETWORK_DISCONNECT", "network_name",
+    R("group_name", NESTR),
+    R("network_name", NESTR))
+_op("OP_NETWORK_REMOVE", "network_name",
+    R("network_name", NESTR),
+    P("force", BOOL, False))
+_op("OP_NETWORK_SET_PARAMS", "network_name",
+    R("network_name", NESTR),
+    P("gateway", maybe(IPV4_ADDR)),
+    P("network6", maybe(IPV6_NET)),
+    P("gateway6", maybe(IPV6_ADDR)),
+    P("mac_prefix", maybe(NESTR)),
+    P("add_reserved_ips", maybe(list_of(IPV4_ADDR))),
+    P("remove_reserved_ips", maybe(list_of(IPV4_ADDR))))
+
+# --- Testing ---------------------------------------------------------------
+
+_op("OP_TEST_ALLOCATOR", "iallocator",
+    R("direction", IALLOCATOR_DIRECTION),
+    R("mode", IALLOCATOR_MODE),
+    R("name", NESTR),
+    P("nics", maybe(list_of(NIC_PARAMS))),
+    P("disks", maybe(list_of(ANY))),
+    P("hypervisor", maybe(HYPERVISOR)),
+    P("iallocator", maybe(NESTR)),
+    P("tags", list_of(NESTR), []),
+    P("memory", maybe(NONNEG_INT)),
+    P("vcpus", maybe(NONNEG_INT)),
+    P("os", maybe(NESTR)),
+    P("disk_template", maybe(DISK_TEMPLATE)),
+    P("instances", maybe(list_of(NESTR))),
+    P("evac_mode", maybe(EVAC_MODE)),
+    P("target_groups", maybe(list_of(NESTR))),
+    P("spindle_use", NONNEG_INT, 1),
+    P("count", NONNEG_INT, 1),
+    P("group_name", maybe(NESTR)))
+_op("OP_TEST_DELAY", "duration",
+    R("duration", FLOAT),
+    P("on_master", BOOL, True),
+    P("on_nodes", list_of(NESTR), []),
+    P("on_node_uuids", maybe(list_of(NESTR))),
+    P("repeat", NONNEG_INT, 0),
+    P("interruptible", BOOL, False),
+    P("no_locks", BOOL, True))
+_op("OP_TEST_DUMMY", None,
+    P("result", ANY),
+    P("messages", ANY),
+    P("fail", ANY),
+    P("submit_jobs", ANY))
+_op("OP_TEST_JQUEUE", None,
+    P("notify_waitlock", BOOL, False),
+    P("notify_exec", BOOL, False),
+    P("log_messages", list_of(STR), []),
+    P("fail", BOOL, False))
+_op("OP_TEST_OS_PARAMS", None,
+    P("osparams_secret", maybe(PRIVATE_DICT)))
+
+
+# --- OpCode objects ---------------------------------------------------------
+
+def _invalid(name, reason):
+    return errors.OpPrereqError("%s: %s" % (name, reason), errors.ECODE_INVAL)
+
+
+class OpCode(object):
+    """Base of the generated opcode classes.
+
+    Parameters are attributes.  Constructing an opcode (``OpFoo(**params)``
+    or :meth:`from_dict`) validates every parameter and fills in defaults;
+    after changing attributes, :meth:`validate` checks again.
+    """
+
+    OP_ID = None
+    PARAMS = ()            # tuple of Param, generic ones included
+    SUMMARY_FIELD = None   # parameter shown by summary()
+    _BY_NAME = {}
+    __slots__ = ()
+
+    def __init__(self, **params):
+        if self.OP_ID is None:
+            raise errors.ProgrammerError("OpCode is abstract; use"
+                                         " opcode_class(op_id)")
+        self._load(params, strict=True)
+
+    def _load(self, params, strict):
+        known = self._BY_NAME
+        if strict:
+            for name in sorted(params):
+                if name not in known:
+                    raise _invalid(name, "unknown parameter of %s"
+                                   % self.OP_ID)
+        values = {}
+        for param in self.PARAMS:
+            if param.name in params:
+                value = params[param.name]
+            elif param.required:
+                raise _invalid(param.name, "missing required parameter of %s"
+                               % self.OP_ID)
+            else:
+                value = param.default_value()
+            try:
+                values[param.name] = param.type.check(value)
+            except Invalid as err:
+                raise _invalid(param.name, err.reason)
+        # all or nothing; check() may hand back the caller's own containers
+        for (name, value) in values.items():
+            setattr(self, name, copy.deepcopy(value))
+
+    @classmethod
+    def from_dict(cls, data, strict=True):
+        """Build and validate an opcode from its JSON form.
+
+        On OpCode itself the class is chosen by ``data["OP_ID"]``; on a
+        subclass ``OP_ID`` may be omitted.  With ``strict=False`` unknown
+        keys are ignored instead of rejected.
+        """
+        if not isinstance(data, dict):
+            raise _invalid("opcode", "expected an object, got %s"
+                           % _show(data))
+        params = dict(data)
+        op_id = params.pop("OP_ID", cls.OP_ID)
+        if op_id is None:
+            raise _invalid("OP_ID", "missing")
+        klass = opcode_class(op_id)
+        if cls.OP_ID is not None and klass is not cls:
+            raise _invalid("OP_ID", "expected %s, got %s"
+                           % (cls.OP_ID, _show(op_id)))
+        op = klass.__new__(klass)
+        op._load(params, strict)
+        return op
+
+    def to_dict(self, redact_private=False):
+        """The JSON form: every parameter plus ``OP_ID``.
+
+        ``redact_private`` replaces secret values (private OS parameters)
+        with a placeholder, for logs and job files.
+        """
+        data = {p.name: p.type.dump(getattr(self, p.name), redact_private)
+                for p in self.PARAMS}
+        data["OP_ID"] = self.OP_ID
+        return data
+
+    def validate(self):
+        """Check (and normalise) the current attribute values again."""
+        self._load({p.name: getattr(self, p.name) for p in self.PARAMS},
+                   strict=True)
+
+    def copy(self):
+        return self.from_dict(self.to_dict())
+
+    def summary(self):
+        """Short description as in job listings: ``INSTANCE_STARTUP(inst1)``."""
+        text = self.OP_ID[len("OP_"):]
+        if self.SUMMARY_FIELD:
+            value = getattr(self, self.SUMMARY_FIELD)
+            if isinstance(value, (list, tuple)):
+                value = ",".join(str(v) for v in value)
+            text = "%s(%s)" % (text, value)
+        return text
+
+    def tiny_summary(self):
+        """Even shorter: ``I_STARTUP``, ``N_EVACUATE``, ``TEST_DELAY``."""
+        text = self.OP_ID[len("OP_"):]
+        for (prefix, short) in _TINY_PREFIXES:
+            if text.startswith(prefix):
+                return short + text[len(prefix):]
+        return text
+
+    def __eq__(self, other):
+        if not isinstance(other, OpCode):
+            return NotImplemented
+        return self.OP_ID == other.OP_ID and self.to_dict() == other.to_dict()
+
+    def __ne__(self, other):
+        result = self.__eq__(other)
+        return result if result is NotImplemented else not result
+
+    __hash__ = None
+
+    def __repr__(self):
+        # only what differs from the defaults, to keep it readable
+        shown = ["%s=%r" % (p.name, getattr(self, p.name)) for p in self.PARAMS
+                 if p.required or getattr(self, p.name) != p.default]
+        return "%s(%s)" % (type(self).__name__, ", ".join(shown))
+
+
+_TINY_PREFIXES = (("CLUSTER_", "C_"), ("GROUP_", "G_"), ("NODE_", "N_"),
+                  ("INSTANCE_", "I_"))
+
+_CLASSES = {}
+
+
+def class_name(op_id):
+    """``OP_INSTANCE_STARTUP`` -> ``OpInstanceStartup``."""
+    return "Op" + "".join(w.capitalize() for w in op_id[3:].split("_"))
+
+
+def _make_class(op_id, summary_field, params):
+    all_params = tuple(params) + GENERIC_PARAMS
+    by_name = {p.name: p for p in all_params}
+    assert len(by_name) == len(all_params), "duplicate parameter in " + op_id
+    assert summary_field is None or summary_field in by_name, op_id
+    namespace = {
+        "OP_ID": op_id,
+        "PARAMS": all_params,
+        "SUMMARY_FIELD": summary_field,
+        "_BY_NAME": by_name,
+        "__slots__": tuple(by_name),
+        "__doc__": "Opcode %s." % op_id,
+        "__module__": __name__,
+    }
+    return type(class_name(op_id), (OpCode,), namespace)
+
+
+for (_op_id, _summary_field, _params) in _DEFINITIONS:
+    _CLASSES[_op_id] = _make_class(_op_id, _summary_field, _params)
+    globals()[class_name(_op_id)] = _CLASSES[_op_id]
+del _op_id, _summary_field, _params
+
+ALL_OP_IDS = frozenset(_CLASSES)
+
+
+def opcode_class(op_id):
+    """The class of ``op_id``; errors.OpCodeUnknown if there is none."""
+    try:
+        return _CLASSES[op_id]
+    except (KeyError, TypeError):
+        raise errors.OpCodeUnknown("Unknown opcode %s" % _show(op_id))
+
+
+def from_dict(data, strict=True):
+    """Shortcut for :meth:`OpCode.from_dict`."""
+    return OpCode.from_dict(data, strict=strict)
+
+
+def make_reason(source, text, timestamp_ns):
+    """One reason trail entry, e.g. ``("gnt:client:gnt-instance", "add")``."""
+    return [source, text, int(timestamp_ns)]
