@@ -111,8 +111,13 @@ class VirtualCluster(object):
     # --- daemons ---------------------------------------------------------
 
     def twistd_command(self, plugin, node, *args):
-        return [sys.executable, "-m", "twisted", "--nodaemon",
-                "--pidfile", "", "--logfile",
+        """Run a daemon plugin in the foreground with ``twist``.
+
+        (``python -m twisted`` is twist: the same IServiceMaker plugins as
+        twistd, without daemonizing, so we keep the PID to stop it.)
+        """
+        return [sys.executable, "-m", "twisted", "--log-format", "text",
+                "--log-file",
                 os.path.join(node.paths.log_dir, "%s.log" % plugin),
                 plugin, "--root", node.root, "--bind", node.ip] + list(args)
 
