@@ -145,15 +145,15 @@ REDACTED = "<redacted>"
 class Invalid(ValueError):
     """A value does not have the expected type.
 
-    ``reason`` does not name the parameter; the caller prefixes it.  ``deep``
-    is true when the problem is inside a container (an item or a key), which
-    makes it a better explanation than "expected X" when alternatives fail.
+    ``reason`` does not name the parameter; the caller prefixes it.
+    ``depth`` counts the containers (items, keys) the problem is inside: a
+    deep problem explains more than "expected X" when alternatives fail.
     """
 
-    def __init__(self, reason, deep=False):
+    def __init__(self, reason, depth=0):
         ValueError.__init__(self, reason)
         self.reason = reason
-        self.deep = deep
+        self.depth = depth
 
 
 def _show(value):
@@ -256,7 +256,7 @@ class _Maybe(Type):
         try:
             return self.inner.check(value)
         except Invalid as err:
-            if err.deep:
+            if err.depth:
                 raise
             self.fail(value)
 
@@ -277,7 +277,8 @@ class _ListOf(Type):
             try:
                 result.append(self.item.check(item))
             except Invalid as err:
-                raise Invalid("item %d: %s" % (idx, err.reason), deep=True)
+                raise Invalid("item %d: %s" % (idx, err.reason),
+                              err.depth + 1)
         return result
 
     def dump(self, value, redact=False):
@@ -303,11 +304,12 @@ class _DictOf(Type):
             try:
                 key = self.key.check(key)
             except Invalid as err:
-                raise Invalid("key %r: %s" % (key, err.reason), deep=True)
+                raise Invalid("key %r: %s" % (key, err.reason),
+                              err.depth + 1)
             try:
                 result[key] = self.value.check(item)
             except Invalid as err:
-                raise Invalid("%r: %s" % (key, err.reason), deep=True)
+                raise Invalid("%r: %s" % (key, err.reason), err.depth + 1)
         return result
 
     def dump(self, value, redact=False):
@@ -342,7 +344,8 @@ class _Tuple(Type):
             try:
                 result.append(typ.check(item))
             except Invalid as err:
-                raise Invalid("item %d: %s" % (idx, err.reason), deep=True)
+                raise Invalid("item %d: %s" % (idx, err.reason),
+                              err.depth + 1)
         return result
 
     def dump(self, value, redact=False):
@@ -357,17 +360,18 @@ class _Either(Type):
         self.desc = " or ".join(t.desc for t in alternatives)
 
     def _pick(self, value):
-        deep = []
+        failures = []
         for typ in self.alternatives:
             try:
                 return (typ, typ.check(value))
             except Invalid as err:
-                if err.deep:
-                    deep.append(err.reason)
-        if deep:
-            # the value had the right shape for some forms: say what is
-            # wrong inside rather than listing every accepted form
-            raise Invalid("; or ".join(deep), deep=True)
+                failures.append(err)
+        depth = max(err.depth for err in failures)
+        if depth:
+            # the value had the shape of some forms: say what is wrong deep
+            # inside the closest ones rather than listing every form
+            raise Invalid("; or ".join(err.reason for err in failures
+                                       if err.depth == depth), depth)
         self.fail(value)
 
     def check(self, value):
@@ -424,9 +428,9 @@ class _OpCodeList(Type):
                                   % (self.op_id, _show(item)))
                 result.append(OpCode.from_dict(item))
             except errors.OpPrereqError as err:
-                raise Invalid("item %d: %s" % (idx, err.args[0]), deep=True)
+                raise Invalid("item %d: %s" % (idx, err.args[0]), 2)
             except Invalid as err:
-                raise Invalid("item %d: %s" % (idx, err.reason), deep=True)
+                raise Invalid("item %d: %s" % (idx, err.reason), 1)
         return result
 
     def dump(self, value, redact=False):
