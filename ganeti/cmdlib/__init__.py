@@ -1,0 +1,7 @@
+"""Logical units: one module per object kind.
+
+Importing this package registers every LU with the opcode processor
+(``ganeti.mcpu.LU_REGISTRY``).
+"""
+
+from ganeti.cmdlib import cluster, tags, test  # noqa: F401

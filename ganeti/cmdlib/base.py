@@ -1,0 +1,78 @@
+"""The logical unit base class.
+
+A logical unit (LU) executes one opcode.  Its life, driven by
+``ganeti.mcpu.Processor``:
+
+1. ``check_arguments()``: opcode parameters that need more than type checks;
+2. ``expand_names()``: turn names into UUIDs and fill ``needed_locks``
+   (level -> list of UUIDs or ``locking.ALL_SET``) and ``share_locks``
+   (level -> bool);
+3. ``declare_locks(level)``: just before each level is acquired, for locks
+   that depend on what was decided at earlier levels (e.g. the nodes of an
+   instance);
+4. ``check_prereq()``: with the locks held; raise OpPrereqError to refuse
+   (nothing has been changed yet);
+5. ``exec_()``: do the work (async), return the opcode's result.
+"""
+
+from ganeti import errors
+from ganeti import locking
+
+
+class LogicalUnit(object):
+    OP_ID = None
+    #: True: this LU needs the big ganeti lock exclusively (cluster-wide
+    #: changes); False: shared, like almost every LU.
+    REQ_BGL = False
+
+    def __init__(self, ctx, op, feedback_fn):
+        self.ctx = ctx
+        self.cfg = ctx.cfg
+        self.op = op
+        self._feedback = feedback_fn
+        self.needed_locks = {}
+        self.share_locks = {}
+
+    # --- hooks for subclasses -------------------------------------------
+
+    def check_arguments(self):
+        pass
+
+    def expand_names(self):
+        pass
+
+    def declare_locks(self, level):
+        pass
+
+    def check_prereq(self):
+        pass
+
+    async def exec_(self):
+        raise errors.ProgrammerError("%s has no exec_" % type(self).__name__)
+
+    def dry_run_result(self):
+        """What a dry run returns once the prerequisites passed."""
+        return None
+
+    # --- helpers ------------------------------------------------------------
+
+    def log_info(self, msg, *args):
+        self._feedback(msg % args if args else msg)
+
+    def log_warning(self, msg, *args):
+        self._feedback("WARNING: " + (msg % args if args else msg))
+
+    def share_all(self):
+        """Take every level in shared mode (query-style LUs)."""
+        for level in locking.LEVELS_MOD:
+            self.share_locks[level] = True
+
+    def expand_instance(self, name):
+        """UUID of an instance named (or identified) by ``name``."""
+        return self.cfg.get_instance(name).uuid
+
+    def expand_node(self, name):
+        return self.cfg.get_node(name).uuid
+
+    def expand_group(self, name):
+        return self.cfg.get_nodegroup(name).uuid

@@ -1,0 +1,267 @@
+"""Cluster-level logical units: query, modify, verify the configuration."""
+
+import platform
+
+from ganeti import constants
+from ganeti import errors
+from ganeti import mcpu
+from ganeti import objects
+from ganeti import uidpool
+from ganeti.cmdlib.base import LogicalUnit
+
+# OP_CLUSTER_SET_PARAMS parameters that map one to one onto the cluster
+# object (None means "not given").
+_SIMPLE = {
+    "candidate_pool_size": "candidate_pool_size",
+    "max_running_jobs": "max_running_jobs",
+    "max_tracked_jobs": "max_tracked_jobs",
+    "maintain_node_health": "maintain_node_health",
+    "prealloc_wipe_disks": "prealloc_wipe_disks",
+    "default_iallocator": "default_iallocator",
+    "default_iallocator_params": "default_iallocator_params",
+    "mac_prefix": "mac_prefix",
+    "master_netdev": "master_netdev",
+    "master_netmask": "master_netmask",
+    "reserved_lvs": "reserved_lvs",
+    "use_external_mip_script": "use_external_mip_script",
+    "modify_etc_hosts": "modify_etc_hosts",
+    "file_storage_dir": "file_storage_dir",
+    "shared_file_storage_dir": "shared_file_storage_dir",
+    "gluster_storage_dir": "gluster_storage_dir",
+    "install_image": "install_image",
+    "zeroing_image": "zeroing_image",
+    "instance_communication_network": "instance_communication_network",
+    "compression_tools": "compression_tools",
+    "enabled_user_shutdown": "enabled_user_shutdown",
+    "vg_name": "volume_group_name",
+    "drbd_helper": "drbd_usermode_helper",
+    "ipolicy": "ipolicy",
+    "ndparams": "ndparams",
+}
+
+
+def cluster_info(cfg):
+    """The QueryClusterInfo / OP_CLUSTER_QUERY answer (Ganeti's keys)."""
+    c = cfg.cluster
+    master = cfg.nodes.get(c.master_node)
+    collectors = c.data_collectors or {}
+    return {
+        "software_version": constants.RELEASE_VERSION,
+        "protocol_version": constants.PROTOCOL_VERSION,
+        "config_version": constants.CONFIG_VERSION,
+        "os_api_version": max(constants.OS_API_VERSIONS),
+        "export_version": constants.EXPORT_VERSION,
+        "vcs_version": "ganeti-twisted",
+        "architecture": (platform.architecture()[0], platform.machine()),
+        "name": c.cluster_name,
+        "master": master.name if master else None,
+        "default_hypervisor": c.default_hypervisor,
+        "enabled_hypervisors": list(c.enabled_hypervisors),
+        "hvparams": {hv: objects.fill_dict(constants.HVC_DEFAULTS.get(hv, {}),
+                                           c.hvparams.get(hv, {}))
+                     for hv in c.enabled_hypervisors},
+        "os_hvp": c.os_hvp,
+        "beparams": c.beparams,
+        "osparams": c.osparams,
+        "ipolicy": objects.fill_ipolicy(constants.IPOLICY_DEFAULTS,
+                                        c.ipolicy),
+        "nicparams": c.nicparams,
+        "ndparams": objects.fill_dict(constants.NDC_DEFAULTS, c.ndparams),
+        "diskparams": c.diskparams,
+        "candidate_pool_size": c.candidate_pool_size,
+        "max_running_jobs": c.max_running_jobs,
+        "max_tracked_jobs": c.max_tracked_jobs,
+        "mac_prefix": c.mac_prefix,
+        "master_netdev": c.master_netdev,
+        "master_netmask": c.master_netmask,
+        "use_external_mip_script": c.use_external_mip_script,
+        "volume_group_name": c.volume_group_name,
+        "drbd_usermode_helper": c.drbd_usermode_helper,
+        "file_storage_dir": c.file_storage_dir,
+        "shared_file_storage_dir": c.shared_file_storage_dir,
+        "gluster_storage_dir": c.gluster_storage_dir,
+        "maintain_node_health": c.maintain_node_health,
+        "ctime": c.ctime,
+        "mtime": c.mtime,
+        "uuid": c.uuid,
+        "tags": sorted(c.tags),
+        "uid_pool": [list(r) for r in c.uid_pool],
+        "default_iallocator": c.default_iallocator,
+        "default_iallocator_params": c.default_iallocator_params,
+        "reserved_lvs": c.reserved_lvs,
+        "primary_ip_version": 4 if c.primary_ip_family == 2 else 6,
+        "prealloc_wipe_disks": c.prealloc_wipe_disks,
+        "hidden_os": c.hidden_os,
+        "blacklisted_os": c.blacklisted_os,
+        "enabled_disk_templates": list(c.enabled_disk_templates),
+        "install_image": c.install_image,
+        "instance_communication_network": c.instance_communication_network,
+        "zeroing_image": c.zeroing_image,
+        "compression_tools": c.compression_tools,
+        "enabled_user_shutdown": c.enabled_user_shutdown,
+        "enabled_data_collectors": {k: v.get("active", True)
+                                    for k, v in collectors.items()},
+        "data_collector_interval": {k: v.get("interval")
+                                    for k, v in collectors.items()},
+        "modify_ssh_setup": c.modify_ssh_setup,
+        "ssh_key_type": c.ssh_key_type,
+        "ssh_key_bits": c.ssh_key_bits,
+    }
+
+
+@mcpu.register
+class LUClusterQuery(LogicalUnit):
+    OP_ID = "OP_CLUSTER_QUERY"
+
+    async def exec_(self):
+        return cluster_info(self.cfg)
+
+
+@mcpu.register
+class LUClusterVerifyConfig(LogicalUnit):
+    """Report every inconsistency of the configuration; True if none."""
+    OP_ID = "OP_CLUSTER_VERIFY_CONFIG"
+
+    async def exec_(self):
+        problems = self.cfg.verify()
+        self.log_info("Verifying cluster config")
+        for problem in problems:
+            self.log_info("  - ERROR: %s", problem)
+        return not problems
+
+
+def _edit_os_list(current, mods, field):
+    result = list(current or [])
+    for action, name in mods or []:
+        if action == "add":
+            if name not in result:
+                result.append(name)
+        elif name in result:
+            result.remove(name)
+        else:
+            raise errors.OpPrereqError("%s: OS '%s' is not in the list"
+                                       % (field, name), errors.ECODE_INVAL)
+    return result
+
+
+@mcpu.register
+class LUClusterSetParams(LogicalUnit):
+    """gnt-cluster modify: every change is checked before any is made."""
+    OP_ID = "OP_CLUSTER_SET_PARAMS"
+    REQ_BGL = True
+
+    def check_prereq(self):
+        op = self.op
+        c = self.cfg.cluster
+        changes = {}
+        for param, field in _SIMPLE.items():
+            value = getattr(op, param)
+            if value is not None:
+                changes[field] = value
+        if op.enabled_hypervisors is not None:
+            if not op.enabled_hypervisors:
+                raise errors.OpPrereqError(
+                    "enabled_hypervisors: at least one is needed",
+                    errors.ECODE_INVAL)
+            used = {i.hypervisor for i in self.cfg.instances.values()
+                    if i.hypervisor}
+            dropped = sorted(used - set(op.enabled_hypervisors))
+            if dropped:
+                raise errors.OpPrereqError(
+                    "enabled_hypervisors: %s still used by instances"
+                    % ", ".join(dropped), errors.ECODE_STATE)
+            changes["enabled_hypervisors"] = list(op.enabled_hypervisors)
+            if c.default_hypervisor not in op.enabled_hypervisors:
+                changes["default_hypervisor"] = op.enabled_hypervisors[0]
+        if op.enabled_disk_templates is not None:
+            if not op.enabled_disk_templates:
+                raise errors.OpPrereqError(
+                    "enabled_disk_templates: at least one is needed",
+                    errors.ECODE_INVAL)
+            changes["enabled_disk_templates"] = list(
+                op.enabled_disk_templates)
+        for family in ("hvparams", "os_hvp", "osparams", "diskparams"):
+            value = getattr(op, family)
+            if value is not None:
+                merged = {}
+                for sub, params in value.items():
+                    merged[sub] = objects.fill_dict(
+                        getattr(c, family).get(sub, {}), params)
+                changes[family] = merged
+        if op.hvparams:
+            for hv, params in op.hvparams.items():
+                unknown = sorted(set(params) -
+                                 set(constants.HVC_DEFAULTS.get(hv, {}))
+                                 ) if hv in (constants.HT_FAKE,
+                                             constants.HT_KVM) else []
+                if unknown:
+                    raise errors.OpPrereqError(
+                        "hvparams: unknown %s parameter(s) %s"
+                        % (hv, ", ".join(unknown)), errors.ECODE_INVAL)
+        if op.beparams is not None:
+            unknown = sorted(set(op.beparams) - set(constants.BEC_DEFAULTS)
+                             - {constants.BE_MEMORY})
+            if unknown:
+                raise errors.OpPrereqError(
+                    "beparams: unknown parameter(s) %s" % ", ".join(unknown),
+                    errors.ECODE_INVAL)
+            be = dict(op.beparams)
+            if constants.BE_MEMORY in be:
+                mem = be.pop(constants.BE_MEMORY)
+                be.setdefault(constants.BE_MAXMEM, mem)
+                be.setdefault(constants.BE_MINMEM, mem)
+            changes["beparams"] = {constants.PP_DEFAULT: objects.fill_dict(
+                c.beparams.get(constants.PP_DEFAULT, {}), be)}
+        if op.nicparams is not None:
+            nic = objects.fill_dict(
+                c.nicparams.get(constants.PP_DEFAULT, {}),
+                {k: v for k, v in op.nicparams.items() if v is not None})
+            if nic.get(constants.NIC_MODE) not in constants.NIC_VALID_MODES:
+                raise errors.OpPrereqError(
+                    "nicparams: mode '%s' is not one of %s"
+                    % (nic.get(constants.NIC_MODE),
+                       ", ".join(sorted(constants.NIC_VALID_MODES))),
+                    errors.ECODE_INVAL)
+            changes["nicparams"] = {constants.PP_DEFAULT: nic}
+        pool = [list(r) for r in c.uid_pool]
+        try:
+            if op.uid_pool is not None:
+                pool = uidpool.normalize_uid_pool(op.uid_pool)
+            if op.add_uids is not None:
+                pool = uidpool.add_to_uid_pool(pool, op.add_uids)
+            if op.remove_uids is not None:
+                pool = uidpool.remove_from_uid_pool(pool, op.remove_uids)
+        except errors.ParameterError as err:
+            raise errors.OpPrereqError("uid_pool: %s" % err.args[-1],
+                                       errors.ECODE_INVAL)
+        if (op.uid_pool, op.add_uids, op.remove_uids) != (None, None, None):
+            changes["uid_pool"] = [list(r) for r in pool]
+        if op.hidden_os is not None:
+            changes["hidden_os"] = _edit_os_list(c.hidden_os, op.hidden_os,
+                                                 "hidden_os")
+        if op.blacklisted_os is not None:
+            changes["blacklisted_os"] = _edit_os_list(
+                c.blacklisted_os, op.blacklisted_os, "blacklisted_os")
+        if op.enabled_data_collectors or op.data_collector_interval:
+            collectors = {k: dict(v) for k, v in
+                          (c.data_collectors or {}).items()}
+            for name, active in (op.enabled_data_collectors or {}).items():
+                collectors.setdefault(name, {})["active"] = active
+            for name, interval in (op.data_collector_interval or {}).items():
+                if interval <= 0:
+                    raise errors.OpPrereqError(
+                        "data_collector_interval: %s must be positive" % name,
+                        errors.ECODE_INVAL)
+                collectors.setdefault(name, {})["interval"] = interval
+            changes["data_collectors"] = collectors
+        if not changes:
+            raise errors.OpPrereqError("Please give at least one of the"
+                                       " parameters", errors.ECODE_INVAL)
+        self.changes = changes
+
+    async def exec_(self):
+        self.cfg.set_cluster_params(**self.changes)
+        for key in sorted(self.changes):
+            self.log_info("Changed %s", key)
+        if "max_running_jobs" in self.changes and self.ctx.queue is not None:
+            self.ctx.queue.set_max_running(self.changes["max_running_jobs"])

@@ -1,0 +1,114 @@
+"""The opcode processor: runs one opcode through its logical unit.
+
+For each opcode the processor builds the logical unit (LU) registered for its
+OP_ID, lets it expand names and declare the locks it needs per level, takes
+those locks level by level through the lock manager (with the seed's
+release-and-retry, so a job waiting for one busy lock does not sit on the
+others), tells the job queue when the opcode really starts running, checks
+prerequisites and executes.  Locks are always released at the end, whatever
+happened.
+"""
+
+import attr
+from twisted.internet import defer
+from twisted.logger import Logger
+
+from ganeti import errors
+from ganeti import locking
+from ganeti import opcodes
+
+log = Logger()
+
+#: OP_ID -> LogicalUnit subclass; filled by ganeti.cmdlib
+LU_REGISTRY = {}
+
+
+def register(lu_class):
+    """Class decorator: make ``lu_class`` run its ``OP_ID``."""
+    if lu_class.OP_ID in LU_REGISTRY:
+        raise errors.ProgrammerError("two logical units for %s"
+                                     % lu_class.OP_ID)
+    LU_REGISTRY[lu_class.OP_ID] = lu_class
+    return lu_class
+
+
+@attr.s
+class MasterContext(object):
+    """What logical units work with; one per master daemon."""
+    cfg = attr.ib()                 # config.ConfigStore
+    glm = attr.ib()                 # locking.LockManager
+    clock = attr.ib()               # IReactorTime
+    rpc = attr.ib(default=None)     # rpc.RpcClient (None in unit tests)
+    paths = attr.ib(default=None)   # pathutils.Paths
+    queue = attr.ib(default=None)   # the job queue, for LUs that submit jobs
+    # Timeouts of the lock acquisition attempts before a blocking one; None
+    # means locking.DEFAULT_RETRY_TIMEOUTS.
+    lock_retry_timeouts = attr.ib(default=None)
+
+
+def make_lock_manager(cfg, clock):
+    """A LockManager with one lock per object of ``cfg`` (by UUID)."""
+    return locking.LockManager(
+        node_uuids=list(cfg.nodes), nodegroup_uuids=list(cfg.nodegroups),
+        instance_names=list(cfg.instances), network_uuids=list(cfg.networks),
+        clock=clock)
+
+
+class Processor(object):
+    """Runs opcodes for the job queue (its ``executor``)."""
+
+    def __init__(self, context):
+        self.ctx = context
+
+    def execute(self, job, op_index, op_input, feedback_fn,
+                notify_running=None):
+        """Run one opcode; returns a Deferred firing with its result.
+
+        ``op_input`` is the opcode's JSON form; ``feedback_fn(msg)`` logs into
+        the job; ``notify_running()`` is called once every lock is held.
+        """
+        owner = "job-%s/op-%s" % (getattr(job, "id", job), op_index)
+        return defer.Deferred.fromCoroutine(
+            self._run(owner, op_input, feedback_fn, notify_running))
+
+    async def _run(self, owner, op_input, feedback_fn, notify_running):
+        op = (op_input if isinstance(op_input, opcodes.OpCode)
+              else opcodes.from_dict(op_input))
+        lu_class = LU_REGISTRY.get(op.OP_ID)
+        if lu_class is None:
+            raise errors.OpCodeUnknown(
+                "opcode %s is not implemented by this master" % op.OP_ID)
+        lu = lu_class(self.ctx, op, feedback_fn)
+        try:
+            lu.check_arguments()
+            lu.expand_names()
+            await self._acquire_locks(lu, owner)
+            if notify_running is not None:
+                notify_running()
+            lu.check_prereq()
+            if op.dry_run:
+                return lu.dry_run_result()
+            return await lu.exec_()
+        finally:
+            self.ctx.glm.release_all(owner)
+
+    async def _acquire_locks(self, lu, owner):
+        glm = self.ctx.glm
+        timeouts = self.ctx.lock_retry_timeouts
+        # The big ganeti lock first: exclusive for LUs that change the
+        # cluster as a whole, shared for everybody else.
+        await glm.acquire_with_retries(
+            locking.LEVEL_CLUSTER, [locking.BGL], owner,
+            shared=not lu.REQ_BGL, timeouts=timeouts)
+        for level in locking.LEVELS_MOD:
+            lu.declare_locks(level)
+            if level not in lu.needed_locks:
+                continue
+            names = lu.needed_locks[level]
+            if names is not locking.ALL_SET:
+                names = sorted(set(names))
+                if not names:
+                    continue
+            await glm.acquire_with_retries(
+                level, names, owner, shared=lu.share_locks.get(level, False),
+                timeouts=timeouts)
