@@ -31,6 +31,7 @@ setup(
     ],
     entry_points={
         "console_scripts": [
+            "ganeti-confd-client = ganeti.confd.cli:main",
         ],
     },
 )
