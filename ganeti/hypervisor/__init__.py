@@ -218,8 +218,9 @@ class IHypervisor(Interface):
     def get_node_info():
         """Deferred :class:`NodeInfo`."""
 
-    def verify():
-        """Deferred list of problems found on this node (empty if fine)."""
+    def verify(hvparams=None):
+        """Deferred list of problems found on this node (empty if fine);
+        ``hvparams`` (filled, cluster level) say e.g. which binary to use."""
 
     def close():
         """Drop connections to instances (not the instances); Deferred."""

@@ -99,7 +99,7 @@ class FakeHypervisor(object):
     def get_node_info(self):
         return defer.maybeDeferred(self._node_info)
 
-    def verify(self):
+    def verify(self, hvparams=None):
         return defer.maybeDeferred(self._verify)
 
     def close(self):
