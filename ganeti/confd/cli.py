@@ -43,6 +43,14 @@ class UsageError(Exception):
     pass
 
 
+def _master_field(text):
+    # (not "choices": argparse rejects an empty nargs="*" list with choices)
+    if text not in MASTER_FIELDS:
+        raise argparse.ArgumentTypeError(
+            "%r is not one of %s" % (text, ", ".join(sorted(MASTER_FIELDS))))
+    return text
+
+
 def _parser():
     parser = argparse.ArgumentParser(
         prog=PROG, description="Query ganeti-confd servers (UDP, signed).",
@@ -82,9 +90,10 @@ def _parser():
             " that has IP", ("ips", {"metavar": "IP", "nargs": "+"}))
     p.add_argument("--link", default=None,
                    help="NIC link of the IPs [default: the cluster's]")
-    add("master", "master node name, or the FIELDs asked for",
+    add("master", "master node name, or the FIELDs asked for (name, ip,"
+        " mnode-pip)",
         ("fields", {"metavar": "FIELD", "nargs": "*",
-                    "choices": sorted(MASTER_FIELDS)}))
+                    "type": _master_field}))
     add("node-pip-list", "primary IPs of all nodes")
     add("mc-pip-list", "primary IPs of the master candidates")
     add("instance-ips", "instance IPs on a NIC link",
