@@ -1,0 +1,951 @@
+"""The job queue: accept jobs, persist them, run them in order, report.
+
+Life of a job::
+
+    submit --(file written, id returned)--> queued
+    queued --(a run slot is free, best priority first, then FIFO)--> waiting
+    waiting --(executor holds the locks: OpContext.notify_running)--> running
+    running --> success | error          (then the next opcode, or the end)
+    queued/waiting --(cancel)--> canceled
+    waiting --(cancel: the executor's Deferred is cancelled)--> canceling
+        --> canceled
+
+Every status change is written (atomically, fsync'ed) before anyone can
+observe it; log messages are written in batches, but a finished job is on
+disk before waiters hear about it.  Everything runs in the reactor thread.
+"""
+
+import collections
+import copy
+import heapq
+import json
+
+import attr
+from twisted.internet import defer
+from twisted.python.failure import Failure
+from twisted.logger import Logger
+
+from ganeti import errors
+from ganeti.jqueue import model
+from ganeti.jqueue.model import (
+    STATUS_QUEUED, STATUS_WAITING, STATUS_CANCELING, STATUS_RUNNING,
+    STATUS_CANCELED, STATUS_SUCCESS, STATUS_ERROR, FINALIZED)
+from ganeti.jqueue.store import JobStore
+from ganeti.jqueue.waiters import ChangeWaiters
+
+log = Logger()
+
+DEFAULT_MAX_RUNNING = 20
+#: Most jobs kept in the queue directory (not archived), as Ganeti's limit
+QUEUE_SIZE_LIMIT = 5000
+#: Finalized jobs kept in memory for queries; older ones are re-read
+FINALIZED_CACHE_SIZE = 1000
+#: Log messages reach the disk at most this many seconds late
+LOG_FLUSH_DELAY = 1.0
+
+MSG_CANCELED = "Job canceled by request"
+MSG_PREVIOUS_FAILED = "Error in previous opcode"
+MSG_UNCLEAN = ("The master daemon stopped while this opcode was running;"
+               " its outcome is unknown")
+MSG_UNCLEAN_LATER = ("Not run: the master daemon stopped while an earlier"
+                     " opcode of this job was running")
+
+# Scheduling states of a job that is not finalized
+_READY = "ready"        # in the run heap (status queued, or waiting after deps)
+_DEPWAIT = "depwait"    # parked until a dependency finishes
+_ACTIVE = "active"      # holds a run slot (its coroutine is running)
+
+# Outcomes of a dependency check
+_DEP_OK, _DEP_WAIT, _DEP_ERROR, _DEP_CANCEL = range(4)
+
+
+def default_validate(op):
+    """Accept any object with an OP_ID; the opcodes module does better."""
+    if not isinstance(op, dict) or not isinstance(op.get("OP_ID"), str):
+        raise errors.OpPrereqError("An opcode must be an object with a"
+                                   " string OP_ID", errors.ECODE_INVAL)
+    return op
+
+
+@attr.s(frozen=True)
+class LoadReport(object):
+    """What ``JobQueue.load`` found in the queue directory."""
+    requeued = attr.ib(default=())    # ids that will run (again)
+    failed = attr.ib(default=())      # ids that were running: now error
+    corrupt = attr.ib(default=())     # ids whose file was moved aside
+    finalized = attr.ib(default=0)    # count of finished jobs found
+
+
+@attr.s(eq=False)
+class _Run(object):
+    """What the queue knows about a job that is not finalized."""
+    state = attr.ib(default=_READY)
+    deferred = attr.ib(default=None)   # the executor's pending Deferred
+    flush_call = attr.ib(default=None)  # pending write of new log entries
+
+
+class OpContext(object):
+    """The ``feedback_fn`` given to the executor for one opcode.
+
+    Call it as ``feedback_fn(msg, type="message")`` to add a log entry.  It
+    also carries the hooks the executor uses to report progress:
+
+    * ``notify_running()``: locks are held, the opcode really starts now
+      (status waiting -> running, ``exec`` timestamp, written to disk before
+      it returns).  Call it before doing anything with side effects: a job
+      whose file still says "waiting" is simply run again after a crash,
+      one that says "running" is failed.  Raises JobCanceled if the job is
+      being canceled.
+    * ``notify_waiting()``: back to waiting for locks (a retry).
+    * ``priority``: the opcode's current priority (ChangeJobPriority may
+      change it while the opcode waits for locks).
+    * ``submit_jobs(jobs)``: SubmitManyJobs on behalf of the opcode.
+    """
+
+    def __init__(self, queue, job, op_index):
+        self._queue = queue
+        self.job = job
+        self.job_id = job.id
+        self.op_index = op_index
+        self.closed = False
+
+    @property
+    def _op(self):
+        return self.job.ops[self.op_index]
+
+    @property
+    def priority(self):
+        return self._op.priority
+
+    def __call__(self, msg, type=model.ELOG_MESSAGE):
+        if self.closed:
+            log.warn("Job {job} opcode {idx}: feedback after the opcode"
+                     " ended, dropped: {msg!r}", job=self.job_id,
+                     idx=self.op_index, msg=msg)
+            return
+        self._queue._add_feedback(self.job, self._op, type, msg)
+
+    feedback = __call__
+
+    def notify_running(self):
+        if self.closed:
+            raise errors.ProgrammerError("notify_running after the opcode"
+                                         " ended")
+        self._queue._op_running(self.job, self._op)
+
+    def notify_waiting(self):
+        if not self.closed:
+            self._queue._op_waiting_again(self.job, self._op)
+
+    def submit_jobs(self, jobs):
+        return self._queue.submit_many_jobs(jobs)
+
+
+class JobQueue(object):
+    """Persisted jobs, run through an executor with a concurrency limit.
+
+    ``executor.execute(job, op_index, op_input, feedback_fn)`` runs one
+    opcode and returns a Deferred (or a value).  ``job`` is the queue's
+    :class:`~ganeti.jqueue.model.QueuedJob` (read it, never change it),
+    ``op_input`` a private copy of the opcode dict and ``feedback_fn`` an
+    :class:`OpContext`.  Its result becomes the opcode result (must be
+    JSON-serialisable); a failure with a GenericError is stored encoded, any
+    other exception as an OpExecError (and logged with its traceback).
+    Cancelling the Deferred must abandon the opcode (e.g. leave the lock
+    queue).
+    """
+
+    def __init__(self, queue_dir, executor, clock=None,
+                 max_running=DEFAULT_MAX_RUNNING, validate=default_validate,
+                 summary_fn=model.default_summary,
+                 size_limit=QUEUE_SIZE_LIMIT,
+                 cache_size=FINALIZED_CACHE_SIZE,
+                 log_flush_delay=LOG_FLUSH_DELAY):
+        if clock is None:
+            from twisted.internet import reactor as clock
+        self._clock = clock
+        self._store = JobStore(queue_dir)
+        self._executor = executor
+        self.max_running = max_running
+        self._validate = validate
+        self._summary_fn = summary_fn
+        self._size_limit = size_limit
+        self._cache_size = cache_size
+        self._log_flush_delay = log_flush_delay
+        self._waiters = ChangeWaiters(clock, summary_fn)
+
+        self._loaded = False
+        self._stopped = False
+        self._serial = 0
+        self._drained = False
+        self._ids = set()               # every job in the queue directory
+        self._end_times = {}            # finalized id -> end (for archiving)
+        self._jobs = {}                 # id -> QueuedJob, not finalized
+        self._runs = {}                 # id -> _Run, not finalized
+        self._cache = collections.OrderedDict()  # finalized, LRU
+        self._ready = []                # heap of (priority, id)
+        self._active = set()            # ids holding a run slot
+        self._dep_waiters = collections.defaultdict(set)
+        self._scheduling = False
+        self._reschedule = False
+        self._kick_call = None
+
+    @property
+    def queue_dir(self):
+        return self._store.queue_dir
+
+    # ------------------------------------------------------------------
+    # Startup and shutdown
+
+    def load(self):
+        """Read the queue directory; recover what a crash left behind.
+
+        Jobs that were queued or waiting are queued again and will run.
+        Jobs that were running (or being canceled) cannot be resumed: their
+        unfinished opcodes become errors.  An unparseable job file is
+        renamed ``job-<id>.corrupt`` and logged.
+        """
+        if self._loaded:
+            raise errors.ProgrammerError("JobQueue.load called twice")
+        self._store.initialize()
+        self._serial = self._store.read_serial()
+        self._drained = self._store.read_drain_flag()
+        requeued, failed, corrupt, finalized = [], [], [], 0
+        for job_id in self._store.list_job_ids():
+            try:
+                job = self._store.read_job(job_id, try_archive=False)
+            except errors.JobFileCorrupted as err:
+                path = self._store.move_aside(job_id)
+                log.error("Job {job}: unreadable file moved to {path}:"
+                          " {err}", job=job_id, path=path, err=err)
+                corrupt.append(job_id)
+                continue
+            if job is None:
+                continue
+            self._ids.add(job_id)
+            status = job.status
+            if status in FINALIZED:
+                self._end_times[job_id] = self._end_time(job)
+                finalized += 1
+            elif status in (STATUS_QUEUED, STATUS_WAITING):
+                # nothing ran yet for the current opcode: run it again
+                for op in job.ops:
+                    if op.status == STATUS_WAITING:
+                        op.status = STATUS_QUEUED
+                if status == STATUS_WAITING:
+                    self._store.write_job(job)
+                self._track(job)
+                requeued.append(job_id)
+            else:
+                self._fail_unclean(job)
+                self._store.write_job(job)
+                self._end_times[job_id] = self._end_time(job)
+                failed.append(job_id)
+                log.warn("Job {job} was {status} when the master stopped;"
+                         " marked as failed", job=job_id, status=status)
+        self._loaded = True
+        if requeued or failed or corrupt:
+            log.info("Job queue loaded: {n} requeued, {f} failed after an"
+                     " unclean stop, {c} corrupt", n=len(requeued),
+                     f=len(failed), c=len(corrupt))
+        self._kick()
+        return LoadReport(tuple(requeued), tuple(failed), tuple(corrupt),
+                          finalized)
+
+    def _fail_unclean(self, job):
+        now = self._now()
+        first = True
+        for op in job.ops:
+            if op.finalized:
+                continue
+            message = MSG_UNCLEAN if first else MSG_UNCLEAN_LATER
+            op.status = STATUS_ERROR
+            op.result = model.encode_error(errors.OpExecError(message))
+            if first:
+                op.end_timestamp = now
+            first = False
+        job.end_timestamp = now
+
+    def shutdown(self):
+        """Stop starting jobs, write pending log entries, release waiters.
+
+        Jobs still executing stay "running" on disk; the next ``load``
+        fails them, as after a crash.
+        """
+        self._stopped = True
+        if self._kick_call is not None and self._kick_call.active():
+            self._kick_call.cancel()
+        self._kick_call = None
+        for job_id, run in list(self._runs.items()):
+            if run.flush_call is not None:
+                self._persist(self._jobs[job_id])
+        self._waiters.shutdown()
+
+    # ------------------------------------------------------------------
+    # Submitting
+
+    def submit_job(self, ops):
+        """SubmitJob: Deferred firing with the new job id once on disk."""
+        return defer.maybeDeferred(self._submit_one, ops, False)
+
+    def submit_to_drained_queue(self, ops):
+        """SubmitJobToDrainedQueue: like submit_job, ignoring the drain."""
+        return defer.maybeDeferred(self._submit_one, ops, True)
+
+    def submit_many_jobs(self, jobs, ignore_drain=False):
+        """SubmitManyJobs: Deferred firing with ``[[True, id] or [False,
+        error text], ...]``.  Negative ids in ``depends`` refer to earlier
+        jobs of the same call (-1 = the one just before)."""
+        return defer.maybeDeferred(self._submit_many, jobs, ignore_drain)
+
+    def _submit_one(self, ops, ignore_drain):
+        self._check_accepting(1, ignore_drain)
+        prepared = self._prepare(ops)
+        self._resolve_dependencies(prepared, [])
+        job_id = self._serial + 1
+        self._store.write_serial(job_id)
+        self._serial = job_id
+        self._create(job_id, prepared)
+        return job_id
+
+    def _submit_many(self, jobs, ignore_drain):
+        if not isinstance(jobs, list):
+            raise errors.OpPrereqError("SubmitManyJobs needs a list of jobs",
+                                       errors.ECODE_INVAL)
+        self._check_accepting(len(jobs), ignore_drain)
+        results = []
+        accepted = []            # (id, prepared ops)
+        previous = []            # id or None per earlier job of this call
+        next_id = self._serial + 1
+        for ops in jobs:
+            try:
+                prepared = self._prepare(ops)
+                self._resolve_dependencies(prepared, previous)
+            except errors.GenericError as err:
+                results.append([False, _error_text(err)])
+                previous.append(None)
+                continue
+            accepted.append((next_id, prepared))
+            results.append([True, next_id])
+            previous.append(next_id)
+            next_id += 1
+        if accepted:
+            # the serial first: an id is never handed out twice
+            self._store.write_serial(accepted[-1][0])
+            self._serial = accepted[-1][0]
+        for job_id, prepared in accepted:
+            self._create(job_id, prepared)
+        return results
+
+    def _check_accepting(self, count, ignore_drain):
+        if not self._loaded:
+            raise errors.ProgrammerError("JobQueue used before load()")
+        if self._drained and not ignore_drain:
+            raise errors.JobQueueDrainError("The job queue is drained; new"
+                                            " jobs are refused")
+        if len(self._ids) + count > self._size_limit:
+            raise errors.JobQueueFull("The job queue holds %d jobs (limit"
+                                      " %d); archive some first"
+                                      % (len(self._ids), self._size_limit))
+
+    def _prepare(self, ops):
+        """Validated private copies of a job's opcodes; raises on errors."""
+        if not isinstance(ops, list) or not ops:
+            raise errors.OpPrereqError("A job needs a non-empty list of"
+                                       " opcodes", errors.ECODE_INVAL)
+        prepared = []
+        for index, op in enumerate(ops):
+            if not isinstance(op, dict):
+                raise errors.OpPrereqError("Opcode %d is not an object"
+                                           % index, errors.ECODE_INVAL)
+            op = copy.deepcopy(op)
+            checked = self._validate(op)
+            op = op if checked is None else checked
+            _check_priority(op.get("priority", model.PRIO_DEFAULT),
+                            "Opcode %d: parameter 'priority'" % index)
+            _check_depends(op.get("depends"), index)
+            try:
+                json.dumps(op)
+            except (TypeError, ValueError) as err:
+                raise errors.OpPrereqError("Opcode %d cannot be serialised:"
+                                           " %s" % (index, err),
+                                           errors.ECODE_INVAL)
+            prepared.append(op)
+        return prepared
+
+    @staticmethod
+    def _resolve_dependencies(ops, previous):
+        for op in ops:
+            if not op.get("depends"):
+                continue
+            resolved = []
+            for dep_id, statuses in op["depends"]:
+                if dep_id < 0:
+                    if -dep_id > len(previous):
+                        raise errors.OpPrereqError(
+                            "Unable to resolve relative job id %d: only %d"
+                            " job(s) submitted before it in this call"
+                            % (dep_id, len(previous)), errors.ECODE_INVAL)
+                    dep_id_abs = previous[dep_id]
+                    if dep_id_abs is None:
+                        raise errors.OpPrereqError(
+                            "Relative job id %d refers to a job that was"
+                            " rejected" % dep_id, errors.ECODE_INVAL)
+                    dep_id = dep_id_abs
+                resolved.append([dep_id, list(statuses)])
+            op["depends"] = resolved
+
+    def _create(self, job_id, prepared):
+        now = self._now()
+        epoch_ns = int(self._clock.seconds() * 1000000000)
+        ops = []
+        for index, op in enumerate(prepared):
+            # the reason trail records which job ran the opcode
+            reason = list(op.get("reason") or [])
+            reason.append(["%s:%s" % (model.REASON_SRC_OPCODE,
+                                      op["OP_ID"].lower()),
+                           "job=%d;index=%d" % (job_id, index), epoch_ns])
+            op["reason"] = reason
+            ops.append(model.QueuedOpCode(
+                input=op, priority=op.get("priority", model.PRIO_DEFAULT)))
+        job = model.QueuedJob(id=job_id, ops=ops, received_timestamp=now)
+        self._store.write_job(job)
+        self._ids.add(job_id)
+        self._track(job)
+        log.debug("Job {job} submitted", job=job_id)
+        self._kick()
+
+    def _track(self, job):
+        self._jobs[job.id] = job
+        self._runs[job.id] = _Run()
+        heapq.heappush(self._ready, (job.priority, job.id))
+
+    # ------------------------------------------------------------------
+    # Scheduling
+
+    def set_max_running(self, max_running):
+        """Change the limit of concurrently running jobs (cluster param)."""
+        self.max_running = max_running
+        self._schedule()
+
+    def _kick(self):
+        # start jobs on the next reactor turn, so submit answers first
+        if self._kick_call is None and not self._stopped:
+            self._kick_call = self._clock.callLater(0, self._kicked)
+
+    def _kicked(self):
+        self._kick_call = None
+        self._schedule()
+
+    def _schedule(self):
+        """Start ready jobs, best priority then lowest id, up to the limit."""
+        if self._stopped or not self._loaded:
+            return
+        if self._scheduling:
+            # a job finished synchronously inside this loop: loop again
+            # instead of recursing
+            self._reschedule = True
+            return
+        self._scheduling = True
+        try:
+            again = True
+            while again:
+                self._reschedule = False
+                while self._ready and len(self._active) < self.max_running:
+                    prio, job_id = heapq.heappop(self._ready)
+                    job = self._jobs.get(job_id)
+                    run = self._runs.get(job_id)
+                    if (job is None or run.state != _READY
+                            or prio != job.priority):
+                        continue  # stale heap entry
+                    run.state = _ACTIVE
+                    self._active.add(job_id)
+                    d = defer.Deferred.fromCoroutine(self._run_job(job, run))
+                    d.addErrback(self._job_crashed, job)
+                again = self._reschedule
+        finally:
+            self._scheduling = False
+
+    def _job_crashed(self, failure, job):
+        # a bug in the queue itself (or an I/O error writing the job)
+        log.failure("Job {job}: internal error in the job queue", failure,
+                    job=job.id)
+
+    async def _run_job(self, job, run):
+        try:
+            await self._run_ops(job, run)
+        finally:
+            self._active.discard(job.id)
+            self._schedule()
+
+    async def _run_ops(self, job, run):
+        while True:
+            index = job.current_op_index()
+            if index is None:
+                self._finalize(job)
+                return
+            op = job.ops[index]
+            if op.status == STATUS_CANCELING:
+                self._finish_canceled(job)
+                return
+            verdict, message = self._check_dependencies(job, op)
+            if verdict == _DEP_WAIT:
+                self._mark_waiting(job, op)
+                run.state = _DEPWAIT
+                self._persist(job)
+                self._changed(job)
+                log.debug("Job {job}: {msg}", job=job.id, msg=message)
+                return
+            if verdict == _DEP_ERROR:
+                self._mark_waiting(job, op)
+                self._fail(job, op, errors.OpExecError(message))
+                return
+            if verdict == _DEP_CANCEL:
+                log.info("Job {job}: {msg}", job=job.id, msg=message)
+                self._finish_canceled(job)
+                return
+
+            self._mark_waiting(job, op)
+            self._persist(job)
+            self._changed(job)
+            ctx = OpContext(self, job, index)
+            try:
+                d = defer.maybeDeferred(self._executor.execute, job, index,
+                                        copy.deepcopy(op.input), ctx)
+                run.deferred = d
+                result = await d
+            except Exception:
+                failure = Failure()
+                ctx.closed = True
+                run.deferred = None
+                if op.status == STATUS_CANCELING:
+                    op.end_timestamp = self._now()
+                    self._finish_canceled(job)
+                    return
+                self._fail(job, op, failure.value, failure)
+                return
+            ctx.closed = True
+            run.deferred = None
+            try:
+                json.dumps(result)
+            except (TypeError, ValueError) as err:
+                self._fail(job, op, errors.OpExecError(
+                    "Opcode result cannot be serialised: %s" % err))
+                return
+            op.status = STATUS_SUCCESS
+            op.result = result
+            op.end_timestamp = self._now()
+            # the next round writes the job (next opcode waiting, or done)
+
+    def _mark_waiting(self, job, op):
+        op.result = None
+        if op.status == STATUS_QUEUED:
+            op.status = STATUS_WAITING
+        if op.start_timestamp is None:
+            op.start_timestamp = self._now()
+        if job.start_timestamp is None:
+            job.start_timestamp = op.start_timestamp
+
+    def _fail(self, job, op, err, failure=None):
+        """The opcode failed with ``err``; so does the rest of the job."""
+        if isinstance(err, errors.GenericError):
+            log.info("Job {job} opcode {op}: {err!r}", job=job.id,
+                     op=op.input.get("OP_ID"), err=err)
+        else:
+            log.failure("Job {job} opcode {op}: unexpected error",
+                        failure, job=job.id, op=op.input.get("OP_ID"))
+        op.status = STATUS_ERROR
+        op.result = model.encode_error(err)
+        op.end_timestamp = self._now()
+        job.mark_unfinished(STATUS_ERROR, model.encode_error(
+            errors.OpExecError(MSG_PREVIOUS_FAILED)))
+        self._finalize(job)
+
+    def _finish_canceled(self, job):
+        now = self._now()
+        for op in job.ops:
+            if not op.finalized and op.start_timestamp is not None \
+                    and op.end_timestamp is None:
+                op.end_timestamp = now
+        job.mark_unfinished(STATUS_CANCELED, MSG_CANCELED)
+        self._finalize(job)
+
+    def _finalize(self, job):
+        """Write the finished job, then tell waiters and dependent jobs."""
+        job.end_timestamp = self._now()
+        self._persist(job)
+        del self._jobs[job.id]
+        del self._runs[job.id]
+        self._end_times[job.id] = self._end_time(job)
+        self._remember(job)
+        log.info("Job {job} finished: {status}", job=job.id,
+                 status=job.status)
+        self._changed(job)
+        for waiting_id in sorted(self._dep_waiters.pop(job.id, ())):
+            run = self._runs.get(waiting_id)
+            if run is not None and run.state == _DEPWAIT:
+                run.state = _READY
+                heapq.heappush(self._ready,
+                               (self._jobs[waiting_id].priority, waiting_id))
+        self._schedule()
+
+    # ------------------------------------------------------------------
+    # Dependencies
+
+    def _check_dependencies(self, job, op):
+        """Decide whether ``op`` may run given its ``depends`` list.
+
+        As in Ganeti: an unfinished dependency makes the job wait; a
+        canceled one cancels this job unless "canceled" is accepted; a
+        status outside the list fails this job (an empty list accepts any
+        final status); an unknown job (or a corrupt file) fails this job.
+        Archived dependencies are read from the archive.
+        """
+        for dep_id, wanted in op.input.get("depends") or ():
+            if dep_id == job.id:
+                return _DEP_ERROR, "Job %s cannot depend on itself" % job.id
+            status = self._status_of(dep_id)
+            if status is None:
+                return (_DEP_ERROR, "Dependency error: job %s not found"
+                        % dep_id)
+            if status not in FINALIZED:
+                self._dep_waiters[dep_id].add(job.id)
+                return (_DEP_WAIT, "Waiting for job %s to finish (wanted"
+                        " status: %s)" % (dep_id, ", ".join(wanted)
+                                          or "any"))
+            if status == STATUS_CANCELED and STATUS_CANCELED not in wanted:
+                return (_DEP_CANCEL, "Dependency job %s was canceled"
+                        % dep_id)
+            if wanted and status not in wanted:
+                return (_DEP_ERROR, "Dependency job %s finished with status"
+                        " '%s', not one of '%s' as required"
+                        % (dep_id, status, ", ".join(wanted)))
+        return _DEP_OK, None
+
+    def _status_of(self, job_id):
+        job = self._lookup(job_id)
+        return None if job is None else job.status
+
+    # ------------------------------------------------------------------
+    # Hooks called by OpContext
+
+    def _op_running(self, job, op):
+        if op.status == STATUS_CANCELING:
+            raise errors.JobCanceled("Job %s is being canceled" % job.id)
+        if op.status == STATUS_RUNNING:
+            return
+        if op.status != STATUS_WAITING:
+            raise errors.ProgrammerError("Opcode of job %s is %s, cannot"
+                                         " start running" % (job.id,
+                                                             op.status))
+        op.status = STATUS_RUNNING
+        op.exec_timestamp = self._now()
+        self._persist(job)   # on disk before the opcode does anything
+        self._changed(job)
+
+    def _op_waiting_again(self, job, op):
+        if op.status == STATUS_RUNNING:
+            op.status = STATUS_WAITING
+            self._persist(job)
+            self._changed(job)
+
+    def _add_feedback(self, job, op, log_type, msg):
+        timestamp = self._now()
+        if log_type == model.ELOG_MESSAGE_LIST:
+            messages = [_jsonable(m) for m in msg]
+            log_type = model.ELOG_MESSAGE
+        else:
+            messages = [_jsonable(msg)]
+        for message in messages:
+            job.add_log(op, timestamp, log_type, message)
+        self._changed(job)
+        run = self._runs.get(job.id)
+        if run is None:
+            return
+        if self._log_flush_delay <= 0:
+            self._persist(job)
+        elif run.flush_call is None:
+            run.flush_call = self._clock.callLater(
+                self._log_flush_delay, self._flush_log, job)
+
+    def _flush_log(self, job):
+        run = self._runs.get(job.id)
+        if run is not None:
+            run.flush_call = None
+            self._persist(job)
+
+    # ------------------------------------------------------------------
+    # Cancel, priority
+
+    def cancel_job(self, job_id, kill=False):
+        """CancelJob: ``[success, message]``.
+
+        Queued jobs and jobs waiting (for dependencies or locks) are
+        canceled; for one waiting for locks the executor's Deferred is
+        cancelled.  A running opcode is not interrupted unless ``kill``
+        is true, in which case its Deferred is cancelled too and the
+        executor decides whether that stops it.
+        """
+        job_id = _job_id(job_id)
+        job = self._jobs.get(job_id)
+        if job is None:
+            if job_id in self._ids:
+                return [False, "Job %s is no longer waiting in the queue"
+                        % job_id]
+            return [False, "Job %s not found" % job_id]
+        run = self._runs[job_id]
+        if run.state != _ACTIVE:
+            for waiting in self._dep_waiters.values():
+                waiting.discard(job_id)
+            run.state = None  # drops any heap entry
+            log.info("Job {job} canceled", job=job_id)
+            self._finish_canceled(job)
+            return [True, "Job %s canceled" % job_id]
+        status = job.status
+        if status == STATUS_CANCELING:
+            return [False, "Job %s is already being canceled" % job_id]
+        if status == STATUS_RUNNING and not kill:
+            return [False, "Job %s is no longer waiting in the queue"
+                    % job_id]
+        job.mark_unfinished(STATUS_CANCELING, None)
+        self._persist(job)
+        self._changed(job)
+        log.info("Job {job} canceling", job=job_id)
+        if run.deferred is not None:
+            run.deferred.cancel()
+        if job_id not in self._jobs:
+            return [True, "Job %s canceled" % job_id]
+        return [True, "Job %s will be canceled" % job_id]
+
+    def change_job_priority(self, job_id, priority):
+        """ChangeJobPriority: ``[success, message]``.
+
+        Changes the priority of the opcodes not yet running; a queued job
+        moves in the run order accordingly.
+        """
+        job_id = _job_id(job_id)
+        try:
+            _check_priority(priority, "Priority")
+        except errors.OpPrereqError as err:
+            raise errors.GenericError(err.args[0])
+        job = self._jobs.get(job_id)
+        if job is None:
+            if job_id in self._ids:
+                return [False, "Job %s is finished" % job_id]
+            return [False, "Job %s not found" % job_id]
+        if job.status == STATUS_CANCELING:
+            return [False, "Job %s is being canceled" % job_id]
+        changed = False
+        for op in job.ops:
+            if op.status in (STATUS_QUEUED, STATUS_WAITING):
+                op.priority = priority
+                changed = True
+        if not changed:
+            return [False, "Job %s has no pending opcodes" % job_id]
+        self._persist(job)
+        self._changed(job)
+        if self._runs[job_id].state == _READY:
+            heapq.heappush(self._ready, (job.priority, job_id))
+            self._schedule()
+        return [True, "Priority of the pending opcodes of job %s changed to"
+                " %s" % (job_id, priority)]
+
+    # ------------------------------------------------------------------
+    # Archive
+
+    def archive_job(self, job_id):
+        """ArchiveJob: move a finalized job into the archive; bool."""
+        job_id = _job_id(job_id)
+        if job_id in self._jobs:
+            log.info("Job {job} is not finalized, not archiving it",
+                     job=job_id)
+            return False
+        if job_id not in self._ids:
+            return False
+        return bool(self._archive([job_id]))
+
+    def auto_archive_jobs(self, age, timeout):
+        """AutoArchiveJobs: archive finalized jobs that ended at least
+        ``age`` seconds ago (-1: all of them), working for at most
+        ``timeout`` seconds.  Returns ``[archived, remaining]``, remaining
+        being the jobs not examined because the time ran out."""
+        start = self._clock.seconds()
+        candidates = sorted(i for i in self._ids if i not in self._jobs)
+        chosen = []
+        examined = 0
+        for job_id in candidates:
+            if timeout is not None and self._clock.seconds() - start > timeout:
+                break
+            examined += 1
+            ended = self._end_times.get(job_id)
+            if age == -1 or (ended is not None and start - ended >= age):
+                chosen.append(job_id)
+        archived = self._archive(chosen)
+        return [len(archived), len(candidates) - examined]
+
+    def _archive(self, job_ids):
+        moved = self._store.archive_jobs(job_ids)
+        for job_id in moved:
+            self._ids.discard(job_id)
+            self._end_times.pop(job_id, None)
+            self._cache.pop(job_id, None)
+        if moved:
+            log.info("Archived {n} job(s)", n=len(moved))
+        return moved
+
+    # ------------------------------------------------------------------
+    # Drain flag
+
+    @property
+    def drained(self):
+        return self._drained
+
+    def set_drain_flag(self, drain_flag):
+        """SetDrainFlag: persisted as the ``drain`` file; returns True."""
+        self._store.write_drain_flag(bool(drain_flag))
+        self._drained = bool(drain_flag)
+        return True
+
+    # ------------------------------------------------------------------
+    # Queries
+
+    def query_jobs(self, job_ids, fields):
+        """QueryJobs: one row per id (None for unknown ids).
+
+        With no ids, every job in the queue directory (not the archive) in
+        id order; explicitly named archived jobs are found in the archive
+        (their ``archived`` field is true).
+        """
+        model.check_fields(fields)
+        if not job_ids:
+            ids = sorted(self._ids)
+        else:
+            ids = [_job_id(i) for i in job_ids]
+        rows = []
+        for job_id in ids:
+            job = self._lookup(job_id)
+            rows.append(None if job is None else
+                        model.job_row(job, fields, self._summary_fn))
+        return rows
+
+    def get_job(self, job_id):
+        """The job object (live for unfinished jobs) or None; read only."""
+        return self._lookup(_job_id(job_id))
+
+    def wait_for_job_change(self, job_id, fields, prev_job_info,
+                            prev_log_serial, timeout):
+        """WaitForJobChange: Deferred firing with ``[[values], [log
+        entries]]`` or ``"nochange"`` after ``timeout`` (at most 89 s)."""
+        try:
+            model.check_fields(fields)
+            job = self._lookup(_job_id(job_id))
+        except errors.GenericError as err:
+            return defer.fail(err)
+        if job is None:
+            return defer.fail(errors.JobLost("Job %s not found" % job_id))
+        return self._waiters.wait(job, fields, prev_job_info,
+                                  prev_log_serial, timeout)
+
+    def waiter_count(self, job_id=None):
+        return self._waiters.count(job_id)
+
+    def _lookup(self, job_id):
+        job = self._jobs.get(job_id)
+        if job is not None:
+            return job
+        job = self._cache.get(job_id)
+        if job is not None:
+            self._cache.move_to_end(job_id)
+            return job
+        try:
+            job = self._store.read_job(job_id)
+        except errors.JobFileCorrupted as err:
+            log.error("Job {job}: {err}", job=job_id, err=err)
+            return None
+        if job is not None:
+            self._remember(job)
+        return job
+
+    def _remember(self, job):
+        self._cache[job.id] = job
+        self._cache.move_to_end(job.id)
+        while len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
+
+    # ------------------------------------------------------------------
+    # Helpers
+
+    def _now(self):
+        return model.split_time(self._clock.seconds())
+
+    @staticmethod
+    def _end_time(job):
+        ts = job.end_timestamp or job.received_timestamp
+        return model.merge_time(ts) if ts else None
+
+    def _persist(self, job):
+        run = self._runs.get(job.id)
+        if run is not None and run.flush_call is not None:
+            if run.flush_call.active():
+                run.flush_call.cancel()
+            run.flush_call = None
+        self._store.write_job(job)
+
+    def _changed(self, job):
+        self._waiters.notify(job)
+
+
+def _job_id(value):
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        return int(value)
+    except (TypeError, ValueError):
+        raise errors.OpPrereqError("Invalid job id %r" % (value,),
+                                   errors.ECODE_INVAL)
+
+
+def _check_priority(value, what):
+    if (not isinstance(value, int) or isinstance(value, bool)
+            or not model.PRIO_HIGHEST <= value <= model.PRIO_LOWEST):
+        raise errors.OpPrereqError("%s must be an integer from %d to %d,"
+                                   " not %r" % (what, model.PRIO_HIGHEST,
+                                                model.PRIO_LOWEST, value),
+                                   errors.ECODE_INVAL)
+
+
+def _check_depends(depends, index):
+    if depends is None:
+        return
+    where = "Opcode %d: parameter 'depends'" % index
+    if not isinstance(depends, list):
+        raise errors.OpPrereqError("%s must be a list" % where,
+                                   errors.ECODE_INVAL)
+    for entry in depends:
+        if (not isinstance(entry, (list, tuple)) or len(entry) != 2
+                or not isinstance(entry[0], int)
+                or isinstance(entry[0], bool)
+                or not isinstance(entry[1], (list, tuple))):
+            raise errors.OpPrereqError(
+                "%s: each entry must be [job id, [final statuses]], not %r"
+                % (where, entry), errors.ECODE_INVAL)
+        bad = [s for s in entry[1] if s not in FINALIZED]
+        if bad:
+            raise errors.OpPrereqError(
+                "%s: %r are not final job statuses (use %s)"
+                % (where, bad, ", ".join(sorted(FINALIZED))),
+                errors.ECODE_INVAL)
+
+
+def _jsonable(value):
+    try:
+        json.dumps(value)
+        return value
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _error_text(err):
+    if err.args and isinstance(err.args[0], str):
+        return err.args[0]
+    return str(err)

@@ -1,0 +1,217 @@
+"""The queue directory: job files, archive, serial, version and drain flag.
+
+Layout (Ganeti's)::
+
+    queue/version                  "1\\n"
+    queue/serial                   last job id handed out, "N\\n"
+    queue/drain                    present = no new jobs accepted
+    queue/job-<id>                 one JSON file per job not archived
+    queue/archive/<id // 10000>/job-<id>
+
+Every write goes through ``config.atomic_write`` (temp file, fsync, rename,
+fsync of the directory), so a reader or a crash sees the old or the new file.
+"""
+
+import json
+import os
+import re
+
+from twisted.logger import Logger
+
+from ganeti import errors
+from ganeti.config import atomic_write
+from ganeti.jqueue.model import QueuedJob
+
+log = Logger()
+
+QUEUE_VERSION = 1
+FILE_MODE = 0o640
+JOBS_PER_ARCHIVE_DIR = 10000
+CORRUPT_SUFFIX = ".corrupt"
+
+_JOB_FILE_RE = re.compile(r"^job-(\d+)$")
+
+
+def _fsync_dir(path):
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def encode_job(job):
+    return json.dumps(job.to_dict(), separators=(",", ":")).encode("utf-8")
+
+
+class JobStore(object):
+    """Reads and writes the files of one queue directory."""
+
+    def __init__(self, queue_dir):
+        self.queue_dir = os.path.abspath(queue_dir)
+        self.archive_dir = os.path.join(self.queue_dir, "archive")
+        self.serial_file = os.path.join(self.queue_dir, "serial")
+        self.version_file = os.path.join(self.queue_dir, "version")
+        self.drain_file = os.path.join(self.queue_dir, "drain")
+
+    # -- paths
+    def job_path(self, job_id):
+        return os.path.join(self.queue_dir, "job-%d" % job_id)
+
+    def archived_job_path(self, job_id):
+        return os.path.join(self.archive_dir,
+                            str(job_id // JOBS_PER_ARCHIVE_DIR),
+                            "job-%d" % job_id)
+
+    # -- setup
+    def initialize(self):
+        """Create the directory and version file, refuse unknown versions."""
+        os.makedirs(self.archive_dir, mode=0o750, exist_ok=True)
+        version = self._read_number(self.version_file)
+        if version is None:
+            atomic_write(self.version_file, b"%d\n" % QUEUE_VERSION,
+                         FILE_MODE)
+        elif version != QUEUE_VERSION:
+            raise errors.JobQueueError("Job queue version %s found, this"
+                                       " code knows version %s"
+                                       % (version, QUEUE_VERSION))
+        self._remove_temp_files()
+
+    def _remove_temp_files(self):
+        # atomic_write's temp files (".job-N.xxxx") left by a crash mid-write
+        prefixes = (".job-", ".serial.", ".drain.", ".version.")
+        for name in os.listdir(self.queue_dir):
+            if name.startswith(prefixes):
+                try:
+                    os.unlink(os.path.join(self.queue_dir, name))
+                except OSError:
+                    pass
+
+    def _read_number(self, path):
+        try:
+            with open(path) as f:
+                text = f.read().strip()
+        except FileNotFoundError:
+            return None
+        try:
+            return int(text)
+        except ValueError:
+            raise errors.JobQueueError("Content of %s is not a number: %r"
+                                       % (path, text[:40]))
+
+    # -- serial
+    def read_serial(self):
+        """The last job id handed out (0 for a new queue).
+
+        Also looks at the job files present, so a lost or stale serial file
+        can never make an id be handed out twice.
+        """
+        serial = self._read_number(self.serial_file) or 0
+        ids = self.list_job_ids()
+        if ids:
+            serial = max(serial, ids[-1])
+        return max(serial, self._max_archived_id())
+
+    def write_serial(self, serial):
+        atomic_write(self.serial_file, b"%d\n" % serial, FILE_MODE)
+
+    def _max_archived_id(self):
+        try:
+            subdirs = [int(d) for d in os.listdir(self.archive_dir)
+                       if d.isdigit()]
+        except FileNotFoundError:
+            return 0
+        # ids only grow, so the highest sub-directory holds the highest id
+        for sub in sorted(subdirs, reverse=True):
+            ids = self._ids_in(os.path.join(self.archive_dir, str(sub)))
+            if ids:
+                return max(ids)
+        return 0
+
+    # -- jobs
+    @staticmethod
+    def _ids_in(directory):
+        ids = []
+        for name in os.listdir(directory):
+            m = _JOB_FILE_RE.match(name)
+            if m:
+                ids.append(int(m.group(1)))
+        return ids
+
+    def list_job_ids(self):
+        """Ids of the jobs in the queue directory (not archived), sorted."""
+        return sorted(self._ids_in(self.queue_dir))
+
+    def write_job(self, job):
+        atomic_write(self.job_path(job.id), encode_job(job), FILE_MODE)
+
+    def read_job(self, job_id, try_archive=True):
+        """Load a job from its file, or None if there is none.
+
+        Raises JobFileCorrupted when the file cannot be parsed.
+        """
+        candidates = [(self.job_path(job_id), False)]
+        if try_archive:
+            candidates.append((self.archived_job_path(job_id), True))
+        for path, archived in candidates:
+            try:
+                with open(path, "rb") as f:
+                    raw = f.read()
+            except FileNotFoundError:
+                continue
+            try:
+                data = json.loads(raw.decode("utf-8"))
+            except ValueError as err:
+                raise errors.JobFileCorrupted("Cannot parse %s: %s"
+                                              % (path, err))
+            job = QueuedJob.from_dict(data, archived=archived)
+            if job.id != job_id:
+                raise errors.JobFileCorrupted("%s holds job %s"
+                                              % (path, job.id))
+            return job
+        return None
+
+    def move_aside(self, job_id):
+        """Rename an unreadable job file out of the way; return its path."""
+        src = self.job_path(job_id)
+        dst = src + CORRUPT_SUFFIX
+        os.rename(src, dst)
+        _fsync_dir(self.queue_dir)
+        return dst
+
+    def archive_jobs(self, job_ids):
+        """Move job files into the archive; return the ids moved.
+
+        The directories are synced once for the whole batch.
+        """
+        moved = []
+        touched = set()
+        for job_id in job_ids:
+            dst = self.archived_job_path(job_id)
+            target_dir = os.path.dirname(dst)
+            if target_dir not in touched:
+                os.makedirs(target_dir, mode=0o750, exist_ok=True)
+                touched.add(target_dir)
+            try:
+                os.rename(self.job_path(job_id), dst)
+            except FileNotFoundError:
+                continue
+            moved.append(job_id)
+        if moved:
+            for directory in touched | {self.queue_dir}:
+                _fsync_dir(directory)
+        return moved
+
+    # -- drain flag
+    def read_drain_flag(self):
+        return os.path.exists(self.drain_file)
+
+    def write_drain_flag(self, drained):
+        if drained:
+            atomic_write(self.drain_file, b"", FILE_MODE)
+        else:
+            try:
+                os.unlink(self.drain_file)
+            except FileNotFoundError:
+                return
+            _fsync_dir(self.queue_dir)
