@@ -92,6 +92,11 @@ class _WatcherService(service.Service):
     def __init__(self, watcher):
         self.watcher = watcher
 
+    def privilegedStartService(self):
+        # twistd opens ports in privilegedStartService, before any
+        # startService: load here so the first query already has an answer.
+        self.watcher.check()
+
     def startService(self):
         service.Service.startService(self)
         self.watcher.start()
@@ -146,11 +151,11 @@ class ConfdService(service.MultiService):
         self.bind = bind
         self.port = port
 
-    def startService(self):
+    def privilegedStartService(self):
         log.info("ganeti-confd starting: UDP {bind}:{port}, configuration"
                  " {path}", bind=self.bind, port=self.port,
                  path=self.watcher.path)
-        service.MultiService.startService(self)
+        service.MultiService.privilegedStartService(self)
 
 
 def makeService(options, reactor=None):
@@ -164,7 +169,7 @@ def makeService(options, reactor=None):
                                         burst=options["rate-burst"]))
     top = ConfdService(processor, watcher, options["bind"], options["port"])
     # Children start in order: the configuration is loaded before the port
-    # opens, so the first query already has an answer.
+    # opens (with twistd, and with a plain startService as twist does).
     _WatcherService(watcher).setServiceParent(top)
     udp = internet.UDPServer(options["port"], server.ConfdProtocol(processor),
                              interface=options["bind"], reactor=reactor)
