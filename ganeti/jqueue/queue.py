@@ -248,7 +248,8 @@ class JobQueue(object):
             log.info("Job queue loaded: {n} requeued, {f} failed after an"
                      " unclean stop, {c} corrupt", n=len(requeued),
                      f=len(failed), c=len(corrupt))
-        self._kick()
+        if requeued:
+            self._kick()
         return LoadReport(tuple(requeued), tuple(failed), tuple(corrupt),
                           finalized)
 
