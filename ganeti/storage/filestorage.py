@@ -1,0 +1,242 @@
+"""File disks (``file`` and ``sharedfile`` templates) and file storage units.
+
+A file disk is an image file whose path is the second element of the
+disk's ``logical_id`` (``["loop", "/srv/ganeti/file-storage/inst/disk0"]``,
+as Ganeti stores it).  The path must lie inside one of the node's allowed
+file storage directories; anything else is refused before any file is
+touched, because the master's word alone must not let a disk operation
+write or delete arbitrary files on a node.
+
+Images are raw and sparse by default; ``params["format"] == "qcow2"``
+makes qcow2 images with qemu-img (our extension: Ganeti's file disks are
+raw only).  The small metadata operations (open, truncate, stat, unlink) are
+done directly: they do not block for long.
+"""
+
+import errno
+import json
+import os
+
+from twisted.internet import defer
+from zope.interface import implementer
+
+from ganeti import constants
+from ganeti import errors
+from ganeti.storage import (IBlockDevice, IStorageUnitKind, StorageUnitInfo,
+                            check_size)
+
+__all__ = ["FileDevice", "FileStorageKind", "check_file_path",
+           "FILE_DRIVERS", "FORMATS"]
+
+#: First element of a file disk's logical_id (Ganeti's file drivers).
+FILE_DRIVERS = frozenset(["loop", "blktap", "blktap2"])
+FORMATS = frozenset(["raw", "qcow2"])
+MiB = 1024 * 1024
+
+
+def _inside(path, directory):
+    return os.path.commonpath([path, directory]) == directory
+
+
+def check_file_path(path, allowed_dirs, field="disk.logical_id"):
+    """Return the real path of ``path`` if it lies in ``allowed_dirs``.
+
+    The path must be absolute and normalised (no ``..``); symlinks in its
+    directories are resolved before the check, so a link cannot lead out.
+    """
+    if not isinstance(path, str) or not path:
+        raise errors.ParameterError(field, "%s: the file path must be a"
+                                    " non-empty string, not %r" % (field, path))
+    if not os.path.isabs(path):
+        raise errors.ParameterError(field, "%s: file path %r is not absolute"
+                                    % (field, path))
+    if "\0" in path or os.path.normpath(path) != path:
+        raise errors.ParameterError(field, "%s: file path %r is not"
+                                    " normalised" % (field, path))
+    if not allowed_dirs:
+        raise errors.ParameterError(
+            field, "%s: file path %r refused: this node has no file storage"
+            " directory configured" % (field, path))
+    real = os.path.join(os.path.realpath(os.path.dirname(path)),
+                        os.path.basename(path))
+    for directory in allowed_dirs:
+        if real != directory and _inside(real, directory):
+            return real
+    raise errors.ParameterError(
+        field, "%s: file path %s is outside the allowed file storage"
+        " directories (%s)" % (field, path, ", ".join(allowed_dirs)))
+
+
+@implementer(IBlockDevice)
+class FileDevice(object):
+
+    def __init__(self, path, ctx, dev_type=constants.DT_FILE, fmt="raw"):
+        self.dev_type = dev_type
+        self.path = path
+        self.format = fmt
+        self._ctx = ctx
+
+    def __repr__(self):
+        return "<FileDevice %s (%s)>" % (self.path, self.format)
+
+    @classmethod
+    def from_disk(cls, disk, ctx):
+        lid = disk.get("logical_id")
+        if (not isinstance(lid, (list, tuple)) or len(lid) != 2):
+            raise errors.ParameterError(
+                "disk.logical_id", "disk.logical_id of a file disk must be"
+                " [driver, path], not %r" % (lid,))
+        if lid[0] not in FILE_DRIVERS:
+            raise errors.ParameterError(
+                "disk.logical_id", "disk.logical_id: file driver %r is not one"
+                " of %s" % (lid[0], ", ".join(sorted(FILE_DRIVERS))))
+        fmt = (disk.get("params") or {}).get("format", "raw")
+        if fmt not in FORMATS:
+            raise errors.ParameterError(
+                "disk.params.format", "disk.params.format must be one of %s,"
+                " not %r" % (", ".join(sorted(FORMATS)), fmt))
+        path = check_file_path(lid[1], ctx.allowed_file_dirs())
+        return cls(path, ctx, dev_type=disk["dev_type"], fmt=fmt)
+
+    # -- helpers -------------------------------------------------------------
+
+    async def _qemu_img(self, *args):
+        argv = ["qemu-img"] + list(args)
+        result = await self._ctx.runner.run(
+            argv, timeout=self._ctx.command_timeout)
+        if result.failed:
+            raise errors.BlockDeviceError(
+                "%s: %s" % (" ".join(argv[:2]), result.describe()))
+        return result
+
+    def _missing(self):
+        return errors.BlockDeviceError("file disk %s does not exist"
+                                       % self.path)
+
+    # -- IBlockDevice --------------------------------------------------------
+
+    def create(self, size):
+        return defer.Deferred.fromCoroutine(self._create(size))
+
+    async def _create(self, size):
+        size = check_size("size", size)
+        if os.path.lexists(self.path):
+            raise errors.BlockDeviceError("file disk %s already exists"
+                                          % self.path)
+        os.makedirs(os.path.dirname(self.path), mode=0o750, exist_ok=True)
+        if self.format == "qcow2":
+            await self._qemu_img("create", "-q", "-f", "qcow2", self.path,
+                                 "%dM" % size)
+            os.chmod(self.path, 0o600)
+            return self.path
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.ftruncate(fd, size * MiB)   # sparse: blocks come on write
+        except OSError:
+            os.close(fd)
+            os.unlink(self.path)
+            raise
+        os.close(fd)
+        return self.path
+
+    def remove(self):
+        return defer.maybeDeferred(self._remove)
+
+    def _remove(self):
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            return
+        # The per-instance directory goes with its last disk; never one of
+        # the storage directories themselves.
+        parent = os.path.dirname(self.path)
+        if parent not in self._ctx.allowed_file_dirs():
+            try:
+                os.rmdir(parent)
+            except OSError as err:
+                if err.errno not in (errno.ENOTEMPTY, errno.EEXIST,
+                                     errno.ENOENT):
+                    raise
+
+    def assemble(self):
+        if not os.path.isfile(self.path):
+            return defer.fail(self._missing())
+        return defer.succeed(self.path)
+
+    def shutdown(self):
+        return defer.succeed(None)
+
+    def grow(self, amount, dryrun=False):
+        return defer.Deferred.fromCoroutine(self._grow(amount, dryrun))
+
+    async def _grow(self, amount, dryrun):
+        amount = check_size("amount", amount)
+        if not os.path.isfile(self.path):
+            raise self._missing()
+        if dryrun:
+            return None
+        if self.format == "qcow2":
+            await self._qemu_img("resize", "-q", "-f", "qcow2", self.path,
+                                 "+%dM" % amount)
+        else:
+            os.truncate(self.path, os.stat(self.path).st_size + amount * MiB)
+        return None
+
+    def dimensions(self):
+        return defer.Deferred.fromCoroutine(self._dimensions())
+
+    async def _dimensions(self):
+        if not os.path.isfile(self.path):
+            return None
+        if self.format == "qcow2":
+            result = await self._qemu_img("info", "--output=json", "-f",
+                                          "qcow2", self.path)
+            try:
+                size = int(json.loads(result.stdout)["virtual-size"])
+            except (ValueError, KeyError, TypeError) as err:
+                raise errors.BlockDeviceError(
+                    "cannot parse qemu-img info of %s: %s" % (self.path, err))
+            return (size, None)
+        return (os.stat(self.path).st_size, None)
+
+
+@implementer(IStorageUnitKind)
+class FileStorageKind(object):
+    """File storage directories: a unit is a directory, its space is the
+    space of the filesystem it is on."""
+
+    def __init__(self, ctx, storage_type=constants.ST_FILE):
+        self.storage_type = storage_type
+        self._ctx = ctx
+
+    def _unit(self, directory):
+        allowed = self._ctx.allowed_file_dirs()
+        real = os.path.realpath(directory) if isinstance(directory, str) \
+            else None
+        if real not in allowed:
+            raise errors.ParameterError(
+                "name", "%r is not a file storage directory of this node"
+                " (known: %s)" % (directory, ", ".join(allowed) or "none"))
+        try:
+            st = os.statvfs(real)
+        except FileNotFoundError:
+            return StorageUnitInfo(type=self.storage_type, name=directory,
+                                   allocatable=False)
+        size = st.f_blocks * st.f_frsize // MiB
+        free = st.f_bavail * st.f_frsize // MiB
+        return StorageUnitInfo(type=self.storage_type, name=directory,
+                               size=size, free=free, used=size - free,
+                               allocatable=True)
+
+    def list_units(self, name=None):
+        if name is not None:
+            return defer.maybeDeferred(lambda: [self._unit(name)])
+        return defer.maybeDeferred(
+            lambda: [self._unit(d) for d in self._ctx.allowed_file_dirs()])
+
+    def space_info(self, key, params=()):
+        def info():
+            unit = self._unit(key)
+            return {"type": self.storage_type, "name": key,
+                    "storage_size": unit.size, "storage_free": unit.free}
+        return defer.maybeDeferred(info)
