@@ -9,6 +9,7 @@ from twisted.internet import defer, task
 #: name -> module; add new benchmarks here (e.g. "confd", "jobs")
 BENCHMARKS = {
     "locks": "bench.locks",
+    "jobs": "bench.jobs",
 }
 
 

@@ -126,12 +126,14 @@ class SubmitTests(QueueTestCase):
                          ["queued", "queued"])
         self.assertEqual(data["received_timestamp"], [int(T0), 0])
         self.assertEqual(data["ops"][0]["input"]["OP_ID"], "OP_TEST_DELAY")
-        with open(os.path.join(self.dir, "serial")) as f:
-            self.assertEqual(f.read(), "1\n")
         # nothing ran yet: jobs start on the next reactor turn
         self.assertEqual(self.executor.calls, [])
         self.assertEqual(self.status(1), "queued")
         self.turn()
+        # the serial file follows on the next turn (load() also looks at
+        # the job files, so it may lag behind them)
+        with open(os.path.join(self.dir, "serial")) as f:
+            self.assertEqual(f.read(), "1\n")
         self.assertEqual(len(self.executor.calls), 1)
         self.assertEqual(self.status(1), "waiting")
         self.assertEqual(self.read_job(1)["ops"][0]["status"], "waiting")
@@ -234,11 +236,22 @@ class SubmitTests(QueueTestCase):
         self.assertFalse(result[1][0])
         self.assertIn("priority", result[1][1])
         self.assertEqual(result[2], [True, 2])
-        with open(os.path.join(self.dir, "serial")) as f:
-            self.assertEqual(f.read(), "2\n")
         self.queue.cancel_job(1)
         self.queue.cancel_job(2)
         self.turn()
+        with open(os.path.join(self.dir, "serial")) as f:
+            self.assertEqual(f.read(), "2\n")
+
+    def test_crash_before_serial_written(self):
+        self.submit(op())
+        self.submit(op())
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "serial")))
+        clock = task.Clock()
+        queue = self.make_queue(clock=clock)
+        self.assertEqual(queue.load().requeued, (1, 2))
+        job_id = self.successResultOf(queue.submit_job([op()]))
+        self.assertEqual(job_id, 3)
+        self.queue.shutdown()  # the old one must not run anything now
 
 
 class ExecutionTests(QueueTestCase):
@@ -1021,6 +1034,7 @@ class CrashRecoveryTests(QueueTestCase):
         report = queue.load()
         self.assertEqual(report.corrupt, (7, 8))
         self.assertEqual(report.finalized, 1)
+        self.turn()
         names = sorted(os.listdir(self.dir))
         self.assertEqual(names, ["archive", "job-1", "job-7.corrupt",
                                  "job-8.corrupt", "serial", "version"])

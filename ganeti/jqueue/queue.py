@@ -10,9 +10,17 @@ Life of a job::
     waiting --(cancel: the executor's Deferred is cancelled)--> canceling
         --> canceled
 
-Every status change is written (atomically, fsync'ed) before anyone can
-observe it; log messages are written in batches, but a finished job is on
-disk before waiters hear about it.  Everything runs in the reactor thread.
+What is on disk, and when (every write is atomic and fsync'ed):
+
+* a job file before its id is returned; the ``serial`` file on the next
+  reactor turn (load() also takes the highest job id found on disk);
+* "running" before the executor is told to go on (``notify_running``), and
+  every final status before waiters or dependent jobs hear about it;
+* "waiting" and log messages a little later, batched with the next write:
+  after a crash a job found waiting runs again exactly like a queued one,
+  and at most ``LOG_FLUSH_DELAY`` seconds of messages are lost.
+
+Everything runs in the reactor thread; fsync of a small job file is inline.
 """
 
 import collections
@@ -177,6 +185,7 @@ class JobQueue(object):
         self._loaded = False
         self._stopped = False
         self._serial = 0
+        self._serial_on_disk = 0
         self._drained = False
         self._ids = set()               # every job in the queue directory
         self._end_times = {}            # finalized id -> end (for archiving)
@@ -208,7 +217,7 @@ class JobQueue(object):
         if self._loaded:
             raise errors.ProgrammerError("JobQueue.load called twice")
         self._store.initialize()
-        self._serial = self._store.read_serial()
+        self._serial = self._serial_on_disk = self._store.read_serial()
         self._drained = self._store.read_drain_flag()
         requeued, failed, corrupt, finalized = [], [], [], 0
         for job_id in self._store.list_job_ids():
@@ -277,6 +286,7 @@ class JobQueue(object):
         if self._kick_call is not None and self._kick_call.active():
             self._kick_call.cancel()
         self._kick_call = None
+        self._write_serial()
         for job_id, run in list(self._runs.items()):
             if run.flush_call is not None:
                 self._persist(self._jobs[job_id])
@@ -304,7 +314,6 @@ class JobQueue(object):
         prepared = self._prepare(ops)
         self._resolve_dependencies(prepared, [])
         job_id = self._serial + 1
-        self._store.write_serial(job_id)
         self._serial = job_id
         self._create(job_id, prepared)
         return job_id
@@ -331,8 +340,6 @@ class JobQueue(object):
             previous.append(next_id)
             next_id += 1
         if accepted:
-            # the serial first: an id is never handed out twice
-            self._store.write_serial(accepted[-1][0])
             self._serial = accepted[-1][0]
         for job_id, prepared in accepted:
             self._create(job_id, prepared)
@@ -416,6 +423,14 @@ class JobQueue(object):
         log.debug("Job {job} submitted", job=job_id)
         self._kick()
 
+    def _write_serial(self):
+        # The serial file is written after the job files and coalesced per
+        # reactor turn: load() also takes the highest job id found on disk,
+        # so a crash before this write cannot make an id be reused.
+        if self._serial > self._serial_on_disk:
+            self._store.write_serial(self._serial)
+            self._serial_on_disk = self._serial
+
     def _track(self, job):
         self._jobs[job.id] = job
         self._runs[job.id] = _Run()
@@ -436,6 +451,7 @@ class JobQueue(object):
 
     def _kicked(self):
         self._kick_call = None
+        self._write_serial()
         self._schedule()
 
     def _schedule(self):
@@ -507,7 +523,10 @@ class JobQueue(object):
                 return
 
             self._mark_waiting(job, op)
-            self._persist(job)
+            # "waiting" is written on the next turn at the latest, usually
+            # together with "running": after a crash, a job found waiting
+            # is queued again, exactly like one found queued
+            self._persist_soon(job)
             self._changed(job)
             ctx = OpContext(self, job, index)
             try:
@@ -667,9 +686,16 @@ class JobQueue(object):
             self._persist(job)
         elif run.flush_call is None:
             run.flush_call = self._clock.callLater(
-                self._log_flush_delay, self._flush_log, job)
+                self._log_flush_delay, self._flush, job)
 
-    def _flush_log(self, job):
+    def _persist_soon(self, job):
+        run = self._runs[job.id]
+        if run.flush_call is None:
+            run.flush_call = self._clock.callLater(0, self._flush, job)
+        else:
+            run.flush_call.reset(0)
+
+    def _flush(self, job):
         run = self._runs.get(job.id)
         if run is not None:
             run.flush_call = None

@@ -1,0 +1,183 @@
+"""Job queue benchmark: persisted jobs per second, with the real reactor.
+
+(1) baseline: N_JOBS ``config.atomic_write`` calls (temp file, fsync,
+    rename, fsync of the directory) of a finished job's JSON, in the same
+    run and on the same file system;
+(2) N_JOBS ``OP_TEST_DELAY(duration=0)`` jobs from N_CLIENTS concurrent
+    clients: each client submits a job, waits for it with
+    WaitForJobChange until it is finalized, and submits the next.  The
+    executor completes the opcode at once (notify_running, then success).
+    Reported: jobs/s from first submit to last success, p50/p99 of the
+    submit latency and of submit -> success, and the ratio to (1).
+
+The clients are :class:`InProcessClient` objects, which call the queue
+directly.  The issue asks for luxi clients end to end; when ganeti.luxi and
+the master daemon exist, add a client class with the same two methods
+(``submit_job``, ``wait_for_job_change``) talking to the master's socket
+and a row using it in :func:`run` (see ``_CLIENT_KINDS``).
+"""
+
+import os
+import shutil
+import tempfile
+import time
+
+from twisted.internet import defer
+
+from ganeti import jqueue
+from ganeti.config import atomic_write
+from ganeti.jqueue.store import encode_job
+
+N_JOBS = 2000
+N_CLIENTS = 20
+OP = {"OP_ID": "OP_TEST_DELAY", "duration": 0.0, "on_master": True,
+      "on_nodes": [], "repeat": 0, "priority": 0, "depends": None,
+      "dry_run": False, "debug_level": 0, "comment": None, "reason": []}
+
+
+def _table(headers, rows):
+    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
+    line = "  ".join("%%-%ds" % w for w in widths)
+    print(line % tuple(headers))
+    print(line % tuple("-" * w for w in widths))
+    for row in rows:
+        print(line % tuple(row))
+
+
+def _percentile(values, pct):
+    if not values:
+        return float("nan")
+    values = sorted(values)
+    index = min(len(values) - 1, int(round(pct / 100.0 * (len(values) - 1))))
+    return values[index]
+
+
+def _sample_job_bytes():
+    """A finished OP_TEST_DELAY job as the queue writes it."""
+    ts = jqueue.split_time(time.time())
+    op = jqueue.QueuedOpCode(input=dict(OP), status="success",
+                             start_timestamp=ts, exec_timestamp=ts,
+                             end_timestamp=ts)
+    job = jqueue.QueuedJob(id=1, ops=[op], received_timestamp=ts,
+                           start_timestamp=ts, end_timestamp=ts)
+    return encode_job(job)
+
+
+def baseline(directory, count):
+    """Seconds for ``count`` atomic writes of a job-sized file."""
+    data = _sample_job_bytes()
+    start = time.perf_counter()
+    for i in range(count):
+        atomic_write(os.path.join(directory, "job-%d" % i), data, 0o640)
+    return time.perf_counter() - start
+
+
+class ImmediateExecutor(object):
+    """Runs OP_TEST_DELAY(duration=0): running, then success at once."""
+
+    def execute(self, job, op_index, op_input, feedback_fn):
+        feedback_fn.notify_running()
+        return defer.succeed(None)
+
+
+class InProcessClient(object):
+    """The two luxi calls a job-submitting client makes, in process."""
+
+    def __init__(self, queue):
+        self._queue = queue
+
+    def submit_job(self, ops):
+        return self._queue.submit_job(ops)
+
+    def wait_for_job_change(self, job_id, fields, prev_info, prev_serial,
+                            timeout):
+        return self._queue.wait_for_job_change(job_id, fields, prev_info,
+                                               prev_serial, timeout)
+
+
+async def _client(client, count, submit_lat, total_lat, errors_seen):
+    for _ in range(count):
+        start = time.perf_counter()
+        job_id = await client.submit_job([dict(OP)])
+        submitted = time.perf_counter()
+        submit_lat.append(submitted - start)
+        prev = None
+        while True:
+            # as gnt-* clients do: wait for "status" to change until final
+            answer = await client.wait_for_job_change(job_id, ["status"],
+                                                      prev, None, 60)
+            if answer == jqueue.JOB_NOTCHANGED:
+                continue
+            prev = answer[0]
+            if prev[0] in jqueue.FINALIZED:
+                break
+        if prev[0] != jqueue.STATUS_SUCCESS:
+            errors_seen.append((job_id, prev[0]))
+        total_lat.append(time.perf_counter() - start)
+
+
+async def run_clients(make_client, n_jobs, n_clients):
+    """Drive ``n_clients`` clients submitting ``n_jobs`` jobs in total."""
+    submit_lat, total_lat, errors_seen = [], [], []
+    per_client = n_jobs // n_clients
+    start = time.perf_counter()
+    await defer.gatherResults([
+        defer.Deferred.fromCoroutine(_client(make_client(), per_client,
+                                             submit_lat, total_lat,
+                                             errors_seen))
+        for _ in range(n_clients)], consumeErrors=True)
+    elapsed = time.perf_counter() - start
+    if errors_seen:
+        raise RuntimeError("jobs did not succeed: %r" % errors_seen[:5])
+    return elapsed, submit_lat, total_lat
+
+
+async def in_process(reactor, directory, n_jobs, n_clients):
+    queue = jqueue.JobQueue(directory, ImmediateExecutor(), clock=reactor,
+                            max_running=20)
+    queue.load()
+    try:
+        return await run_clients(lambda: InProcessClient(queue), n_jobs,
+                                 n_clients)
+    finally:
+        queue.shutdown()
+
+
+#: (label, coroutine function(reactor, queue dir, jobs, clients)); the luxi
+#: end-to-end variant goes here once the master daemon exists
+_CLIENT_KINDS = [
+    ("in-process clients", in_process),
+]
+
+
+async def _run(reactor):
+    top = tempfile.mkdtemp(prefix="bench-jobs-")
+    try:
+        base_dir = os.path.join(top, "baseline")
+        os.makedirs(base_dir)
+        base_time = baseline(base_dir, N_JOBS)
+        base_rate = N_JOBS / base_time
+        rows = [("baseline: atomic_write x%d" % N_JOBS,
+                 "%.0f writes/s" % base_rate, "-", "-", "1.00")]
+        for label, fn in _CLIENT_KINDS:
+            queue_dir = os.path.join(top, label.replace(" ", "-"), "queue")
+            os.makedirs(queue_dir)
+            elapsed, submit_lat, total_lat = await fn(reactor, queue_dir,
+                                                      N_JOBS, N_CLIENTS)
+            rate = N_JOBS / elapsed
+            rows.append((
+                "%d jobs, %d %s" % (N_JOBS, N_CLIENTS, label),
+                "%.0f jobs/s" % rate,
+                "%.2f / %.2f ms" % (_percentile(submit_lat, 50) * 1000,
+                                    _percentile(submit_lat, 99) * 1000),
+                "%.2f / %.2f ms" % (_percentile(total_lat, 50) * 1000,
+                                    _percentile(total_lat, 99) * 1000),
+                "%.2f" % (rate / base_rate)))
+        _table(["what", "rate", "submit p50/p99", "submit->success p50/p99",
+                "ratio to baseline"], rows)
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def run(reactor):
+    return defer.Deferred.fromCoroutine(_run(reactor))
