@@ -15,7 +15,8 @@ therefore keep one connection per instance and share it.
 import json
 
 from twisted.internet import defer
-from twisted.internet.endpoints import UNIXClientEndpoint, connectProtocol
+from twisted.internet.endpoints import UNIXClientEndpoint
+from twisted.internet.protocol import Factory
 from twisted.protocols.basic import LineOnlyReceiver
 from twisted.logger import Logger
 
@@ -222,10 +223,15 @@ class QMPProtocol(LineOnlyReceiver):
             d.callback(None)
 
 
+class _QMPFactory(Factory):
+    protocol = QMPProtocol
+    noisy = False   # one connection per instance start is not news
+
+
 async def _connect(reactor, path, timeout):
     endpoint = UNIXClientEndpoint(reactor, path, timeout=max(1, int(timeout)))
     try:
-        proto = await connectProtocol(endpoint, QMPProtocol())
+        proto = await endpoint.connect(_QMPFactory())
     except Exception as err:
         raise errors.HypervisorError(
             "cannot connect to QMP socket %s: %s" % (path, err))
