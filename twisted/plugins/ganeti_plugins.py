@@ -32,3 +32,7 @@ class _ServiceMaker(object):
 ganeti_confd = _ServiceMaker(
     "ganeti-confd", "ganeti.server.confd",
     "Ganeti configuration daemon (read-only config answers over UDP 1814)")
+
+ganeti_noded = _ServiceMaker(
+    "ganeti-noded", "ganeti.server.noded",
+    "Ganeti node daemon (node-local work over mutual-TLS HTTPS on TCP 1811)")

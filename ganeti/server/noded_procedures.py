@@ -1,0 +1,499 @@
+"""The node daemon's RPC procedures: their arguments and what they do.
+
+Each procedure declares its arguments (name, check, default); a call's JSON
+body is the argument list (Ganeti style) or an object of named arguments.
+Checks run before anything is done and fail with a
+:class:`ganeti.errors.ParameterError` naming the argument, which the HTTP
+layer reports as a bad request.  The work itself is in ``ganeti.backend``
+and ``ganeti.storage``.
+"""
+
+import inspect
+import os
+
+import attr
+from twisted.internet import defer
+from twisted.logger import Logger
+
+from ganeti import constants
+from ganeti import errors
+from ganeti import hypervisor as hv
+from ganeti import storage
+from ganeti.backend import files
+from ganeti.backend import os as osapi
+
+__all__ = ["Arg", "procedure", "NodeProcedures", "bind_arguments"]
+
+log = Logger()
+
+_REQUIRED = object()
+
+
+# ---------------------------------------------------------------------------
+# Argument checks: callable(name, value) -> value, or ParameterError
+
+def _fail(name, what, value):
+    raise errors.ParameterError(
+        name, "argument '%s' must be %s, not %s" % (name, what,
+                                                    _show(value)))
+
+
+def _show(value):
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def anything(name, value):
+    return value
+
+
+def string(name, value):
+    if not isinstance(value, str) or not value:
+        _fail(name, "a non-empty string", value)
+    return value
+
+
+def boolean(name, value):
+    if not isinstance(value, bool):
+        _fail(name, "true or false", value)
+    return value
+
+
+def integer(minimum=None):
+    def check(name, value):
+        if isinstance(value, bool) or not isinstance(value, int) or \
+                (minimum is not None and value < minimum):
+            _fail(name, "an integer" + (" >= %d" % minimum
+                                        if minimum is not None else ""),
+                  value)
+        return value
+    return check
+
+
+def number(minimum=None):
+    def check(name, value):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                (minimum is not None and value < minimum):
+            _fail(name, "a number" + (" >= %s" % minimum
+                                      if minimum is not None else ""), value)
+        return value
+    return check
+
+
+def mapping(name, value):
+    if not isinstance(value, dict):
+        _fail(name, "an object (dict)", value)
+    return value
+
+
+def list_of(item_check=anything):
+    def check(name, value):
+        if not isinstance(value, (list, tuple)):
+            _fail(name, "a list", value)
+        return [item_check("%s[%d]" % (name, i), v)
+                for i, v in enumerate(value)]
+    return check
+
+
+def one_of(*allowed):
+    def check(name, value):
+        if value not in allowed:
+            _fail(name, "one of %s" % ", ".join(map(repr, allowed)), value)
+        return value
+    return check
+
+
+def optional(inner):
+    def check(name, value):
+        return None if value is None else inner(name, value)
+    return check
+
+
+def string_or_mapping(name, value):
+    if isinstance(value, dict) or (isinstance(value, str) and value):
+        return value
+    _fail(name, "an instance name or an instance specification (dict)", value)
+
+
+@attr.s(frozen=True)
+class Arg(object):
+    name = attr.ib()
+    check = attr.ib(default=anything)
+    default = attr.ib(default=_REQUIRED)
+
+    @property
+    def required(self):
+        return self.default is _REQUIRED
+
+
+def procedure(*args):
+    """Mark a method of :class:`NodeProcedures` as an RPC procedure named
+    like the method, taking ``args`` (:class:`Arg`)."""
+    def mark(fn):
+        fn.rpc_args = tuple(args)
+        return fn
+    return mark
+
+
+def bind_arguments(name, spec, body):
+    """Check a call's JSON body against ``spec``; the argument values."""
+    if body is None:
+        body = []
+    if isinstance(body, dict):
+        unknown = sorted(set(body) - set(a.name for a in spec))
+        if unknown:
+            raise errors.ParameterError(
+                unknown[0], "procedure %s has no argument%s %s (its arguments:"
+                " %s)" % (name, "s" if len(unknown) > 1 else "",
+                          ", ".join(unknown),
+                          ", ".join(a.name for a in spec) or "none"))
+        given = body
+    elif isinstance(body, list):
+        if len(body) > len(spec):
+            raise errors.ParameterError(
+                "arguments", "procedure %s takes at most %d argument%s (%s),"
+                " got %d" % (name, len(spec), "" if len(spec) == 1 else "s",
+                             ", ".join(a.name for a in spec), len(body)))
+        given = dict(zip((a.name for a in spec), body))
+    else:
+        raise errors.ParameterError(
+            "arguments", "the request body must be a JSON list of arguments"
+            " or an object of named arguments, not %s" % type(body).__name__)
+    values = []
+    for arg in spec:
+        if arg.name in given:
+            values.append(arg.check(arg.name, given[arg.name]))
+        elif arg.required:
+            raise errors.ParameterError(
+                arg.name, "argument '%s' of %s is missing" % (arg.name, name))
+        else:
+            values.append(arg.default)
+    return values
+
+
+def _read_boot_id():
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def _storage_unit(name, value):
+    """``[type, key, params]`` or ``{"type", "key", "params"}``."""
+    if isinstance(value, dict):
+        value = [value.get("type"), value.get("key"), value.get("params", [])]
+    if not isinstance(value, (list, tuple)) or len(value) not in (2, 3):
+        _fail(name, "[storage type, key, params]", value)
+    st_type, key = value[0], value[1]
+    params = value[2] if len(value) == 3 else []
+    if st_type not in constants.STORAGE_TYPES:
+        _fail(name + "[0]", "a storage type (%s)"
+              % ", ".join(sorted(constants.STORAGE_TYPES)), st_type)
+    return st_type, key, params or []
+
+
+# ---------------------------------------------------------------------------
+
+class NodeProcedures(object):
+    """Every procedure of the node daemon, bound to one node."""
+
+    def __init__(self, reactor, paths, storage_ctx, instances, os_backend):
+        self.reactor = reactor
+        self.paths = paths
+        self.storage_ctx = storage_ctx
+        self.instances = instances
+        self.os = os_backend
+        self.table = {}
+        for attr_name, member in inspect.getmembers(type(self)):
+            spec = getattr(member, "rpc_args", None)
+            if spec is not None:
+                self.table[attr_name] = (spec, getattr(self, attr_name))
+
+    def names(self):
+        return sorted(self.table)
+
+    def call(self, name, body):
+        """Deferred result of procedure ``name`` for the decoded JSON body.
+
+        KeyError for an unknown procedure; ParameterError for bad
+        arguments (before anything is done), other errors from the work.
+        """
+        spec, method = self.table[name]
+
+        def run():
+            result = method(*bind_arguments(name, spec, body))
+            if inspect.iscoroutine(result):
+                return defer.Deferred.fromCoroutine(result)
+            return result
+        return defer.maybeDeferred(run)
+
+    # -- node ------------------------------------------------------------------
+
+    @procedure()
+    def version(self):
+        """The RPC protocol version of this node daemon."""
+        return constants.PROTOCOL_VERSION
+
+    @procedure(Arg("storage_units", list_of(_storage_unit), []),
+               Arg("hv_specs", list_of(anything), []))
+    async def node_info(self, storage_units, hv_specs):
+        """Space of the given storage units, resources per hypervisor.
+
+        Returns ``{"boot_id", "storage": [{"type", "name", "storage_size",
+        "storage_free"[, "error"]}], "hypervisors": [NodeInfo fields +
+        "name"]}``.  A broken storage unit is reported in its entry (with
+        ``error``) instead of failing the whole call.
+        """
+        units = []
+        for st_type, key, params in storage_units:
+            try:
+                kind = storage.storage_unit_kind(st_type, self.storage_ctx)
+                units.append(await kind.space_info(key, params))
+            except (errors.GenericError, OSError) as err:
+                units.append({"type": st_type, "name": key,
+                              "storage_size": None, "storage_free": None,
+                              "error": _message(err)})
+        hvs = await self.instances.node_info(hv_specs)
+        return {"boot_id": _read_boot_id(), "storage": units,
+                "hypervisors": hvs}
+
+    @procedure(Arg("su_name", string), Arg("su_args", list_of(anything), []),
+               Arg("name", optional(string), None),
+               Arg("fields", list_of(string),
+                   [storage.SF_NAME, storage.SF_SIZE, storage.SF_USED,
+                    storage.SF_FREE, storage.SF_ALLOCATABLE]))
+    async def storage_list(self, su_name, su_args, name, fields):
+        """Rows (lists, in ``fields`` order) for the storage units of type
+        ``su_name`` (file, sharedfile, lvm-vg, lvm-pv), or only ``name``."""
+        for field in fields:
+            if field not in storage.STORAGE_FIELDS:
+                raise errors.ParameterError(
+                    "fields", "unknown storage field %r (known: %s)"
+                    % (field, ", ".join(storage.STORAGE_FIELDS)))
+        try:
+            kind = storage.storage_unit_kind(su_name, self.storage_ctx)
+        except errors.ParameterError as err:
+            raise errors.ParameterError("su_name", err.args[-1])
+        units = await kind.list_units(name)
+        return [[u.field(f) for f in fields] for u in units]
+
+    @procedure(Arg("hv", string), Arg("hvparams", mapping))
+    async def hypervisor_validate_params(self, hv, hvparams):
+        """Check hypervisor parameters on this node (files, binaries)."""
+        await self.instances.validate_params(hv, hvparams)
+        return True
+
+    # -- instances ----------------------------------------------------------------
+
+    @procedure(Arg("instance", mapping), Arg("startup_paused", boolean, False))
+    async def instance_start(self, instance, startup_paused):
+        """Start an instance specification (InstanceSpec fields +
+        ``hypervisor``; disks as paths or disk config dicts)."""
+        await self.instances.start(instance, startup_paused)
+        return True
+
+    @procedure(Arg("name", string), Arg("hv", string),
+               Arg("timeout", number(0), hv.DEFAULT_STOP_TIMEOUT))
+    async def instance_shutdown(self, name, hv, timeout):
+        """Stop softly, killing after ``timeout`` seconds (0: at once)."""
+        await self.instances.shutdown(name, hv, timeout)
+        return True
+
+    @procedure(Arg("instance", string_or_mapping), Arg("hv", optional(string),
+                                                       None),
+               Arg("reboot_type", string),
+               Arg("shutdown_timeout", number(0), hv.DEFAULT_STOP_TIMEOUT))
+    async def instance_reboot(self, instance, hv, reboot_type,
+                              shutdown_timeout):
+        """soft: the hypervisor resets the guest; hard: stop and start again
+        (needs the specification); full is the master's business."""
+        await self.instances.reboot(instance, hv, reboot_type,
+                                    shutdown_timeout)
+        return True
+
+    @procedure(Arg("name", string), Arg("hv", string))
+    def instance_info(self, name, hv):
+        """InstanceInfo fields + ``live``, or null if not on this node."""
+        return self.instances.info(name, hv)
+
+    @procedure(Arg("hvs", list_of(string)))
+    def all_instances_info(self, hvs):
+        """``{name: InstanceInfo fields + live + hypervisor}``."""
+        return self.instances.all_info(hvs)
+
+    @procedure(Arg("hvs", list_of(string)))
+    def instance_list(self, hvs):
+        """Sorted names of the instances of these hypervisors, any state."""
+        return self.instances.list(hvs)
+
+    @procedure(Arg("name", string), Arg("hv", string))
+    async def instance_cleanup(self, name, hv):
+        """Remove a kept (user-shutdown or crashed) domain (seed 004)."""
+        await self.instances.cleanup(name, hv)
+        return True
+
+    # -- block devices --------------------------------------------------------------
+
+    def _device(self, disk, field="disk"):
+        try:
+            return storage.block_device(disk, self.storage_ctx)
+        except errors.ParameterError as err:
+            raise errors.ParameterError(field, "argument '%s': %s"
+                                        % (field, err.args[-1]))
+
+    @procedure(Arg("disk", mapping), Arg("size", number(1)),
+               Arg("owner", optional(string), None),
+               Arg("on_primary", boolean, True),
+               Arg("info", optional(string), None))
+    async def blockdev_create(self, disk, size, owner, on_primary, info):
+        """Create a disk of ``size`` MiB; returns its path (null: diskless)."""
+        dev = self._device(disk)
+        path = await dev.create(storage.check_size("size", size))
+        log.info("Created {dev} ({size} MiB) for {owner}", dev=dev,
+                 size=size, owner=owner)
+        return path
+
+    @procedure(Arg("disk", mapping))
+    async def blockdev_remove(self, disk):
+        """Delete a disk and its data; a missing disk is no error."""
+        dev = self._device(disk)
+        await dev.remove()
+        log.info("Removed {dev}", dev=dev)
+        return True
+
+    @procedure(Arg("disk", mapping), Arg("owner", optional(string), None),
+               Arg("on_primary", boolean, True),
+               Arg("idx", optional(integer(0)), None))
+    async def blockdev_assemble(self, disk, owner, on_primary, idx):
+        """Make a disk usable: ``{"path", "format", "mode"}``."""
+        dev = self._device(disk)
+        path = await dev.assemble()
+        return {"path": path, "format": dev.format,
+                "mode": disk.get("mode") or constants.DISK_RDWR}
+
+    @procedure(Arg("disk", mapping))
+    async def blockdev_shutdown(self, disk):
+        dev = self._device(disk)
+        await dev.shutdown()
+        return True
+
+    @procedure(Arg("disk", mapping), Arg("amount", number(1)),
+               Arg("dryrun", boolean, False))
+    async def blockdev_grow(self, disk, amount, dryrun):
+        """Grow a disk by ``amount`` MiB."""
+        dev = self._device(disk)
+        await dev.grow(storage.check_size("amount", amount), dryrun)
+        return True
+
+    @procedure(Arg("disks", list_of(mapping)))
+    async def blockdev_getdimensions(self, disks):
+        """Per disk ``{"size": bytes, "spindles"}``, or null if missing."""
+        result = []
+        for idx, disk in enumerate(disks):
+            dims = await self._device(disk, "disks[%d]" % idx).dimensions()
+            result.append(None if dims is None else
+                          {"size": dims[0], "spindles": dims[1]})
+        return result
+
+    # -- OS API -----------------------------------------------------------------------
+
+    @procedure()
+    def os_diagnose(self):
+        """Every OS in the search path: name, path, valid, status,
+        variants, parameters, api_versions."""
+        return self.os.diagnose()
+
+    @procedure(Arg("required", boolean), Arg("name", string),
+               Arg("checks", list_of(string), []),
+               Arg("params", mapping, {}),
+               Arg("force_variant", boolean, False))
+    def os_validate(self, required, name, checks, params, force_variant):
+        """True if OS ``name`` (os+variant) is valid here and accepts
+        ``params``; False if missing and not ``required``."""
+        return self.os.validate(required, name, checks, params, force_variant)
+
+    @procedure(Arg("instance", mapping), Arg("reinstall", boolean, False),
+               Arg("debug", integer(0), 0))
+    def instance_os_add(self, instance, reinstall, debug):
+        """Run the OS create script; returns the log file's path."""
+        return self.os.create(instance, reinstall, debug)
+
+    @procedure(Arg("instance", mapping), Arg("old_name", string),
+               Arg("debug", integer(0), 0))
+    def instance_run_rename(self, instance, old_name, debug):
+        """Run the OS rename script; returns the log file's path."""
+        return self.os.rename(instance, old_name, debug)
+
+    # -- files ------------------------------------------------------------------------
+
+    @procedure(Arg("path", string), Arg("data", anything),
+               Arg("mode", integer(0), 0o600), Arg("uid", anything, None),
+               Arg("gid", anything, None),
+               Arg("atime", optional(number()), None),
+               Arg("mtime", optional(number()), None))
+    def upload_file(self, path, data, mode, uid, gid, atime, mtime):
+        """Write an allow-listed file (standard path) under the node root."""
+        files.upload_file(self.paths.root, path, data, mode, uid, gid,
+                          atime, mtime)
+        return True
+
+    @procedure(Arg("values", mapping))
+    def write_ssconf_files(self, values):
+        """Write ``ssconf_<key>`` files."""
+        files.write_ssconf_files(self.paths, values)
+        return True
+
+
+def _message(err):
+    if isinstance(err, errors.ParameterError) and len(err.args) > 1:
+        return str(err.args[-1])
+    if isinstance(err, OSError) and err.strerror:
+        return "%s%s" % (err.strerror, (": %s" % err.filename)
+                         if err.filename else "")
+    return str(err) or err.__class__.__name__
+
+
+def error_message(err):
+    """The text reported to the caller for an exception."""
+    return _message(err)
+
+
+def node_file_storage_dirs(paths, extra=()):
+    """A callable listing the node's allowed file storage directories.
+
+    Read at each call so ssconf updates apply at once: the standard dirs
+    under the root, ssconf_file_storage_dir / ssconf_shared_file_storage_dir
+    (as given, and under the root: in a virtual cluster config paths may be
+    either), Ganeti's ``etc/ganeti/file-storage-paths`` and ``extra``.
+    """
+    def dirs():
+        root = paths.root
+        result = [os.path.join(root, "srv/ganeti/file-storage"),
+                  os.path.join(root, "srv/ganeti/shared-file-storage")]
+        result.extend(extra)
+        configured = []
+        for key in ("file_storage_dir", "shared_file_storage_dir"):
+            value = files.read_ssconf_value(paths, key)
+            if value:
+                configured.append(value)
+        try:
+            with open(os.path.join(root, "etc/ganeti/file-storage-paths")) \
+                    as f:
+                configured.extend(line.strip() for line in f
+                                  if line.strip() and
+                                  not line.startswith("#"))
+        except OSError:
+            pass
+        for value in configured:
+            if not os.path.isabs(value) or value == "/":
+                continue
+            result.append(value)
+            if root != "/" and os.path.commonpath([value, root]) != root:
+                result.append(os.path.join(root, value.lstrip("/")))
+        seen = []
+        for d in result:
+            if d not in seen:
+                seen.append(d)
+        return seen
+    return dirs
