@@ -369,6 +369,40 @@ class ExecutionTests(QueueTestCase):
         # the finished job was written with all entries, timer gone
         self.assertEqual(self.read_job(job_id)["ops"][1]["log"], log[1])
 
+    def test_retry_goes_back_to_waiting(self):
+        job_id = self.submit(op())
+        self.turn()
+        ctx = self.executor.calls[0].ctx
+        ctx.notify_running()
+        ctx.notify_waiting()
+        self.assertEqual(self.status(job_id), "waiting")
+        self.assertEqual(self.read_job(job_id)["ops"][0]["status"], "waiting")
+        ctx.notify_running()
+        self.assertEqual(self.status(job_id), "running")
+        self.assertEqual(ctx.priority, 0)
+        self.executor.calls[0].finish()
+        self.assertRaises(errors.ProgrammerError, ctx.notify_running)
+
+    def test_unbatched_log(self):
+        queue = self.make_queue(log_flush_delay=0)
+        queue.load()
+        job_id = self.successResultOf(queue.submit_job([op()]))
+        self.turn()
+        self.executor.calls[0].ctx("now")
+        self.assertEqual(len(self.read_job(job_id)["ops"][0]["log"]), 1)
+        self.executor.calls[0].finish()
+
+    def test_opcode_submits_jobs(self):
+        job_id = self.submit(op())
+        self.turn()
+        d = self.executor.calls[0].ctx.submit_jobs([[op()], [op()]])
+        self.assertEqual(self.successResultOf(d), [[True, 2], [True, 3]])
+        self.executor.calls[0].finish([[True, 2], [True, 3]])
+        self.turn()
+        self.assertEqual(self.executor.job_ids(), [job_id, 2, 3])
+        self.executor.calls[1].finish()
+        self.executor.calls[2].finish()
+
     def test_summary(self):
         job_id = self.submit(op("OP_INSTANCE_STARTUP", instance_name="inst1"),
                              op("OP_NODE_SET_PARAMS", node_name="node2"),

@@ -722,8 +722,10 @@ class JobQueue(object):
             return [False, "Job %s not found" % job_id]
         run = self._runs[job_id]
         if run.state != _ACTIVE:
-            for waiting in self._dep_waiters.values():
+            for dep_id, waiting in list(self._dep_waiters.items()):
                 waiting.discard(job_id)
+                if not waiting:
+                    del self._dep_waiters[dep_id]
             run.state = None  # drops any heap entry
             log.info("Job {job} canceled", job=job_id)
             self._finish_canceled(job)
