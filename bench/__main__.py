@@ -10,6 +10,7 @@ from twisted.internet import defer, task
 BENCHMARKS = {
     "locks": "bench.locks",
     "jobs": "bench.jobs",
+    "confd": "bench.confd",
 }
 
 

@@ -118,9 +118,15 @@ class WireTests(unittest.TestCase):
                     '{"protocol": 1, "status": 0, "answer": 1, "serial": true}']:
             self.assertRaises(wire.ReplyError, wire.decode_reply, bad)
 
-    def test_encode_reply_raw_matches(self):
-        self.assertEqual(json.loads(wire.encode_reply_raw(0, "[1, 2]", 7)),
-                         json.loads(wire.encode_reply(0, [1, 2], 7)))
+    def test_pack_lays_out_the_envelope_like_json_dumps(self):
+        msg = '{"answer": "caf\u00e9 \\"q\\"", "x": 1}\n'
+        datagram = wire.pack(KEY, "r\u00e9", msg)
+        expected = wire.MAGIC + json.dumps({
+            "msg": msg, "salt": "r\u00e9",
+            "hmac": wire.sign(KEY, "r\u00e9", msg)}).encode()
+        self.assertEqual(datagram, expected)
+        self.assertEqual(wire.pack(KEY, "r", wire.PreparedMsg(msg)),
+                         wire.pack(KEY, "r", msg))
 
 
 class _ClusterMixin(object):
@@ -132,7 +138,7 @@ class _ClusterMixin(object):
 
     def ask(self, req_type, query=queries.MISSING, snap=None):
         msg = queries.answer(snap or self.snap, req_type, query)
-        body = json.loads(msg)
+        body = json.loads(msg.text)
         self.assertEqual(body["protocol"], 1)
         return body["status"], body["answer"], body["serial"]
 
@@ -418,7 +424,7 @@ class QueryTests(_ClusterMixin, unittest.TestCase):
         self.assertEqual(self.ask(-1)[0], wire.STATUS_NOTIMPLEMENTED)
 
     def test_no_configuration(self):
-        body = json.loads(queries.answer(None, wire.REQ_PING))
+        body = json.loads(queries.answer(None, wire.REQ_PING).text)
         self.assertEqual((body["status"], body["serial"]), (1, 0))
         self.assertIn("not loaded", body["answer"])
 
@@ -633,15 +639,22 @@ class ProcessorTests(_ClusterMixin, unittest.TestCase):
                          (1, 1))
 
     def test_replay_cache_is_bounded(self):
-        self.processor.replay_cache = guards.ReplayCache(self.clock,
-                                                         max_entries=3)
+        self.processor.replay_cache = guards.ReplayCache(
+            self.clock, 300, max_entries=3)
         for i in range(3):
-            self.assertIsNotNone(self.send(request(KEY, 0, rsalt="r%d" % i)))
-        self.assertDropped(request(KEY, 0, rsalt="r9"), "replay_cache_full")
-        self.clock.advance(301)
-        self.assertIsNotNone(self.send(request(KEY, 0, rsalt="r9",
-                                               stamp=T0 + 301)))
-        self.assertEqual(len(self.processor.replay_cache), 1)
+            self.assertIsNotNone(self.send(request(
+                KEY, 0, rsalt="r%d" % i, stamp=T0 - 10 + i)))
+        # full: the oldest timestamp (T0 - 10) is forgotten and refused
+        self.assertIsNotNone(self.send(request(KEY, 0, rsalt="r3")))
+        self.assertEqual(len(self.processor.replay_cache), 3)
+        self.assertEqual(self.processor.replay_cache.floor, T0 - 10)
+        self.assertDropped(request(KEY, 0, rsalt="r0", stamp=T0 - 10),
+                           "replay_floor")
+        # the others are still known replays
+        self.assertIsNone(self.send(request(KEY, 0, rsalt="r1",
+                                            stamp=T0 - 9)))
+        self.assertEqual(self.processor.stats()["dropped_replay"], 1)
+        self.assertEqual(self.processor.stats()["replay_cache_evicted"], 1)
 
     # --- error replies ----------------------------------------------------
 
@@ -771,14 +784,35 @@ class GuardTests(unittest.TestCase):
 
     def test_replay_cache_expiry(self):
         clock = task.Clock()
-        cache = guards.ReplayCache(clock)
-        self.assertTrue(cache.check_and_add("x", 10))
-        self.assertFalse(cache.check_and_add("x", 10))
-        clock.advance(10)
-        self.assertFalse(cache.check_and_add("x", 10))  # 10 is not past 10
+        cache = guards.ReplayCache(clock, 300)
+        self.assertTrue(cache.check_and_add("ab" * 20, 0))
+        self.assertFalse(cache.check_and_add("ab" * 20, 0))
+        # same digest, other timestamp: another request
+        self.assertTrue(cache.check_and_add("ab" * 20, 1))
+        clock.advance(300)
+        self.assertFalse(cache.check_and_add("ab" * 20, 0))  # 0+300 not past
         clock.advance(0.5)
-        self.assertTrue(cache.check_and_add("y", 20))
-        self.assertEqual(len(cache), 1)
+        self.assertTrue(cache.check_and_add("cd" * 20, 200))
+        self.assertEqual(len(cache), 2)  # bucket 0 expired as a whole
+        self.assertIsNone(cache.floor)
+
+    def test_replay_cache_floor_only_rises(self):
+        cache = guards.ReplayCache(task.Clock(), 300, max_entries=2)
+        cache.check_and_add("01" * 20, 50)
+        cache.check_and_add("02" * 20, 40)
+        cache.check_and_add("03" * 20, 60)  # evicts bucket 40
+        self.assertEqual((cache.floor, len(cache), cache.evicted), (40, 2, 1))
+        self.assertRaises(guards.BelowFloor, cache.check_and_add,
+                          "04" * 20, 40)
+        cache.check_and_add("05" * 20, 70)  # evicts bucket 50
+        self.assertEqual(cache.floor, 50)
+        # full again: 51 would be the oldest entry, so it is refused
+        # without forgetting anything
+        self.assertRaises(guards.BelowFloor, cache.check_and_add,
+                          "06" * 20, 51)
+        self.assertEqual((cache.floor, len(cache)), (50, 2))
+        self.assertTrue(cache.check_and_add("07" * 20, 61))  # evicts 60
+        self.assertEqual((cache.floor, len(cache), cache.evicted), (60, 2, 3))
 
 
 class ReloadTests(_ClusterMixin, unittest.TestCase):

@@ -2,7 +2,8 @@
 
 * :class:`ReplayCache` -- a signed request is answered once: its HMAC is
   remembered until its timestamp falls out of the clock-skew window, after
-  which the clock check refuses it anyway.  Memory is bounded.
+  which the clock check refuses it anyway.  Memory is bounded (when full,
+  the oldest timestamps are refused rather than forgotten).
 * :class:`RateLimiter` -- a token bucket per source address, checked before
   any parsing, so a flood from one address costs a dict lookup per datagram.
 * :class:`LogThrottle` -- at most a few log lines per reason and period, so
@@ -14,43 +15,72 @@ import heapq
 
 
 class ReplayCache(object):
-    """Remembers request digests until their acceptance window ends."""
+    """Remembers the signed requests answered while they could be replayed.
 
-    def __init__(self, clock, max_entries=200000):
+    A request stamped ``t`` passes the clock check until ``t + window``, so
+    it is remembered until then, in a bucket per timestamp: a replay carries
+    the same timestamp, so only that bucket is looked at, and a whole bucket
+    expires at once.  Keys are the first 64 bits of the request's HMAC.
+
+    Memory is bounded by ``max_entries``.  When full, the oldest bucket is
+    forgotten and its timestamp becomes a *floor*: from then on requests
+    stamped at or before it are refused (:class:`BelowFloor`), since the
+    cache can no longer tell whether they were seen.  So no request is ever
+    answered twice; under extreme load the accepted clock skew into the past
+    shrinks instead.
+    """
+
+    def __init__(self, clock, window, max_entries=500000):
         self._clock = clock
+        self._window = window
         self._max = max_entries
-        self._expiry = {}   # digest -> time after which it may be forgotten
-        self._heap = []     # (expiry, digest), oldest first
+        self._buckets = {}  # timestamp -> set of 64-bit digest prefixes
+        self._stamps = []   # heap of the bucket timestamps
+        self._count = 0
+        self.floor = None   # timestamps <= floor are refused
+        self.evicted = 0    # entries forgotten before their time
 
     def __len__(self):
-        return len(self._expiry)
+        return self._count
+
+    def _drop_oldest(self):
+        stamp = heapq.heappop(self._stamps)
+        self._count -= len(self._buckets.pop(stamp))
+        return stamp
 
     def _purge(self, now):
-        heap = self._heap
-        while heap and heap[0][0] < now:
-            expiry, digest = heapq.heappop(heap)
-            if self._expiry.get(digest) == expiry:
-                del self._expiry[digest]
+        while self._stamps and self._stamps[0] + self._window < now:
+            self._drop_oldest()
 
-    def check_and_add(self, digest, expires_at):
-        """True if ``digest`` is new (and now remembered), False if seen.
-
-        Also False when the cache is full of live entries: refusing is safe,
-        forgetting a live entry would let its request be replayed.
-        """
-        now = self._clock.seconds()
-        self._purge(now)
-        if digest in self._expiry:
+    def check_and_add(self, digest_hex, stamp):
+        """True if new (now remembered), False if seen; BelowFloor if unsure."""
+        self._purge(self._clock.seconds())
+        if self.floor is not None and stamp <= self.floor:
+            raise BelowFloor(self.floor)
+        key = int(digest_hex[:16], 16)
+        bucket = self._buckets.get(stamp)
+        if bucket is not None and key in bucket:
             return False
-        if len(self._expiry) >= self._max:
-            raise CacheFull()
-        self._expiry[digest] = expires_at
-        heapq.heappush(self._heap, (expires_at, digest))
+        while self._count >= self._max and self._stamps:
+            if stamp <= self._stamps[0]:
+                # It would be the oldest entry: refuse it rather than forget
+                # a younger one.
+                raise BelowFloor(self._stamps[0])
+            size = len(self._buckets[self._stamps[0]])
+            oldest = self._drop_oldest()
+            self.floor = oldest if self.floor is None else max(self.floor,
+                                                               oldest)
+            self.evicted += size
+        if bucket is None:
+            bucket = self._buckets[stamp] = set()
+            heapq.heappush(self._stamps, stamp)
+        bucket.add(key)
+        self._count += 1
         return True
 
 
-class CacheFull(Exception):
-    """The replay cache holds its maximum of live entries."""
+class BelowFloor(Exception):
+    """The request is older than what the full replay cache still covers."""
 
 
 class RateLimiter(object):

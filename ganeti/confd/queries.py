@@ -2,7 +2,7 @@
 
 :func:`answer` takes a snapshot, the request type and the raw ``query`` of a
 request that already passed the signature, clock and replay checks, and
-returns the inner reply message as JSON text.  Nothing here raises on bad
+returns the inner reply message (JSON text in a wire.PreparedMsg).  Nothing here raises on bad
 input: a wrong query is an error reply, as in Ganeti.
 
 Replies whose answer depends only on the snapshot (and a link or node name)
@@ -69,12 +69,16 @@ def parse_dict_query(raw):
     return DictQuery(link=link, ip=ip, ip_list=ip_list, fields=fields)
 
 
+def _reply(status, value, serial):
+    return wire.PreparedMsg(wire.encode_reply(status, value, serial))
+
+
 def _ok(value, serial):
-    return wire.encode_reply(wire.STATUS_OK, value, serial)
+    return _reply(wire.STATUS_OK, value, serial)
 
 
 def _error(value):
-    return wire.encode_reply(wire.STATUS_ERROR, value, 0)
+    return _reply(wire.STATUS_ERROR, value, 0)
 
 
 ARGUMENT_ERROR = _error(wire.ERROR_ARGUMENT)
@@ -143,8 +147,7 @@ def _node_pip_by_instance_ip(snap, query):
     dq = parse_dict_query(query)
     link = dq.link if dq.link is not None else snap.default_link
     if dq.ip is not None:
-        status, answer, serial = _pip_by_ip(snap, link, dq.ip)
-        return wire.encode_reply(status, answer, serial)
+        return _reply(*_pip_by_ip(snap, link, dq.ip))
     return _ok([_pip_by_ip(snap, link, ip) for ip in dq.ip_list], snap.serial)
 
 
@@ -285,7 +288,7 @@ assert set(HANDLERS) == wire.REQUEST_TYPES
 
 
 def answer(snap, req_type, query=_MISSING):
-    """The inner reply message (JSON text) for one request.
+    """The inner reply message (a wire.PreparedMsg) for one request.
 
     ``req_type`` must already be an int; ``snap`` may be None when no
     configuration could be loaded yet.  Raises BadQuery for a dict query
@@ -294,8 +297,8 @@ def answer(snap, req_type, query=_MISSING):
     """
     handler = HANDLERS.get(req_type)
     if handler is None:
-        return wire.encode_reply(wire.STATUS_NOTIMPLEMENTED,
-                                 "unknown request type %d" % req_type, 0)
+        return _reply(wire.STATUS_NOTIMPLEMENTED,
+                      "unknown request type %d" % req_type, 0)
     if snap is None:
         return NOT_LOADED
     return handler(snap, query)

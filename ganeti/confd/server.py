@@ -14,7 +14,8 @@ JSON envelope           ``dropped_bad_envelope``                 dropped
 HMAC-SHA1               ``dropped_bad_hmac``                     dropped
 salt is a timestamp     ``dropped_bad_timestamp``                dropped
 within 300 s of now     ``dropped_clock_skew``                   dropped
-not seen before         ``dropped_replay`` / ``_replay_cache_full``  dropped
+not seen before         ``dropped_replay``                       dropped
+... or not too old      ``dropped_replay_floor`` (cache full)    dropped
 inner JSON, ``rsalt``   ``dropped_bad_request``                  dropped
 protocol 1              ``dropped_bad_protocol``                 dropped
 ``type`` an integer     ``error_bad_type``                       error reply
@@ -47,7 +48,7 @@ MAX_RSALT_LEN = 256  # a UUID is 36; anything much longer is not a client's
 
 DROP_REASONS = ("oversized", "rate_limited", "bad_magic", "bad_envelope",
                 "bad_hmac", "bad_timestamp", "clock_skew", "replay",
-                "replay_cache_full", "bad_request", "bad_protocol",
+                "replay_floor", "bad_request", "bad_protocol",
                 "internal_error")
 ERROR_REASONS = ("bad_type", "bad_query", "unknown_type", "reply_too_large")
 
@@ -70,6 +71,7 @@ class ConfdProcessor(object):
     def __init__(self, hmac_key, config, clock, rate_limiter=None,
                  replay_cache=None, max_clock_skew=wire.MAX_CLOCK_SKEW,
                  log_throttle=None):
+        # (replay_cache must use the same window as max_clock_skew)
         self.hmac_key = hmac_key
         self.config = config
         self.clock = clock
@@ -77,7 +79,7 @@ class ConfdProcessor(object):
         self.rate_limiter = (rate_limiter if rate_limiter is not None
                              else guards.RateLimiter(clock))
         self.replay_cache = (replay_cache if replay_cache is not None
-                             else guards.ReplayCache(clock))
+                             else guards.ReplayCache(clock, max_clock_skew))
         self.log_throttle = (log_throttle if log_throttle is not None
                              else guards.LogThrottle(clock))
         self.counters = collections.Counter()
@@ -166,11 +168,10 @@ class ConfdProcessor(object):
             raise _Dropped("clock_skew", "request time %d is %+d s from ours"
                            % (stamp, stamp - int(now)))
         try:
-            fresh = self.replay_cache.check_and_add(
-                env.hmac, stamp + self.max_clock_skew)
-        except guards.CacheFull:
-            raise _Dropped("replay_cache_full", "%d live requests remembered"
-                           % len(self.replay_cache))
+            fresh = self.replay_cache.check_and_add(env.hmac, stamp)
+        except guards.BelowFloor as floor:
+            raise _Dropped("replay_floor", "the full replay cache covers only"
+                           " requests after %s" % floor.args[0])
         if not fresh:
             raise _Dropped("replay", "request %s was already answered"
                            % env.hmac)
@@ -218,6 +219,7 @@ class ConfdProcessor(object):
         result["send_failed"] = 0
         result.update(self.counters)
         result["replay_cache_entries"] = len(self.replay_cache)
+        result["replay_cache_evicted"] = self.replay_cache.evicted
         result["rate_limit_sources"] = len(self.rate_limiter)
         result["log_lines_suppressed"] = sum(
             self.log_throttle.suppressed().values())

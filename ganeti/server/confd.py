@@ -52,6 +52,9 @@ class Options(usage.Options):
          " source address; 0 disables the limit.", float],
         ["rate-burst", None, 2000.0, "Requests one source may send in a"
          " burst above the rate.", float],
+        ["replay-cache-size", None, 500000, "Signed requests remembered"
+         " against replays (about 70 bytes each); when full, the oldest"
+         " timestamps are refused.", int],
         ["stats-interval", None, 300.0, "Seconds between log lines with the"
          " counters; 0 logs them only on SIGUSR1.", float],
     ]
@@ -71,6 +74,8 @@ class Options(usage.Options):
             raise usage.UsageError("--poll-interval must be positive")
         if self["rate-burst"] < 1:
             raise usage.UsageError("--rate-burst must be at least 1")
+        if self["replay-cache-size"] < 1:
+            raise usage.UsageError("--replay-cache-size must be positive")
         if self["stats-interval"] < 0:
             raise usage.UsageError("--stats-interval must not be negative")
         paths = pathutils.Paths(self["root"])
@@ -166,7 +171,10 @@ def makeService(options, reactor=None):
     processor = server.ConfdProcessor(
         options["hmac-key"], watcher, reactor,
         rate_limiter=guards.RateLimiter(reactor, rate=options["rate-limit"],
-                                        burst=options["rate-burst"]))
+                                        burst=options["rate-burst"]),
+        replay_cache=guards.ReplayCache(
+            reactor, wire.MAX_CLOCK_SKEW,
+            max_entries=options["replay-cache-size"]))
     top = ConfdService(processor, watcher, options["bind"], options["port"])
     # Children start in order: the configuration is loaded before the port
     # opens (with twistd, and with a plain startService as twist does).
