@@ -1,0 +1,249 @@
+"""Running a query: fields, filter, data collection, rows.
+
+``QueryContext`` is what the master builds once and hands to its luxi and
+RAPI handlers; each call prepares a :class:`PreparedQuery` (which checks
+everything the caller gave) and executes it.  Config-only queries run to
+completion synchronously (their Deferred has already fired); queries that
+need live data, job or lock rows return a Deferred that fires when the
+providers have answered.
+"""
+
+from twisted.internet import defer
+
+from ganeti import errors
+from ganeti import qlang
+from ganeti.query import base
+from ganeti.query.base import NEED_CONFIG
+
+
+def _then(value, fn):
+    """Apply ``fn`` now, or when ``value`` (a Deferred) fires."""
+    if isinstance(value, defer.Deferred):
+        return value.addCallback(fn)
+    return fn(value)
+
+
+class Run(object):
+    """State of one query execution: config snapshot, indexes, live data."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self.cfg = ctx.cfg
+        self.cluster = ctx.cfg.cluster if ctx.cfg is not None else None
+        self._memo = {}
+        # filled by Resource.collect
+        self.unreachable = set()
+        self.inst_runtime = {}   # node uuid -> {instance name: info}
+        self.node_runtime = {}   # node uuid -> {key: value}
+        self.collected = set()   # NEED_* kinds already collected
+        self.field_names = []    # every field the query reads
+
+    def memo(self, key, compute):
+        """Compute ``key`` once per query."""
+        try:
+            return self._memo[key]
+        except KeyError:
+            value = self._memo[key] = compute()
+            return value
+
+    def node_offline(self, uuid):
+        node = self.cfg.nodes.get(uuid)
+        return node is not None and bool(node.offline)
+
+
+class PreparedQuery(object):
+    """A checked query, ready to execute (possibly several times)."""
+
+    def __init__(self, ctx, resource, fields, qfilter=None, names=None):
+        self.ctx = ctx
+        self.resource = resource
+        if not isinstance(fields, (list, tuple)) or \
+                not all(isinstance(f, str) for f in fields):
+            raise errors.OpPrereqError(
+                "Query fields must be a list of field names, got %r"
+                % (fields,), errors.ECODE_INVAL)
+        self.columns = [resource.fields.get(name) or base.unknown_field(name)
+                        for name in fields]
+        table = resource.fields
+        self.filter = qlang.compile_filter(qfilter, table.get)
+        self.names = names
+        if names is None and qfilter is not None:
+            self.names = qlang.requested_names(qfilter, resource.namefield)
+        readers = list(self.columns)
+        if self.filter is not None:
+            readers.extend(self.filter.fields)
+        self.needs = set(f.needs for f in readers
+                         if f.kind != base.QFT_UNKNOWN)
+        self.needs.discard(NEED_CONFIG)
+        self.field_names = []
+        for field in readers:
+            if field.kind != base.QFT_UNKNOWN and \
+                    field.name not in self.field_names:
+                self.field_names.append(field.name)
+
+    @property
+    def needs_live(self):
+        """True if executing asks the nodes (or another provider)."""
+        return bool(self.needs)
+
+    def unknown_fields(self):
+        return [c.name for c in self.columns if c.kind == base.QFT_UNKNOWN]
+
+    def definitions(self):
+        return [c.definition() for c in self.columns]
+
+    # --- execution ------------------------------------------------------
+
+    def _select(self):
+        """The items, filtered and sorted; maybe a Deferred."""
+        run = Run(self.ctx)
+        run.field_names = self.field_names
+        resource = self.resource
+        qfilter = self.filter
+
+        def prefilter(items):
+            if qfilter is None or not self.needs:
+                return items
+            # Drop what fails the filter whatever the live data will say,
+            # so no node is asked about items that cannot be in the result.
+            return [item for item in items
+                    if qfilter(self._fetcher(run, item, early=True))
+                    is not False]
+
+        def collect(items):
+            if not self.needs:
+                return items
+            return _then(resource.collect(run, items, self.needs),
+                         lambda _: items)
+
+        def final(items):
+            if qfilter is not None:
+                items = [item for item in items
+                         if qfilter(self._fetcher(run, item)) is True]
+            items = list(resource.finish(run, items))
+            items.sort(key=resource.sort_key)
+            return run, items
+
+        value = resource.items(run, self.names)
+        value = _then(value, prefilter)
+        value = _then(value, collect)
+        return _then(value, final)
+
+    def _fetcher(self, run, item, early=False):
+        def fetch(field):
+            if early and field.needs != NEED_CONFIG and \
+                    field.needs not in run.collected:
+                return qlang.UNDECIDED
+            value = field.getter(run, item)
+            return qlang.NO_VALUE if isinstance(value, base.Status) else value
+        return fetch
+
+    def _rows(self, convert):
+        def build(selected):
+            run, items = selected
+            getters = [c.getter for c in self.columns]
+            return [[convert(g(run, item)) for g in getters]
+                    for item in items]
+        return _then(self._select(), build)
+
+    def execute(self):
+        """Deferred of ``{"fields": [...], "data": [[[rs, value], ...]]}``."""
+        def wrap(rows):
+            return {"fields": self.definitions(), "data": rows}
+        return defer.maybeDeferred(
+            lambda: _then(self._rows(base.result), wrap))
+
+    def execute_sync(self):
+        """Like :meth:`execute` for queries that need no provider."""
+        if self.needs_live:
+            raise errors.ProgrammerError(
+                "query of %s needs live data (%s); use execute()"
+                % (self.resource.name, ", ".join(sorted(self.needs))))
+        rows = self._rows(base.result)
+        if isinstance(rows, defer.Deferred):
+            raise errors.ProgrammerError("query did not complete "
+                                         "synchronously")
+        return {"fields": self.definitions(), "data": rows}
+
+    def execute_old_style(self):
+        """Deferred of rows of plain values (non-normal values are None)."""
+        return defer.maybeDeferred(lambda: self._rows(base.plain))
+
+
+class QueryContext(object):
+    """Everything queries read: the config and the data providers.
+
+    ``cfg``: the ConfigStore.  ``live``: an :class:`ILiveData` provider
+    (None: no node is asked; live fields are RS_NODATA).  ``jobs``: a
+    callable ``jobs(job_ids or None, field_names)`` returning (or a
+    Deferred of) an iterable of dicts, one per existing job, holding "id"
+    and the named job fields.  ``locks``: a LockManager (anything with
+    ``query_locks()``) or a callable returning the same list.
+    ``cluster_state``: a callable returning a dict with "drain_flag" and
+    "watcher_pause" (master-side state that is not in the config).
+    """
+
+    def __init__(self, cfg, live=None, jobs=None, locks=None,
+                 cluster_state=None):
+        self.cfg = cfg
+        self.live = live
+        self.jobs = jobs
+        self.locks = locks
+        self.cluster_state = cluster_state
+
+    @staticmethod
+    def resource(what):
+        from ganeti.query import RESOURCES
+        if not isinstance(what, str) or what not in RESOURCES:
+            raise errors.OpPrereqError(
+                "Resource %r cannot be queried; known resources: %s"
+                % (what, ", ".join(sorted(RESOURCES))), errors.ECODE_INVAL)
+        return RESOURCES[what]
+
+    def prepare(self, what, fields, qfilter=None, names=None):
+        """Check a query; raises OpPrereqError / QueryFilterParseError."""
+        return PreparedQuery(self, self.resource(what), fields, qfilter,
+                             names=names)
+
+    def query(self, what, fields, qfilter=None):
+        """luxi ``Query``: Deferred of ``{"fields": ..., "data": ...}``."""
+        return defer.maybeDeferred(
+            lambda: self.prepare(what, fields, qfilter).execute())
+
+    def query_fields(self, what, fields=None):
+        """luxi ``QueryFields``: definitions of ``fields`` (None: all)."""
+        resource = self.resource(what)
+        if fields:
+            if not isinstance(fields, (list, tuple)) or \
+                    not all(isinstance(f, str) for f in fields):
+                raise errors.OpPrereqError(
+                    "Query fields must be a list of field names, got %r"
+                    % (fields,), errors.ECODE_INVAL)
+            defs = [(resource.fields.get(n) or base.unknown_field(n))
+                    for n in fields]
+        else:
+            defs = base.nice_sort(resource.fields, key=lambda f: f.name)
+        return {"fields": [f.definition() for f in defs]}
+
+    def old_style(self, what, names, fields):
+        """luxi ``QueryNodes``/``QueryInstances``/...: rows of plain values.
+
+        ``names`` empty or None means every item; a name that matches
+        nothing, or an unknown field, raises OpPrereqError naming it.
+        """
+        def run():
+            if names is not None and (
+                    not isinstance(names, (list, tuple))
+                    or not all(isinstance(n, str) for n in names)):
+                raise errors.OpPrereqError(
+                    "Names must be a list of strings, got %r" % (names,),
+                    errors.ECODE_INVAL)
+            prepared = self.prepare(what, fields,
+                                    names=list(names) if names else None)
+            unknown = prepared.unknown_fields()
+            if unknown:
+                raise errors.OpPrereqError(
+                    "Unknown output fields selected: %s" % ", ".join(unknown),
+                    errors.ECODE_INVAL)
+            return prepared.execute_old_style()
+        return defer.maybeDeferred(run)

@@ -1,0 +1,355 @@
+"""Node query fields.
+
+Besides Ganeti's fields, nodes have this project's *allocation* fields,
+computed from the configuration alone with the same rules as
+``ConfigStore.node_usage`` (forthcoming instances count as if real):
+``alloc.mem``, ``alloc.disk``, ``alloc.vcpus``, ``alloc.spindles`` (what the
+instances placed on the node take), ``avail.*`` (the node's recorded
+capacity minus that; RS_UNAVAIL while the capacity is unknown),
+``forthcoming_cnt`` and ``forthcoming_list`` (the reservations counted).
+"""
+
+from ganeti import constants
+from ganeti import objects
+from ganeti.query import live
+from ganeti.query.base import (Field, FieldTable, Resource, QFT_TEXT,
+                               QFT_BOOL, QFT_NUMBER, QFT_UNIT, QFT_OTHER,
+                               QFT_NUMBER_FLOAT, FF_HOSTNAME, NEED_LIVE_NODE,
+                               UNAVAIL, NODATA, OFFLINE, attr_getter,
+                               common_fields, lookup_by_name, param_kind,
+                               nice_sort)
+
+ROLE_MASTER = "M"
+ROLE_CANDIDATE = "C"
+ROLE_DRAINED = "D"
+ROLE_OFFLINE = "O"
+ROLE_REGULAR = "R"
+
+
+def node_role(cluster, node):
+    if node.uuid == cluster.master_node:
+        return ROLE_MASTER
+    if node.master_candidate:
+        return ROLE_CANDIDATE
+    if node.drained:
+        return ROLE_DRAINED
+    if node.offline:
+        return ROLE_OFFLINE
+    return ROLE_REGULAR
+
+
+def _instances_by_node(run):
+    """({node: [primary instances]}, {node: [secondary instances]})."""
+    def compute():
+        primary = {}
+        secondary = {}
+        for inst in run.cfg.instances.values():
+            if inst.primary_node:
+                primary.setdefault(inst.primary_node, []).append(inst)
+            for uuid in inst.secondary_nodes:
+                secondary.setdefault(uuid, []).append(inst)
+        return primary, secondary
+    return run.memo("instances_by_node", compute)
+
+
+def _inst_names(instances):
+    return nice_sort(i.display_name for i in instances)
+
+
+def allocation(run):
+    """Per node: [memory, disk, vcpus, spindles, counted, forthcoming].
+
+    One pass over the instances, with ConfigStore.node_usage's rules.
+    """
+    def compute():
+        cfg = run.cfg
+        usage = {}
+        for inst in cfg.instances.values():
+            needs = cfg.instance_needs(inst)
+            nodes = set(needs.disk_per_node)
+            nodes.update(inst.secondary_nodes)
+            if inst.primary_node:
+                nodes.add(inst.primary_node)
+            for uuid in nodes:
+                entry = usage.setdefault(uuid, [0, 0, 0, 0, [], []])
+                if uuid == inst.primary_node:
+                    entry[0] += needs.memory
+                    entry[2] += needs.vcpus
+                    entry[3] += needs.spindles
+                entry[1] += needs.disk_per_node.get(uuid, 0)
+                entry[4].append(inst)
+                if inst.forthcoming:
+                    entry[5].append(inst)
+        return usage
+    return run.memo("allocation", compute)
+
+
+_ALLOC_INDEX = {"mem": 0, "disk": 1, "vcpus": 2, "spindles": 3}
+_CAPACITY_ATTR = {"mem": "memory", "disk": "disk", "vcpus": "vcpus",
+                  "spindles": "spindles"}
+
+
+def _alloc(resource):
+    index = _ALLOC_INDEX[resource]
+
+    def get(run, node):
+        entry = allocation(run).get(node.uuid)
+        return entry[index] if entry else 0
+    return get
+
+
+def _avail(resource):
+    index = _ALLOC_INDEX[resource]
+
+    def get(run, node):
+        capacity = run.memo(("capacity", node.uuid),
+                            lambda: run.cfg.node_capacity(node.uuid))
+        total = getattr(capacity, _CAPACITY_ATTR[resource])
+        if total is None:
+            return UNAVAIL
+        entry = allocation(run).get(node.uuid)
+        return total - (entry[index] if entry else 0)
+    return get
+
+
+def _group(run, node):
+    return run.cfg.nodegroups.get(node.group)
+
+
+def _group_attr(attr):
+    def get(run, node):
+        group = _group(run, node)
+        return NODATA if group is None else getattr(group, attr)
+    return get
+
+
+def _ndparams(run, node):
+    return run.memo(("nd", node.uuid), lambda: objects.fill_ndparams(
+        run.cluster, _group(run, node), node))
+
+
+def _ndp(name):
+    def get(run, node):
+        params = _ndparams(run, node)
+        return params[name] if name in params else UNAVAIL
+    return get
+
+
+def _powered(run, node):
+    # Only meaningful with an out-of-band program to switch the power.
+    if not _ndparams(run, node).get(constants.ND_OOB_PROGRAM):
+        return UNAVAIL
+    return bool(node.powered)
+
+
+def _live(key, kind):
+    def get(run, node):
+        if node.offline:
+            return OFFLINE
+        if not node.vm_capable:
+            return UNAVAIL
+        data = run.node_runtime.get(node.uuid)
+        if data is None:
+            return NODATA
+        value = data.get(key)
+        if value is None:
+            return UNAVAIL
+        if kind in (QFT_NUMBER, QFT_UNIT):
+            try:
+                return int(value)
+            except (TypeError, ValueError):
+                return UNAVAIL
+        return value
+    return get
+
+
+_LIVE_FIELDS = [
+    ("bootid", "BootID", QFT_TEXT,
+     "Random id the node picks at each boot (tells reboots apart)"),
+    ("cnodes", "CNodes", QFT_NUMBER, "NUMA domains (if the hypervisor says)"),
+    ("cnos", "CNOs", QFT_NUMBER,
+     "Logical CPUs kept for the node's own OS (dom0 on Xen)"),
+    ("csockets", "CSockets", QFT_NUMBER,
+     "Physical CPU sockets (if the hypervisor says)"),
+    ("ctotal", "CTotal", QFT_NUMBER, "Logical CPUs"),
+    ("dfree", "DFree", QFT_UNIT,
+     "Free space in the storage for instance disks (MiB)"),
+    ("dtotal", "DTotal", QFT_UNIT,
+     "Size of the storage for instance disks (MiB)"),
+    ("spfree", "SpFree", QFT_NUMBER,
+     "Free spindles (exclusive storage only)"),
+    ("sptotal", "SpTotal", QFT_NUMBER,
+     "Total spindles (exclusive storage only)"),
+    ("mfree", "MFree", QFT_UNIT, "Memory free for instances (MiB)"),
+    ("mnode", "MNode", QFT_UNIT,
+     "Memory the node itself uses (dom0 on Xen) (MiB)"),
+    ("mtotal", "MTotal", QFT_UNIT, "Physical memory of the node (MiB)"),
+]
+
+_NDP_TITLES = {
+    constants.ND_EXCLUSIVE_STORAGE: "ExclusiveStorage",
+    constants.ND_OOB_PROGRAM: "OutOfBandProgram",
+    constants.ND_OVS: "OpenvSwitch",
+    constants.ND_OVS_LINK: "OpenvSwitchLink",
+    constants.ND_OVS_NAME: "OpenvSwitchName",
+    constants.ND_SPINDLE_COUNT: "SpindleCount",
+}
+
+
+def ndp_fields(getter_for):
+    """``ndp/<param>`` fields (shared with node groups)."""
+    fields = []
+    for name in sorted(constants.NDC_DEFAULTS):
+        ptype = constants.NDS_PARAMETER_TYPES.get(name)
+        if ptype == "float":
+            kind = QFT_NUMBER_FLOAT
+        elif ptype == "string":
+            kind = QFT_OTHER
+        else:
+            kind = param_kind(constants.NDC_DEFAULTS[name])
+        fields.append(Field("ndp/%s" % name,
+                            _NDP_TITLES.get(name, "ndp/%s" % name), kind,
+                            "Node parameter \"%s\" in effect" % name,
+                            getter_for(name)))
+    return fields
+
+
+def build_fields():
+    t = FieldTable()
+    t.extend([
+        Field("name", "Node", QFT_TEXT, "Node name", attr_getter("name"),
+              flags=[FF_HOSTNAME]),
+        Field("pip", "PrimaryIP", QFT_TEXT, "Primary IP address",
+              attr_getter("primary_ip")),
+        Field("sip", "SecondaryIP", QFT_TEXT,
+              "Secondary IP address (replication network)",
+              attr_getter("secondary_ip")),
+        Field("master", "IsMaster", QFT_BOOL, "True for the master node",
+              lambda run, node: node.uuid == run.cluster.master_node),
+        Field("master_candidate", "MasterC", QFT_BOOL,
+              "Whether the node is a master candidate",
+              lambda run, node: bool(node.master_candidate)),
+        Field("master_capable", "MasterCapable", QFT_BOOL,
+              "Whether the node may become a master candidate",
+              lambda run, node: bool(node.master_capable)),
+        Field("vm_capable", "VMCapable", QFT_BOOL,
+              "Whether the node may host instances",
+              lambda run, node: bool(node.vm_capable)),
+        Field("offline", "Offline", QFT_BOOL, "Whether the node is offline",
+              lambda run, node: bool(node.offline)),
+        Field("drained", "Drained", QFT_BOOL,
+              "Whether the node is drained (gets no new instances)",
+              lambda run, node: bool(node.drained)),
+        Field("role", "Role", QFT_TEXT,
+              "Role: M (master), C (master candidate), R (regular),"
+              " D (drained), O (offline)",
+              lambda run, node: node_role(run.cluster, node)),
+        Field("group", "Group", QFT_TEXT, "Name of the node's group",
+              _group_attr("name")),
+        Field("group.uuid", "GroupUUID", QFT_TEXT, "UUID of the node's group",
+              _group_attr("uuid")),
+        Field("powered", "Powered", QFT_BOOL,
+              "Whether the node is believed to be powered on (only with an"
+              " out-of-band program)", _powered),
+        Field("ndparams", "NodeParameters", QFT_OTHER,
+              "Node parameters in effect (cluster, group and node merged)",
+              lambda run, node: dict(_ndparams(run, node))),
+        Field("custom_ndparams", "CustomNodeParameters", QFT_OTHER,
+              "Node parameters set on the node itself",
+              lambda run, node: dict(node.ndparams or {})),
+        Field("hv_state", "HypervisorState", QFT_OTHER,
+              "Hypervisor state as last recorded",
+              lambda run, node: dict(node.hv_state or {})),
+        Field("disk_state", "DiskState", QFT_OTHER,
+              "Storage state as last recorded",
+              lambda run, node: dict(node.disk_state or {})),
+        Field("pinst_cnt", "Pinst", QFT_NUMBER,
+              "Number of instances with this node as primary",
+              lambda run, node: len(_instances_by_node(run)[0]
+                                    .get(node.uuid, ()))),
+        Field("sinst_cnt", "Sinst", QFT_NUMBER,
+              "Number of instances with this node as secondary",
+              lambda run, node: len(_instances_by_node(run)[1]
+                                    .get(node.uuid, ()))),
+        Field("pinst_list", "PriInstances", QFT_OTHER,
+              "Instances with this node as primary",
+              lambda run, node: _inst_names(_instances_by_node(run)[0]
+                                            .get(node.uuid, ()))),
+        Field("sinst_list", "SecInstances", QFT_OTHER,
+              "Instances with this node as secondary",
+              lambda run, node: _inst_names(_instances_by_node(run)[1]
+                                            .get(node.uuid, ()))),
+    ])
+    t.extend(ndp_fields(_ndp))
+    for key, title, kind, doc in _LIVE_FIELDS:
+        t.add(Field(key, title, kind, doc, _live(key, kind),
+                    needs=NEED_LIVE_NODE))
+    # This project's allocation fields (from the configuration only)
+    t.extend([
+        Field("alloc.mem", "AllocMem", QFT_UNIT,
+              "Memory (maxmem) of the instances with this node as primary,"
+              " forthcoming ones included (MiB)", _alloc("mem")),
+        Field("alloc.disk", "AllocDisk", QFT_UNIT,
+              "Node-local disk space of the instances on this node,"
+              " forthcoming ones included (MiB)", _alloc("disk")),
+        Field("alloc.vcpus", "AllocVCPUs", QFT_NUMBER,
+              "VCPUs of the instances with this node as primary,"
+              " forthcoming ones included", _alloc("vcpus")),
+        Field("alloc.spindles", "AllocSpindles", QFT_NUMBER,
+              "Spindles used by the instances with this node as primary,"
+              " forthcoming ones included", _alloc("spindles")),
+        Field("avail.mem", "AvailMem", QFT_UNIT,
+              "Recorded memory capacity minus alloc.mem (MiB)",
+              _avail("mem")),
+        Field("avail.disk", "AvailDisk", QFT_UNIT,
+              "Recorded disk capacity minus alloc.disk (MiB)",
+              _avail("disk")),
+        Field("avail.vcpus", "AvailVCPUs", QFT_NUMBER,
+              "VCPU capacity (CPUs times the vcpu ratio) minus alloc.vcpus",
+              _avail("vcpus")),
+        Field("avail.spindles", "AvailSpindles", QFT_NUMBER,
+              "Spindle capacity minus alloc.spindles", _avail("spindles")),
+        Field("forthcoming_cnt", "Forthcoming", QFT_NUMBER,
+              "Number of forthcoming instances holding resources here",
+              lambda run, node: len((allocation(run).get(node.uuid)
+                                     or [[]] * 6)[5])),
+        Field("forthcoming_list", "ForthcomingList", QFT_OTHER,
+              "Forthcoming instances holding resources here (names, or"
+              " UUIDs where unnamed)",
+              lambda run, node: _inst_names((allocation(run).get(node.uuid)
+                                             or [[]] * 6)[5])),
+    ])
+    t.extend(common_fields("Node"))
+    return t
+
+
+class NodeResource(Resource):
+    name = "node"
+    noun = "node"
+    fields = build_fields()
+
+    def items(self, run, names):
+        nodes = run.cfg.nodes.values()
+        if names is None:
+            return list(nodes)
+        return lookup_by_name(nodes, names, self.noun)
+
+    def item_name(self, node):
+        return node.name
+
+    def collect(self, run, items, needs):
+        if NEED_LIVE_NODE not in needs:
+            return None
+        wanted = set(n.uuid for n in items
+                     if not n.offline and n.vm_capable)
+
+        def store(answer):
+            data, unreachable = answer
+            run.node_runtime.update(data)
+            run.unreachable.update(unreachable)
+            run.collected.add(NEED_LIVE_NODE)
+        d = live.fetch_nodes_runtime(run.ctx.live, wanted)
+        return d.addCallback(store)
+
+
+assert set(k for k, _, _, _ in _LIVE_FIELDS) == set(live.NODE_LIVE_KEYS)
