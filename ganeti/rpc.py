@@ -188,15 +188,25 @@ class RpcClient(object):
             timeout = PROCEDURE_TIMEOUTS.get(procedure, TIMEOUT_NORMAL)
         where = "node %s (%s:%d)" % (node, addr.address, addr.port)
         request = self._request(addr, procedure, body.encode("utf-8"))
-        request.addTimeout(timeout, self._clock)
+        # Our own timer rather than addTimeout: a cancelled request fails
+        # with various wrapped errors depending on how far it got.
+        timed_out = []
+
+        def expire():
+            timed_out.append(True)
+            request.cancel()
+        timer = self._clock.callLater(timeout, expire)
         try:
             code, raw = await request
-        except defer.TimeoutError:
-            return failed("%s: no answer to %s within %ss"
-                          % (where, procedure, timeout))
         except Exception:
+            if timed_out:
+                return failed("%s: no answer to %s within %ss"
+                              % (where, procedure, timeout))
             return failed("%s: %s failed: %s" % (where, procedure,
                                                  _describe_failure(Failure())))
+        finally:
+            if timer.active():
+                timer.cancel()
         try:
             reply = json.loads(raw.decode("utf-8"))
         except (ValueError, UnicodeDecodeError):
