@@ -527,14 +527,22 @@ class StateTests(unittest.TestCase):
         self.assertEqual(self.qemu.commands[-1], ("system_reset", None))
 
     @defer.inlineCallbacks
-    def test_reboot_when_reboots_exit(self):
+    def test_reboot_when_reboots_exit_restarts_qemu(self):
+        # with -no-reboot an in-place reset would end as a shutdown (the
+        # firmware resets once more), so the driver restarts qemu instead
         rt = state.RuntimeDir(self.root, "kvm")
         spec = make_spec(name="vm1", hvparams={"reboot_behavior": "exit"})
         rt.update("vm1", spec=spec)
+        started = []
+
+        async def fake_start(spec, paused):
+            started.append((spec, paused))
+        self.patch(self.hyp, "_start", fake_start)
         yield self.hyp.reboot_instance("vm1")
-        self.assertEqual(self.qemu.commands[-3:], [
-            ("set-action", {"reboot": "reset"}), ("system_reset", None),
-            ("set-action", {"reboot": "shutdown"})])
+        self.assertEqual([c for c, _ in self.qemu.commands][-1], "quit")
+        self.assertNotIn("system_reset", [c for c, _ in self.qemu.commands])
+        self.assertEqual(started, [(spec, False)])
+        yield self.qemu.child.ended
 
     @defer.inlineCallbacks
     def test_reboot_and_resume_need_the_right_state(self):

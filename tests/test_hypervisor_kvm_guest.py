@@ -1,8 +1,8 @@
 """The kvm driver against real qemu running a tiny real guest (TCG).
 
-Three boots, one at a time: a guest that powers itself off (a user
-shutdown), one that stays up and then has its qemu killed (a crash), and one
-stopped softly through the ACPI power button.  Skipped with the reason when
+Three guests, one at a time: one that powers itself off (a user shutdown),
+one that stays up, is reset in place and then has its qemu killed (a crash),
+and one stopped softly through the ACPI power button.  Skipped with the reason when
 qemu or the guest (tests/guest.py) is not available.
 """
 
@@ -122,6 +122,8 @@ class RealGuestTests(unittest.TestCase):
             [(i.name, i.state) for i in await self.hyp.get_all_instances_info()],
             [("guest1", hv.RUNNING)])
         await self.hyp.reboot_instance("guest1")
+        await self.wait_for("reboot", lambda: self.console().count(
+            "ganeti-test: idle") >= 2)
         self.assertTrue(await self.state_is(hv.RUNNING))
         os.kill(info.pid, signal.SIGKILL)
         await self.wait_for("crash detection",

@@ -803,27 +803,29 @@ class KvmHypervisor(object):
     async def _reboot(self, name):
         record = await self._live(name, {hv.RUNNING})
         hvp = params.filled(PARAMETERS, record.spec.hvparams)
+        if hvp["reboot_behavior"] == "exit":
+            # -no-reboot turns every reset into a shutdown, including the
+            # one the firmware itself does right after ours; so a reboot is
+            # a fresh qemu with the same spec (the guest sees a cold boot)
+            _log.info("Rebooting {name} by restarting qemu", name=name)
+            await self._destroy(name)
+            self._rt.remove(name, _CTRL_SUFFIXES)
+            await self._start(record.spec, False)
+            return
         monitor = await self._monitor(name)
         reset = monitor.wait_for_event("RESET")
         reset.addTimeout(self.MONITOR_TIMEOUT, self._reactor)
-        exit_on_reboot = hvp["reboot_behavior"] == "exit"
         try:
-            if exit_on_reboot:
-                # -no-reboot would turn our reset into a shutdown too
-                await self._qmp(name, "set-action", {"reboot": "reset"})
             await self._qmp(name, "system_reset")
-            try:
-                await reset
-            except defer.TimeoutError:
-                raise errors.HypervisorError(
-                    "instance %s: no reset within %ss" %
-                    (name, self.MONITOR_TIMEOUT))
+            await reset
+        except defer.TimeoutError:
+            raise errors.HypervisorError(
+                "instance %s: no reset within %ss" %
+                (name, self.MONITOR_TIMEOUT))
         finally:
             if not reset.called:
                 reset.cancel()
                 reset.addErrback(lambda _: None)
-            if exit_on_reboot:
-                await self._qmp(name, "set-action", {"reboot": "shutdown"})
 
     async def _resume(self, name):
         await self._live(name, {hv.PAUSED, hv.RUNNING})
