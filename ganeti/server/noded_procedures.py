@@ -53,6 +53,13 @@ def string(name, value):
     return value
 
 
+def text(name, value):
+    """A string, possibly empty."""
+    if not isinstance(value, str):
+        _fail(name, "a string", value)
+    return value
+
+
 def boolean(name, value):
     if not isinstance(value, bool):
         _fail(name, "true or false", value)
@@ -274,7 +281,8 @@ class NodeProcedures(object):
         try:
             kind = storage.storage_unit_kind(su_name, self.storage_ctx)
         except errors.ParameterError as err:
-            raise errors.ParameterError("su_name", err.args[-1])
+            raise errors.ParameterError("su_name", "argument 'su_name': %s"
+                                        % err.args[-1])
         units = await kind.list_units(name)
         return [[u.field(f) for f in fields] for u in units]
 
@@ -343,9 +351,9 @@ class NodeProcedures(object):
                                         % (field, err.args[-1]))
 
     @procedure(Arg("disk", mapping), Arg("size", number(1)),
-               Arg("owner", optional(string), None),
+               Arg("owner", optional(text), None),
                Arg("on_primary", boolean, True),
-               Arg("info", optional(string), None))
+               Arg("info", optional(text), None))
     async def blockdev_create(self, disk, size, owner, on_primary, info):
         """Create a disk of ``size`` MiB; returns its path (null: diskless)."""
         dev = self._device(disk)

@@ -1,0 +1,473 @@
+"""The node daemon's procedures through real HTTPS with mutual TLS.
+
+``NodedInProcessTests`` serve an in-process daemon on 127.0.0.1 (random
+port) with the fake hypervisor; ``NodedProcessTests`` run ``ganeti-noded``
+as real processes of a virtual cluster on 127.0.0.x.
+"""
+
+import json
+import os
+import shutil
+import signal
+import socket
+
+from twisted.internet import defer, reactor, task, utils
+from twisted.trial import unittest
+from twisted.web import client as web_client
+from twisted.web.http_headers import Headers
+
+from ganeti import crypto
+from ganeti import rpc
+from ganeti import vcluster
+from ganeti.hypervisor import state
+from ganeti.server import noded
+from tests.test_crypto import cluster_cert, listen_noded, rpc_client
+from tests.test_os import ETC_OS, read_install_record
+
+MiB = 1024 * 1024
+UUID = "0d5f1d6e-8a4c-4c8e-9a57-2d7c3f1b9e01"
+
+
+def kill_fake_instances(root):
+    """SIGKILL fake-hypervisor instance processes left under ``root``."""
+    rt = state.RuntimeDir(root, "fake")
+    try:
+        names = os.listdir(rt.pid_dir)
+    except FileNotFoundError:
+        return
+    for name in names:
+        pid = state.read_pid_file(os.path.join(rt.pid_dir, name))
+        if state.process_alive(pid, marker=rt.base):
+            os.kill(pid, signal.SIGKILL)
+
+
+def spec(name="inst1.example.com", disks=(), maxmem=64):
+    return {"hypervisor": "fake", "name": name, "uuid": UUID,
+            "hvparams": {}, "beparams": {"maxmem": maxmem, "vcpus": 1},
+            "disks": list(disks),
+            "nics": [{"mac": "aa:00:00:00:00:01"}]}
+
+
+class NodedInProcessTests(unittest.TestCase):
+
+    timeout = 60
+
+    def setUp(self):
+        self.root = os.path.abspath(self.mktemp())
+        self.store = os.path.join(self.root, "srv/ganeti/file-storage")
+        os.makedirs(self.store)
+        self.cert = cluster_cert(os.path.join(self.root, "certs"))
+        self.port, self.procs = listen_noded(
+            self, self.cert, root=self.root, os_search_path=[ETC_OS])
+        self.addCleanup(kill_fake_instances, self.root)
+        self.client = rpc_client(self, self.cert, self.port)
+        self.pool = web_client.HTTPConnectionPool(reactor, persistent=False)
+        self.agent = web_client.Agent(
+            reactor, contextFactory=crypto.ClientPolicy(self.cert),
+            pool=self.pool)
+
+    async def ok(self, procedure, *args):
+        result = await self.client.call("node1", procedure, list(args))
+        self.assertTrue(result.success, result.fail_msg)
+        return result.payload
+
+    async def fails(self, procedure, *args):
+        result = await self.client.call("node1", procedure, list(args))
+        self.assertFalse(result.success, result.payload)
+        return result.fail_msg
+
+    async def http(self, method, path, body=b""):
+        """A raw request: (status, decoded JSON reply)."""
+        response = await self.agent.request(
+            method, ("https://127.0.0.1:%d%s" % (self.port, path)).encode(),
+            Headers({b"content-type": [b"application/json"]}),
+            web_client.FileBodyProducer(_io(body)) if body else None)
+        raw = await web_client.readBody(response)
+        return response.code, json.loads(raw)
+
+    def disk(self, rel="inst1/disk0"):
+        return {"dev_type": "file", "size": 16, "mode": "rw",
+                "logical_id": ["loop", os.path.join(self.store, rel)]}
+
+    # -- instances ---------------------------------------------------------
+
+    @defer.inlineCallbacks
+    def test_instance_life_cycle_with_fake_hypervisor(self):
+        yield defer.Deferred.fromCoroutine(self._life_cycle())
+
+    async def _life_cycle(self):
+        disk = self.disk()
+        path = await self.ok("blockdev_create", disk, 16, "inst1.example.com",
+                             True, "")
+        await self.ok("instance_start", spec(disks=[disk]), False)
+        info = await self.ok("instance_info", "inst1.example.com", "fake")
+        self.assertEqual((info["state"], info["live"], info["memory"]),
+                         ("running", True, 64))
+        pid = info["pid"]
+        self.assertTrue(state.process_alive(pid))
+        self.assertEqual(await self.ok("instance_list", ["fake"]),
+                         ["inst1.example.com"])
+        everything = await self.ok("all_instances_info", ["fake"])
+        self.assertEqual(everything["inst1.example.com"]["hypervisor"], "fake")
+        # the disk dict was resolved on the node to its path
+        record = state.RuntimeDir(self.root, "fake").read("inst1.example.com")
+        self.assertEqual([d.path for d in record.spec.disks], [path])
+        # starting again is refused, with the hypervisor's reason
+        msg = await self.fails("instance_start", spec(disks=[disk]), False)
+        self.assertIn("already running", msg)
+        await self.ok("instance_reboot", "inst1.example.com", "fake", "soft",
+                      30)
+        msg = await self.fails("instance_reboot", "inst1.example.com", "fake",
+                               "hard", 30)
+        self.assertIn("needs the instance specification", msg)
+        await self.ok("instance_reboot", spec(disks=[disk]), None, "hard", 30)
+        info = await self.ok("instance_info", "inst1.example.com", "fake")
+        self.assertEqual(info["state"], "running")
+        self.assertNotEqual(info["pid"], pid)
+        msg = await self.fails("instance_reboot", "inst1.example.com", "fake",
+                               "full", 30)
+        self.assertIn("'full' is done by the master", msg)
+        await self.ok("instance_shutdown", "inst1.example.com", "fake", 10)
+        self.assertIsNone(await self.ok("instance_info", "inst1.example.com",
+                                        "fake"))
+        self.assertEqual(await self.ok("instance_list", ["fake"]), [])
+        self.assertFalse(state.process_alive(info["pid"]))
+        # cleanup of an instance that is gone is fine
+        await self.ok("instance_cleanup", "inst1.example.com", "fake")
+
+    @defer.inlineCallbacks
+    def test_user_shutdown_cleanup(self):
+        yield self.client.call("n", "instance_start", [spec(), True])
+        info = (yield self.client.call(
+            "n", "instance_info", ["inst1.example.com", "fake"])).payload
+        self.assertEqual(info["state"], "paused")
+        os.kill(info["pid"], signal.SIGUSR1)     # the user powers it off
+
+        async def shut():
+            r = await self.client.call("n", "instance_info",
+                                       ["inst1.example.com", "fake"])
+            return r.payload["state"] == "shutdown"
+        self.assertTrue((yield defer.Deferred.fromCoroutine(
+            state.wait_until(reactor, shut, 10, interval=0.05))))
+        result = yield self.client.call("n", "instance_cleanup",
+                                        ["inst1.example.com", "fake"])
+        self.assertTrue(result.success, result.fail_msg)
+        self.assertEqual((yield self.client.call(
+            "n", "instance_list", [["fake"]])).payload, [])
+
+    # -- argument errors -----------------------------------------------------
+
+    @defer.inlineCallbacks
+    def test_bad_arguments_name_the_argument(self):
+        cases = [
+            ("instance_shutdown", ["inst1"], "argument 'hv' of"
+             " instance_shutdown is missing"),
+            ("instance_shutdown", ["inst1", "fake", -1], "argument 'timeout'"),
+            ("instance_shutdown", ["inst1", "xen-hvm"], "hv: unknown"
+             " hypervisor 'xen-hvm'"),
+            ("instance_info", ["a", "fake", "extra"], "at most 2 arguments"),
+            ("instance_list", ["fake"], "argument 'hvs' must be a list"),
+            ("instance_start", [{"hypervisor": "fake", "name": "x"}],
+             "instance.uuid"),
+            ("instance_start", [dict(spec(), colour="red")],
+             "unknown fields colour"),
+            ("instance_start", [dict(spec(), disks=[{"path": "rel"}])],
+             "instance.disks[0]: path must be an absolute path"),
+            ("instance_start", [spec(), "yes"], "argument 'startup_paused'"),
+            ("instance_reboot", ["i", "fake", "sideways"], "reboot_type"),
+            ("blockdev_create", [self.disk(), 0], "argument 'size'"),
+            ("blockdev_create", [{"dev_type": "file",
+                                  "logical_id": ["loop", "/etc/x"]}, 1],
+             "outside the allowed file storage directories"),
+            ("blockdev_grow", [self.disk(), "lots"], "argument 'amount'"),
+            ("storage_list", ["tape"], "su_name"),
+            ("storage_list", ["file", [], None, ["colour"]],
+             "unknown storage field"),
+            ("upload_file", ["/etc/shadow", "x"], "not a file the master may"
+             " upload"),
+            ("upload_file", ["/var/lib/ganeti/config.data", 42],
+             "data must be a string"),
+            ("write_ssconf_files", [{"bad/key": "x"}], "not a valid ssconf"
+             " key"),
+            ("os_validate", [True, "../../etc"], "not a valid OS name"),
+            ("instance_os_add", [{"name": "i"}], "instance.os"),
+        ]
+        for procedure, args, words in cases:
+            result = yield self.client.call("node1", procedure, args)
+            self.assertFalse(result.success, (procedure, args))
+            self.assertIn(words, result.fail_msg, (procedure, args))
+        # named arguments are checked the same way
+        result = yield self.client.call("node1", "instance_info",
+                                        {"name": "x", "hvv": "fake"})
+        self.assertIn("has no argument hvv", result.fail_msg)
+        # and the daemon still serves
+        self.assertEqual((yield self.client.call("n", "version")).payload,
+                         3000000)
+
+    @defer.inlineCallbacks
+    def test_http_level(self):
+        code, reply = yield defer.Deferred.fromCoroutine(
+            self.http(b"POST", "/version"))
+        self.assertEqual((code, reply), (200, [True, 3000000]))
+        code, reply = yield defer.Deferred.fromCoroutine(
+            self.http(b"PUT", "/version", b"[]"))
+        self.assertEqual((code, reply), (200, [True, 3000000]))
+        code, reply = yield defer.Deferred.fromCoroutine(
+            self.http(b"POST", "/instance_list", b"{not json"))
+        self.assertEqual(code, 400)
+        self.assertFalse(reply[0])
+        self.assertIn("not JSON", reply[1])
+        code, reply = yield defer.Deferred.fromCoroutine(
+            self.http(b"POST", "/instance_list", b'"fake"'))
+        self.assertEqual(code, 400)
+        self.assertIn("JSON list of arguments", reply[1])
+        code, reply = yield defer.Deferred.fromCoroutine(
+            self.http(b"POST", "/nothing"))
+        self.assertEqual((code, reply[0]), (404, False))
+        code, reply = yield defer.Deferred.fromCoroutine(
+            self.http(b"GET", "/"))
+        self.assertEqual(code, 200)
+        self.assertIn("instance_start", reply[1])
+
+    @defer.inlineCallbacks
+    def test_unexpected_error_is_reported_and_logged(self):
+        def broken():
+            return 1 / 0
+        spec_, _ = self.procs.table["version"]
+        self.procs.table["version"] = (spec_, broken)
+        result = yield self.client.call("n", "version")
+        self.assertFalse(result.success)
+        self.assertIn("internal error in the node daemon: ZeroDivisionError",
+                      result.fail_msg)
+        self.assertEqual(len(self.flushLoggedErrors(ZeroDivisionError)), 1)
+        result = yield self.client.call("n", "instance_list", [["fake"]])
+        self.assertTrue(result.success)
+
+    # -- storage ------------------------------------------------------------
+
+    @defer.inlineCallbacks
+    def test_block_devices(self):
+        disk = self.disk("inst2/disk0")
+        path = (yield self.client.call("n", "blockdev_create",
+                                       [disk, 32, "inst2", True, ""])).payload
+        self.assertEqual(os.stat(path).st_size, 32 * MiB)
+        result = yield self.client.call("n", "blockdev_create", [disk, 32])
+        self.assertIn("already exists", result.fail_msg)
+        result = yield self.client.call("n", "blockdev_grow", [disk, 16])
+        self.assertTrue(result.success, result.fail_msg)
+        dims = (yield self.client.call(
+            "n", "blockdev_getdimensions",
+            [[disk, self.disk("inst2/none")]])).payload
+        self.assertEqual(dims, [{"size": 48 * MiB, "spindles": None}, None])
+        assembled = (yield self.client.call("n", "blockdev_assemble",
+                                            [disk])).payload
+        self.assertEqual(assembled, {"path": path, "format": "raw",
+                                     "mode": "rw"})
+        self.assertTrue((yield self.client.call("n", "blockdev_shutdown",
+                                                [disk])).success)
+        self.assertTrue((yield self.client.call("n", "blockdev_remove",
+                                                [disk])).success)
+        self.assertFalse(os.path.exists(path))
+
+    @defer.inlineCallbacks
+    def test_node_info_and_storage_list(self):
+        info = (yield self.client.call("n", "node_info", [
+            [["file", self.store, []], ["lvm-vg", "no-such-vg-here", [False]]],
+            [["fake", {}]]])).payload
+        self.assertEqual(set(info), {"boot_id", "storage", "hypervisors"})
+        file_unit, vg_unit = info["storage"]
+        self.assertEqual(file_unit["name"], self.store)
+        self.assertGreater(file_unit["storage_free"], 0)
+        self.assertIsNone(vg_unit["storage_free"])
+        self.assertIn("error", vg_unit)
+        hv_info = info["hypervisors"][0]
+        self.assertEqual(hv_info["name"], "fake")
+        self.assertGreater(hv_info["memory_total"], 0)
+        rows = (yield self.client.call("n", "storage_list", [
+            "file", [], None, ["name", "allocatable"]])).payload
+        self.assertIn([self.store, True], rows)
+
+    # -- files --------------------------------------------------------------
+
+    @defer.inlineCallbacks
+    def test_upload_and_ssconf(self):
+        result = yield self.client.call("n", "upload_file", [
+            "/var/lib/ganeti/config.data", ["zlib+base64", _zb64(b"{}\n")],
+            0o640, None, None, None, 1000000000])
+        self.assertTrue(result.success, result.fail_msg)
+        target = os.path.join(self.root, "var/lib/ganeti/config.data")
+        with open(target, "rb") as f:
+            self.assertEqual(f.read(), b"{}\n")
+        self.assertEqual(os.stat(target).st_mode & 0o777, 0o640)
+        self.assertEqual(os.stat(target).st_mtime, 1000000000)
+        # a file storage dir published in ssconf becomes usable at once
+        other = os.path.join(self.root, "other-storage")
+        os.makedirs(other)
+        disk = {"dev_type": "file", "logical_id": ["loop",
+                                                   other + "/i/disk0"]}
+        result = yield self.client.call("n", "blockdev_create", [disk, 1])
+        self.assertIn("outside", result.fail_msg)
+        result = yield self.client.call("n", "write_ssconf_files", [
+            {"file_storage_dir": other, "node_list": ["a", "b"]}])
+        self.assertTrue(result.success, result.fail_msg)
+        with open(os.path.join(self.root,
+                               "var/lib/ganeti/ssconf_node_list")) as f:
+            self.assertEqual(f.read(), "a\nb\n")
+        result = yield self.client.call("n", "blockdev_create", [disk, 1])
+        self.assertTrue(result.success, result.fail_msg)
+
+    # -- OS -------------------------------------------------------------------
+
+    @defer.inlineCallbacks
+    def test_os_install_through_rpc(self):
+        oses = (yield self.client.call("n", "os_diagnose")).payload
+        busybox = [o for o in oses if o["name"] == "busybox"][0]
+        self.assertTrue(busybox["valid"])
+        self.assertEqual(busybox["variants"], ["default", "minimal"])
+        disk = self.disk("inst3/disk0")
+        path = (yield self.client.call("n", "blockdev_create",
+                                       [disk, 4])).payload
+        instance = {"name": "inst3.example.com", "uuid": UUID,
+                    "os": "busybox+default", "hypervisor": "fake",
+                    "hvparams": {"migration_mode": "live"},
+                    "beparams": {"maxmem": 128}, "osparams": {"motd": "hi"},
+                    "nics": [], "disks_info": [dict(disk, uuid="d-1")]}
+        result = yield self.client.call("n", "instance_os_add",
+                                        [instance, False, 0])
+        self.assertTrue(result.success, result.fail_msg)
+        self.assertTrue(result.payload.startswith(
+            os.path.join(self.root, "var/log/ganeti/os/add-busybox+default")))
+        header, env = read_install_record(path)
+        self.assertEqual(header[0], "GANETI-BUSYBOX-OS v1")
+        self.assertEqual(env["INSTANCE_HYPERVISOR"], "fake")
+        self.assertEqual(env["INSTANCE_HV_MIGRATION_MODE"], "live")
+        self.assertEqual(env["OSP_MOTD"], "hi")
+        self.assertEqual(env["DISK_0_PATH"], path)
+        result = yield self.client.call(
+            "n", "instance_os_add", [dict(instance, os="busybox+huge")])
+        self.assertIn("has no variant 'huge'", result.fail_msg)
+        result = yield self.client.call(
+            "n", "instance_run_rename",
+            [dict(instance, name="inst4.example.com"), "inst3.example.com"])
+        self.assertTrue(result.success, result.fail_msg)
+        result = yield self.client.call(
+            "n", "os_validate", [True, "busybox+default", ["parameters"],
+                                 {"fail_create": "no"}])
+        self.assertEqual(result.payload, True)
+
+
+def _io(data):
+    import io
+    return io.BytesIO(data)
+
+
+def _zb64(data):
+    import base64
+    import zlib
+    return base64.b64encode(zlib.compress(data)).decode()
+
+
+def free_port(address):
+    s = socket.socket()
+    s.bind((address, 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class NodedProcessTests(unittest.TestCase):
+    """``twist ganeti-noded`` processes on 127.0.0.1 and 127.0.0.2."""
+
+    timeout = 120
+
+    def setUp(self):
+        self.base = os.path.abspath(self.mktemp())
+        self.vc = vcluster.VirtualCluster(self.base, node_count=2)
+        self.vc.create(hypervisors=("fake",))
+        self.addCleanup(self.vc.stop_all)
+        self.cert = cluster_cert(os.path.join(self.base, "certs"),
+                                 self.vc.cluster_name)
+        for node in self.vc.nodes:
+            target = crypto.server_pem_path(node.paths)
+            shutil.copy(self.cert.path, target)
+            os.chmod(target, 0o400)
+            self.addCleanup(kill_fake_instances, node.root)
+        self.ports = {}
+
+    def start(self, node, *extra):
+        port = free_port(node.ip)
+        self.ports[node.name] = port
+        argv = self.vc.twistd_command(
+            "ganeti-noded", node, "--port", str(port),
+            "--os-search-path", ETC_OS, *extra)
+        return self.vc.start("noded@" + node.name, argv)
+
+    def resolver(self, name):
+        node = [n for n in self.vc.nodes if n.name == name][0]
+        return rpc.NodeAddress(node.ip, self.ports[name])
+
+    async def wait_ready(self, client, names):
+        for _ in range(200):
+            results = await client.call_many(names, "version", timeout=5)
+            if all(r.success for r in results.values()):
+                return results
+            await task.deferLater(reactor, 0.05, lambda: None)
+        self.fail("node daemons did not answer: %s" % results)
+
+    @defer.inlineCallbacks
+    def test_daemons_serve_the_cluster(self):
+        procs = [self.start(n) for n in self.vc.nodes]
+        client = rpc.RpcClient(reactor, None, self.resolver, cert=self.cert)
+        self.addCleanup(client.close)
+        names = [n.name for n in self.vc.nodes]
+        results = yield defer.Deferred.fromCoroutine(
+            self.wait_ready(client, names))
+        self.assertEqual({r.payload for r in results.values()}, {3000000})
+        # the node daemon locked its memory (seed 003)
+        with open("/proc/%d/status" % procs[0].pid) as f:
+            locked = [line for line in f if line.startswith("VmLck:")]
+        if os.geteuid() == 0:
+            self.assertNotEqual(locked[0].split()[1], "0")
+        node2 = names[1]
+        result = yield client.call(node2, "instance_start", [spec()])
+        self.assertTrue(result.success, result.fail_msg)
+        result = yield client.call(node2, "instance_list", [["fake"]])
+        self.assertEqual(result.payload, ["inst1.example.com"])
+        result = yield client.call(names[0], "instance_list", [["fake"]])
+        self.assertEqual(result.payload, [])       # each node its own root
+        result = yield client.call(node2, "instance_shutdown",
+                                   ["inst1.example.com", "fake", 10])
+        self.assertTrue(result.success, result.fail_msg)
+        self.assertEqual((yield client.call(
+            node2, "instance_list", [["fake"]])).payload, [])
+        # a stopped daemon is a failed result, not an exception
+        self.vc.stop_all()
+        result = yield client.call(node2, "version")
+        self.assertFalse(result.success)
+        self.assertIn(node2, result.fail_msg)
+
+    @defer.inlineCallbacks
+    def test_refuses_to_start_without_certificate(self):
+        node = self.vc.nodes[0]
+        os.chmod(crypto.server_pem_path(node.paths), 0o600)
+        os.unlink(crypto.server_pem_path(node.paths))
+        argv = self.vc.twistd_command("ganeti-noded", node, "--port",
+                                      str(free_port(node.ip)))
+        env = dict(os.environ, PYTHONPATH=os.path.dirname(
+            os.path.dirname(os.path.abspath(__file__))))
+        out, err, code = yield utils.getProcessOutputAndValue(
+            argv[0], argv[1:], env=env)
+        self.assertNotEqual(code, 0)
+        text = (out + err).decode()
+        self.assertIn("ganeti-noded cannot start", text)
+        self.assertIn("server.pem does not exist", text)
+
+    def test_plugin_is_registered(self):
+        from twisted.application.service import IServiceMaker
+        from twisted.plugin import getPlugins
+        names = [p.tapname for p in getPlugins(IServiceMaker)]
+        self.assertIn("ganeti-noded", names)
+        options = [p for p in getPlugins(IServiceMaker)
+                   if p.tapname == "ganeti-noded"][0].options
+        self.assertIs(options, noded.Options)
+
