@@ -8,6 +8,8 @@ RS_UNAVAIL and ``status`` follows the "not running" rules (normally
 ``ADMIN_down``) even when its primary node is offline or unreachable.
 """
 
+import copy
+
 from ganeti import constants
 from ganeti import objects
 from ganeti.query import live
@@ -28,13 +30,31 @@ def _disks(run, inst):
 
 
 def _hvparams(run, inst):
-    return run.memo(("hv", inst.uuid),
-                    lambda: objects.fill_hvparams(run.cluster, inst))
+    """objects.fill_hvparams, with the cluster/OS part computed once."""
+    def compute():
+        key = ("hv_base", inst.hypervisor, inst.os)
+        base = run.memo(key, lambda: objects.fill_hvparams(
+            run.cluster, objects.Instance(hypervisor=inst.hypervisor,
+                                          os=inst.os)))
+        result = dict(base)
+        if inst.hvparams:
+            result.update(inst.hvparams)
+            for name in constants.HVC_GLOBALS:
+                result.pop(name, None)
+        return result
+    return run.memo(("hv", inst.uuid), compute)
 
 
 def _beparams(run, inst):
-    return run.memo(("be", inst.uuid),
-                    lambda: objects.fill_beparams(run.cluster, inst))
+    """objects.fill_beparams, with the cluster part computed once."""
+    def compute():
+        base = run.memo("be_base", lambda: objects.fill_beparams(
+            run.cluster, objects.Instance()))
+        result = dict(base)
+        if inst.beparams:
+            result.update(inst.beparams)
+        return result
+    return run.memo(("be", inst.uuid), compute)
 
 
 def _pnode_group(run, inst):
@@ -172,7 +192,7 @@ def _be_param(name):
 
 
 def _custom(attr):
-    return lambda _run, inst: dict(getattr(inst, attr) or {})
+    return lambda _run, inst: copy.deepcopy(getattr(inst, attr) or {})
 
 
 def _oper_state(run, inst):
@@ -357,10 +377,10 @@ def build_fields():
     t.extend([
         Field("hvparams", "HypervisorParameters", QFT_OTHER,
               "Hypervisor parameters in effect (defaults filled in)",
-              lambda run, inst: dict(_hvparams(run, inst))),
+              lambda run, inst: copy.deepcopy(_hvparams(run, inst))),
         Field("beparams", "BackendParameters", QFT_OTHER,
               "Backend parameters in effect (defaults filled in)",
-              lambda run, inst: dict(_beparams(run, inst))),
+              lambda run, inst: copy.deepcopy(_beparams(run, inst))),
         Field("osparams", "OpSysParameters", QFT_OTHER,
               "OS parameters in effect (defaults filled in)",
               lambda run, inst: objects.fill_osparams(run.cluster, inst)),
@@ -375,7 +395,8 @@ def build_fields():
               _custom("osparams")),
         Field("custom_nicparams", "CustomNicParameters", QFT_OTHER,
               "NIC parameters set on each network interface",
-              lambda run, inst: [dict(n.nicparams or {}) for n in inst.nics]),
+              lambda run, inst: [copy.deepcopy(n.nicparams or {})
+                                 for n in inst.nics]),
     ])
     for name, kind in sorted(_hv_param_kinds().items()):
         t.add(Field("hv/%s" % name, _HV_TITLES.get(name, "hv/%s" % name),

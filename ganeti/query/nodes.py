@@ -9,6 +9,8 @@ capacity minus that; RS_UNAVAIL while the capacity is unknown),
 ``forthcoming_cnt`` and ``forthcoming_list`` (the reservations counted).
 """
 
+import copy
+
 from ganeti import constants
 from ganeti import objects
 from ganeti.query import live
@@ -253,16 +255,16 @@ def build_fields():
               " out-of-band program)", _powered),
         Field("ndparams", "NodeParameters", QFT_OTHER,
               "Node parameters in effect (cluster, group and node merged)",
-              lambda run, node: dict(_ndparams(run, node))),
+              lambda run, node: copy.deepcopy(_ndparams(run, node))),
         Field("custom_ndparams", "CustomNodeParameters", QFT_OTHER,
               "Node parameters set on the node itself",
-              lambda run, node: dict(node.ndparams or {})),
+              lambda run, node: copy.deepcopy(node.ndparams or {})),
         Field("hv_state", "HypervisorState", QFT_OTHER,
               "Hypervisor state as last recorded",
-              lambda run, node: dict(node.hv_state or {})),
+              lambda run, node: copy.deepcopy(node.hv_state or {})),
         Field("disk_state", "DiskState", QFT_OTHER,
               "Storage state as last recorded",
-              lambda run, node: dict(node.disk_state or {})),
+              lambda run, node: copy.deepcopy(node.disk_state or {})),
         Field("pinst_cnt", "Pinst", QFT_NUMBER,
               "Number of instances with this node as primary",
               lambda run, node: len(_instances_by_node(run)[0]
