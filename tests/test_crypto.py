@@ -21,7 +21,6 @@ from zope.interface import implementer
 from ganeti import crypto
 from ganeti import errors
 from ganeti import rpc
-from ganeti.hypervisor import fake  # noqa: F401  (the fake driver exists)
 from ganeti.server import noded
 
 _CERTS = {}

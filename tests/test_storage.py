@@ -13,7 +13,6 @@ from zope.interface.verify import verifyObject
 from ganeti import errors
 from ganeti import storage
 from ganeti.backend import process
-from ganeti.storage import filestorage, lvm
 
 MiB = 1024 * 1024
 

@@ -20,7 +20,6 @@ from ganeti import errors
 from ganeti import hypervisor as hv
 from ganeti import storage
 from ganeti.backend import files
-from ganeti.backend import os as osapi
 
 __all__ = ["Arg", "procedure", "NodeProcedures", "bind_arguments"]
 
