@@ -479,7 +479,7 @@ def make_filter(args, force_filter=False, namefield="name", isnumeric=False):
     return [OP_OR] + parts
 
 
-# --- the text form -------------------------------------------------------------
+# --- the text form ----------------------------------------------------------
 
 _FIELD_RE = re.compile(r"[A-Za-z][A-Za-z0-9_/.]*")
 _NUMBER_RE = re.compile(r"[-+]?[0-9]+(?![A-Za-z0-9_])")
@@ -548,7 +548,8 @@ class _TextParser(object):
             self.error("empty filter")
         result = self.expr()
         if not self.at_end():
-            self.error("unexpected text %r" % self.text[self.pos:self.pos + 20])
+            self.error("unexpected text %r"
+                       % self.text[self.pos:self.pos + 20])
         return result
 
     def expr(self):

@@ -347,7 +347,8 @@ class InstanceFieldTests(Base):
             "web1.example.com", "debootstrap+default", N1, [], "default", [],
             "up", True, "admin", "plain", 2, [1024, 2048], 1024, 2048]] +
             [[RS_UNAVAIL, None]] + [[RS_NORMAL, v] for v in [
-                1024, 2048, 3072, ["web1.example.com-d0", "web1.example.com-d1"],
+                1024, 2048, 3072,
+                ["web1.example.com-d0", "web1.example.com-d1"],
                 "web1.example.com-d0", "fake", 256, 256, 1, True,
                 ["prod", "web"], False]] +
             [[RS_UNAVAIL, None], [RS_NORMAL, {}]])

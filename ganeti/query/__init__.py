@@ -12,13 +12,13 @@ Typical use in the master::
 See docs/query.rst for the resources, their fields and the filter language.
 """
 
-from ganeti.query.base import (  # noqa: F401
+from ganeti.query.base import (
     RS_NORMAL, RS_UNKNOWN, RS_NODATA, RS_UNAVAIL, RS_OFFLINE, RS_ALL,
     QFT_UNKNOWN, QFT_TEXT, QFT_BOOL, QFT_NUMBER, QFT_NUMBER_FLOAT, QFT_UNIT,
     QFT_TIMESTAMP, QFT_OTHER, QFT_ALL, Field, FieldTable, Resource,
     nice_sort, nice_sort_key)
-from ganeti.query.engine import QueryContext, PreparedQuery  # noqa: F401
-from ganeti.query.live import ILiveData  # noqa: F401
+from ganeti.query.engine import QueryContext, PreparedQuery
+from ganeti.query.live import ILiveData
 from ganeti.query.instances import InstanceResource
 from ganeti.query.nodes import NodeResource
 from ganeti.query.groups import GroupResource
@@ -26,6 +26,15 @@ from ganeti.query.networks import NetworkResource
 from ganeti.query.cluster import ClusterResource
 from ganeti.query.locks import LockResource
 from ganeti.query.jobs import JobResource
+
+__all__ = [
+    "RS_NORMAL", "RS_UNKNOWN", "RS_NODATA", "RS_UNAVAIL", "RS_OFFLINE",
+    "RS_ALL", "QFT_UNKNOWN", "QFT_TEXT", "QFT_BOOL", "QFT_NUMBER",
+    "QFT_NUMBER_FLOAT", "QFT_UNIT", "QFT_TIMESTAMP", "QFT_OTHER", "QFT_ALL",
+    "Field", "FieldTable", "Resource", "nice_sort", "nice_sort_key",
+    "QueryContext", "PreparedQuery", "ILiveData", "RESOURCES", "OLD_STYLE",
+    "query", "query_fields", "old_style",
+]
 
 QR_INSTANCE = "instance"
 QR_NODE = "node"

@@ -11,10 +11,15 @@ that returns the value or one of the status markers :data:`UNAVAIL`,
 
 from ganeti import errors
 from ganeti import qlang
-from ganeti.qlang import (QFT_UNKNOWN, QFT_TEXT, QFT_BOOL, QFT_NUMBER,  # noqa
+from ganeti.qlang import (QFT_UNKNOWN, QFT_TEXT, QFT_BOOL, QFT_NUMBER,
                           QFT_NUMBER_FLOAT, QFT_UNIT, QFT_TIMESTAMP,
-                          QFT_OTHER, FF_HOSTNAME, FF_SPLIT_TIMESTAMP,
-                          FF_JOB_ID, nice_sort_key, nice_sort)
+                          QFT_OTHER, nice_sort_key)
+
+# Re-exported for the resource modules
+FF_HOSTNAME = qlang.FF_HOSTNAME
+FF_SPLIT_TIMESTAMP = qlang.FF_SPLIT_TIMESTAMP
+FF_JOB_ID = qlang.FF_JOB_ID
+nice_sort = qlang.nice_sort
 
 # Result status of one value (the first element of each [status, value])
 RS_NORMAL = 0
@@ -220,15 +225,19 @@ class Resource(object):
 
 def lookup_by_name(objects, names, noun, display=lambda o: o.name,
                    hostname=True):
-    """The objects named by ``names`` (exact name, else unique short name).
+    """The objects named by ``names`` (exact name, else short host name).
 
     Every name must match something; a short host name (``node1`` for
     ``node1.example.com``) that matches several objects gives all of them,
     as the filter ``name == "node1"`` would.
     """
     by_name = {}
+    by_label = {}  # first name component, lower case -> objects
     for obj in objects:
-        by_name.setdefault(display(obj), []).append(obj)
+        key = display(obj)
+        by_name.setdefault(key, []).append(obj)
+        if hostname and isinstance(key, str):
+            by_label.setdefault(key.split(".", 1)[0].lower(), []).append(obj)
     found = []
     seen = set()
     missing = []
@@ -238,8 +247,9 @@ def lookup_by_name(objects, names, noun, display=lambda o: o.name,
             continue
         matches = by_name.get(name)
         if not matches and hostname:
-            matches = [o for key, objs in by_name.items()
-                       if qlang.match_hostname(key, name) for o in objs]
+            label = name.split(".", 1)[0].lower()
+            matches = [o for o in by_label.get(label, ())
+                       if qlang.match_hostname(display(o), name)]
         if not matches:
             missing.append(name)
             continue

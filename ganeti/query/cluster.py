@@ -10,7 +10,8 @@ import platform
 from ganeti import constants
 from ganeti.query.base import (Field, FieldTable, Resource, QFT_TEXT,
                                QFT_BOOL, QFT_NUMBER, QFT_OTHER, QFT_TIMESTAMP,
-                               NODATA, UNAVAIL, attr_getter, tags_getter)
+                               FF_HOSTNAME, NODATA, UNAVAIL, attr_getter,
+                               tags_getter)
 
 NEED_CLUSTER_STATE = "cluster-state"
 
@@ -34,9 +35,9 @@ def build_fields():
     t = FieldTable()
     t.extend([
         Field("name", "Name", QFT_TEXT, "Cluster name",
-              attr_getter("cluster_name")),
+              attr_getter("cluster_name"), flags=[FF_HOSTNAME]),
         Field("cluster_name", "Name", QFT_TEXT, "Cluster name",
-              attr_getter("cluster_name")),
+              attr_getter("cluster_name"), flags=[FF_HOSTNAME]),
         Field("master_node", "Master", QFT_TEXT, "Name of the master node",
               _master_name),
         Field("volume_group_name", "VgName", QFT_TEXT,

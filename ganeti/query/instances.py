@@ -2,9 +2,9 @@
 
 A forthcoming instance may lack every attribute but its UUID: its ``name``
 field shows the UUID while it has no name (as htools expect), and other
-missing attributes are RS_UNAVAIL.  It has no hypervisor presence and no node is
-asked about it: ``oper_state`` is false, ``oper_ram``/``oper_vcpus`` are
-RS_UNAVAIL and ``status`` follows the "not running" rules (normally
+missing attributes are RS_UNAVAIL.  It has no hypervisor presence and no
+node is asked about it: ``oper_state`` is false, ``oper_ram`` and
+``oper_vcpus`` are RS_UNAVAIL, and ``status`` follows the "not running" rules (normally
 ``ADMIN_down``) even when its primary node is offline or unreachable.
 """
 
@@ -302,7 +302,7 @@ def build_fields():
         Field("hypervisor", "Hypervisor", QFT_TEXT,
               "Hypervisor the instance runs under", attr_getter("hypervisor")),
         Field("pnode", "Primary_node", QFT_TEXT, "Name of the primary node",
-              _pnode),
+              _pnode, flags=[FF_HOSTNAME]),
         Field("pnode.group", "PrimaryNodeGroup", QFT_TEXT,
               "Node group of the primary node", _pnode_group_attr("name")),
         Field("pnode.group.uuid", "PrimaryNodeGroupUUID", QFT_TEXT,
@@ -316,7 +316,8 @@ def build_fields():
               "UUIDs of the secondary nodes' groups",
               _snodes_group_attr("uuid")),
         Field("admin_state", "InstanceState", QFT_TEXT,
-              "Desired state: up, down or offline", attr_getter("admin_state")),
+              "Desired state: up, down or offline",
+              attr_getter("admin_state")),
         Field("admin_up", "Autostart", QFT_BOOL,
               "True if the desired state is up",
               lambda run, inst: inst.admin_state == constants.ADMINST_UP),
