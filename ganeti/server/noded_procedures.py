@@ -307,8 +307,8 @@ class NodeProcedures(object):
         await self.instances.shutdown(name, hv, timeout)
         return True
 
-    @procedure(Arg("instance", string_or_mapping), Arg("hv", optional(string),
-                                                       None),
+    @procedure(Arg("instance", string_or_mapping),
+               Arg("hv", optional(string), None),
                Arg("reboot_type", string),
                Arg("shutdown_timeout", number(0), hv.DEFAULT_STOP_TIMEOUT))
     async def instance_reboot(self, instance, hv, reboot_type,
