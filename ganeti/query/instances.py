@@ -5,7 +5,8 @@ field shows the UUID while it has no name (as htools expect), and other
 missing attributes are RS_UNAVAIL.  It has no hypervisor presence and no
 node is asked about it: ``oper_state`` is false, ``oper_ram`` and
 ``oper_vcpus`` are RS_UNAVAIL, and ``status`` follows the "not running"
-rules (normally ``ADMIN_down``) even when its primary node is offline or unreachable.
+rules (normally ``ADMIN_down``) even when its primary node is offline or
+unreachable.
 """
 
 import copy
