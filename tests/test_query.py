@@ -232,6 +232,39 @@ class FieldDefinitionTests(Base):
             missing = [n for n in names if n not in table]
             self.assertEqual(missing, [], what)
 
+    def test_fields_rapi_and_htools_read(self):
+        """PROTOCOLS 2.7 bulk lists and 2.9 htools (luxi) queries."""
+        want = {
+            "instance": (
+                "name admin_state os pnode snodes disk_template nic.ips"
+                " nic.macs nic.modes nic.uuids nic.names nic.links"
+                " nic.networks nic.networks.names nic.bridges network_port"
+                " disk.sizes disk.spindles disk_usage disk.uuids disk.names"
+                " beparams hvparams oper_state oper_ram oper_vcpus status"
+                " custom_hvparams custom_beparams custom_nicparams ctime"
+                " mtime uuid serial_no tags be/memory be/vcpus"
+                " be/auto_balance be/spindle_use forthcoming"),
+            "node": (
+                "name offline master_candidate drained dtotal dfree sptotal"
+                " spfree mtotal mnode mfree pinst_cnt sinst_cnt ctotal cnos"
+                " cnodes csockets pip sip role pinst_list sinst_list"
+                " master_capable vm_capable ndparams group.uuid ctime mtime"
+                " uuid serial_no tags ndp/spindle_count"
+                " ndp/exclusive_storage ndp/cpu_speed"),
+            "group": (
+                "alloc_policy name node_cnt node_list ipolicy custom_ipolicy"
+                " diskparams custom_diskparams ndparams custom_ndparams"
+                " ctime mtime uuid serial_no tags"),
+            "network": (
+                "name network gateway network6 gateway6 mac_prefix"
+                " free_count reserved_count map group_list inst_list"
+                " external_reservations ctime mtime uuid serial_no tags"),
+        }
+        for what, names in want.items():
+            table = query.RESOURCES[what].fields
+            self.assertEqual([n for n in names.split() if n not in table],
+                             [], what)
+
     def test_no_global_hypervisor_parameters(self):
         table = query.RESOURCES["instance"].fields
         for name in constants.HVC_GLOBALS:
