@@ -30,9 +30,12 @@ import time
 SEED = 20261121
 N_NODES = 100
 N_INSTANCES = 2000
-DURATION = 1.5   # seconds per scenario
+DURATION = 2.0   # seconds per scenario (ROUNDS runs, the best counts)
 WARMUP = 0.2
 WINDOWS = (1, 32)
+ROUNDS = 2
+RELOAD_DURATION = 2.0
+RELOAD_EVERY = 0.25
 SCENARIOS = ("ping", "node-role-by-name", "node-PIP-by-instance-IP",
              "instance-IPs-list")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -223,8 +226,13 @@ def _percentile(values, pct):
                                                  * (len(values) - 1))))]
 
 
-def loadgen(root, port, duration=DURATION):
-    """Run every scenario against 127.0.0.1:port; a list of result dicts."""
+def loadgen(root, port, duration=DURATION, scenarios=SCENARIOS,
+            windows=WINDOWS, rate=20000):
+    """Run the scenarios against 127.0.0.1:port; a list of result dicts.
+
+    Writes "measuring" to stderr when each measured run starts (the reload
+    scenario starts rewriting config.data then).
+    """
     from ganeti import pathutils
     from ganeti.confd import wire
     key = wire.read_hmac_key(pathutils.Paths(root).hmac_key_file)
@@ -232,22 +240,50 @@ def loadgen(root, port, duration=DURATION):
     sock = _socket()
     results = []
     stamp = int(time.time())
-    for window in WINDOWS:
-        for name in SCENARIOS:
-            # Pre-signed (signing is not what is measured); enough for
-            # 20k queries/s, more than one Python daemon process answers.
-            count = int((duration + WARMUP) * 20000) + window
+    for window in windows:
+        for name in scenarios:
+            # Pre-signed (signing is not what is measured): enough for
+            # ``rate`` queries/s; a faster daemon just finishes the row early
+            # (the rate reported is replies / elapsed time).
+            count = int((duration + WARMUP) * rate) + window
             requests = _requests(name, key, count, stamp, "w%d" % window)
             _run_window(sock, address, requests[:2000], window, WARMUP, key)
-            latencies, elapsed, lost = _run_window(
-                sock, address, requests[2000:], window, duration, key)
+            sys.stderr.write("measuring\n")
+            sys.stderr.flush()
+            # Best of ROUNDS: two busy processes on a shared 2-core machine
+            # sometimes land on one core, which halves a run's rate.
+            best = None
+            per_round = (len(requests) - 2000) // ROUNDS
+            for r in range(ROUNDS):
+                run = _run_window(sock, address, requests[
+                    2000 + r * per_round:2000 + (r + 1) * per_round],
+                    window, duration / ROUNDS, key)
+                if best is None or len(run[0]) / run[1] > \
+                        len(best[0]) / best[1]:
+                    best = run
+            latencies, elapsed, lost = best
             results.append({
                 "query": name, "window": window,
                 "qps": len(latencies) / elapsed,
                 "p50": _percentile(latencies, 50) * 1000,
                 "p99": _percentile(latencies, 99) * 1000,
+                "max": max(latencies) * 1000 if latencies else float("nan"),
                 "lost": lost, "count": len(latencies)})
     return results
+
+
+def _rewriter(path):
+    """A function writing config.data again with bumped serials."""
+    from ganeti import config
+    with open(path) as f:
+        data = json.load(f)
+
+    def rewrite():
+        data["serial_no"] += 1
+        data["cluster"]["serial_no"] += 1
+        config.atomic_write(path, json.dumps(data).encode("utf-8"))
+        return data["cluster"]["serial_no"]
+    return rewrite
 
 
 # --- orchestration (inside the bench reactor) --------------------------------
@@ -275,7 +311,7 @@ def _env():
 
 
 async def _bench(reactor):
-    from twisted.internet import defer, error, protocol, utils
+    from twisted.internet import defer, error, protocol, task
     from ganeti.confd import client as confd_client, wire
 
     tmp = tempfile.mkdtemp(prefix="bench-confd-")
@@ -318,13 +354,32 @@ async def _bench(reactor):
                                    % log_file)
         finally:
             await client.close()
-        out, err, code = await utils.getProcessOutputAndValue(
-            sys.executable, ["-m", "bench.confd", "--loadgen", paths.root,
-                             str(port)], env=_env(), path=REPO)
-        if code != 0:
-            raise RuntimeError("load generator failed:\n%s"
-                               % err.decode("utf-8", "replace"))
-        results = json.loads(out)
+        results = await _loadgen(reactor, "--loadgen", paths.root, port)
+
+        # Ping again while the master rewrites config.data every
+        # RELOAD_EVERY seconds: each rewrite is a reload of a 2 MB config.
+        rewrite = _rewriter(paths.config_file)
+        written = []
+        loop = task.LoopingCall(lambda: written.append(rewrite()))
+        loop.clock = reactor
+
+        def measuring():
+            if not loop.running:
+                loop.start(RELOAD_EVERY, now=False)
+        try:
+            results += await _loadgen(reactor, "--loadgen-reload", paths.root,
+                                      port, measuring)
+        finally:
+            if loop.running:
+                loop.stop()
+        client = confd_client.ConfdClient(key, ["127.0.0.1"], port=port,
+                                          timeout=2, reactor=reactor)
+        try:
+            await task.deferLater(reactor, 1.5, lambda: None)  # next poll
+            served = (await client.request(wire.REQ_CONFIG_QUERY,
+                                           "/cluster/serial_no")).answer
+        finally:
+            await client.close()
     finally:
         if process is not None and process.pid is not None:
             try:
@@ -338,16 +393,56 @@ async def _bench(reactor):
           " %.1f s); load + index build (a reload): %.0f ms"
           % (N_NODES, N_INSTANCES, size // 1024, generated, load * 1000))
     print("daemon and load generator are separate processes on 127.0.0.1;"
-          " %.1f s per row" % DURATION)
+          " each row is the best of %d runs of %.1f s" % (ROUNDS,
+                                                           DURATION / ROUNDS))
     print()
-    base = {r["window"]: r["qps"] for r in results if r["query"] == "ping"}
-    rows = []
-    for r in results:
-        rows.append((r["query"], r["window"], "%.0f" % r["qps"],
-                     "%.3f" % r["p50"], "%.3f" % r["p99"],
-                     "%.2f" % (r["qps"] / base[r["window"]]), r["lost"]))
-    _table(("query", "in flight", "queries/s", "p50 ms", "p99 ms", "x ping",
-            "lost"), rows)
+    base = {r["window"]: r["qps"] for r in results[:-1]
+            if r["query"] == "ping"}
+    headers = ("query", "in flight", "queries/s", "p50 ms", "p99 ms",
+               "max ms", "x ping", "lost")
+
+    def row(r, label):
+        return (label, r["window"], "%.0f" % r["qps"], "%.3f" % r["p50"],
+                "%.3f" % r["p99"], "%.1f" % r["max"],
+                "%.2f" % (r["qps"] / base[r["window"]]), r["lost"])
+    _table(headers, [row(r, r["query"]) for r in results[:-1]])
+    print()
+    print("ping again while config.data is rewritten every %.2f s: %d"
+          " rewrites, %.1f s; the daemon then serves serial %s (last"
+          " written: %s)" % (RELOAD_EVERY, len(written), RELOAD_DURATION,
+                             served, written[-1] if written else "-"))
+    _table(headers, [row(results[-1], "ping during reloads")])
+
+
+async def _loadgen(reactor, mode, root, port, on_measuring=None):
+    """Run the load generator process; its results (a list)."""
+    from twisted.internet import defer, protocol
+
+    class LoadGen(protocol.ProcessProtocol):
+        def __init__(self):
+            self.out, self.err = [], []
+            self.ended = defer.Deferred()
+
+        def outReceived(self, data):
+            self.out.append(data)
+
+        def errReceived(self, data):
+            self.err.append(data)
+            if on_measuring is not None and b"measuring" in data:
+                on_measuring()
+
+        def processEnded(self, reason):
+            self.ended.callback(reason.value.exitCode)
+
+    proto = LoadGen()
+    reactor.spawnProcess(proto, sys.executable, [
+        sys.executable, "-m", "bench.confd", mode, root, str(port)],
+        env=_env(), path=REPO)
+    code = await proto.ended
+    if code != 0:
+        raise RuntimeError("load generator failed:\n%s" % b"".join(
+            proto.err).decode("utf-8", "replace"))
+    return json.loads(b"".join(proto.out))
 
 
 def run(reactor):
@@ -358,6 +453,10 @@ def run(reactor):
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--loadgen"]:
         json.dump(loadgen(sys.argv[2], int(sys.argv[3])), sys.stdout)
+    elif sys.argv[1:2] == ["--loadgen-reload"]:
+        json.dump(loadgen(sys.argv[2], int(sys.argv[3]),
+                          duration=RELOAD_DURATION, scenarios=("ping",),
+                          windows=(32,), rate=50000), sys.stdout)
     else:
         from twisted.internet import task
         task.react(run)

@@ -5,7 +5,7 @@ import json
 import os
 import signal
 
-from twisted.internet import task
+from twisted.internet import defer, task
 from twisted.internet.testing import (EventLoggingObserver,
                                       FakeDatagramTransport)
 from twisted.logger import globalLogPublisher
@@ -904,14 +904,60 @@ class ReloadTests(_ClusterMixin, unittest.TestCase):
 
     def test_reload_method(self):
         self.assertIsNone(self.watcher.snapshot)
-        self.assertTrue(self.watcher.reload())
+        self.assertTrue(self.successResultOf(self.watcher.reload()))
         first = self.watcher.snapshot
-        self.assertTrue(self.watcher.reload())
+        self.assertTrue(self.successResultOf(self.watcher.reload()))
         self.assertIsNot(self.watcher.snapshot, first)
         os.unlink(self.cluster.paths.config_file)
-        self.assertFalse(self.watcher.reload())
+        self.assertFalse(self.successResultOf(self.watcher.reload()))
         self.assertIsNotNone(self.watcher.snapshot)
         self.assertIn("cannot read", self.watcher.last_error)
+
+    def test_reload_in_a_worker_keeps_serving_the_old_config(self):
+        pending = []
+
+        def runner(f, *args):
+            # stands in for deferToThread: the work is done when we say so
+            d = defer.Deferred()
+            pending.append((d, f, args))
+            return d
+        watcher = reloader.ConfigWatcher(self.cluster.paths.config_file,
+                                         self.clock, runner=runner)
+        self.addCleanup(watcher.stop)
+        self.processor.config = watcher
+        watcher.start()  # the first load is synchronous
+        self.assertEqual(pending, [])
+        old = watcher.snapshot
+        self.store.set_node_params(NODE3, offline=True)
+        self.clock.advance(1)
+        self.assertEqual(len(pending), 1)
+        # a second change while loading: the poller waits for the load
+        self.store.set_node_params(NODE3, offline=False, drained=True)
+        self.clock.advance(1)
+        self.assertEqual(len(pending), 1)
+        self.assertEqual(self.ask_role(NODE3).answer, wire.NODE_ROLE_REGULAR)
+        d, f, args = pending.pop()
+        d.callback(f(*args))  # the worker finishes (it read the newest file)
+        self.assertIsNot(watcher.snapshot, old)
+        self.assertEqual(self.ask_role(NODE3).answer, wire.NODE_ROLE_DRAINED)
+        self.assertEqual(watcher.reloads, 2)
+        # the next poll sees a file newer than the one first stat'ed
+        self.clock.advance(1)
+        d, f, args = pending.pop()
+        d.callback(f(*args))
+        self.assertEqual((watcher.reloads, pending), (3, []))
+        self.clock.advance(1)
+        self.assertEqual(pending, [])  # and then it is up to date
+        # a failure in the worker keeps the current snapshot
+        current = watcher.snapshot
+        with open(self.cluster.paths.config_file, "w") as fh:
+            fh.write("{")
+        self.clock.advance(1)
+        d, f, args = pending.pop()
+        d.errback(ValueError("broken"))
+        self.assertIs(watcher.snapshot, current)
+        self.assertEqual((watcher.reload_failures, watcher.last_error),
+                         (1, "broken"))
 
     def test_snapshot_built_once_per_version(self):
         built = []

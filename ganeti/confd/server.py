@@ -32,6 +32,7 @@ authenticated and has an ``rsalt`` it always gets a signed reply.
 import collections
 import json
 import re
+import socket
 
 from twisted.internet.protocol import DatagramProtocol
 from twisted.logger import Logger
@@ -235,10 +236,29 @@ class ConfdProcessor(object):
 
 
 class ConfdProtocol(DatagramProtocol):
-    """Feeds datagrams to a :class:`ConfdProcessor` and sends its replies."""
+    """Feeds datagrams to a :class:`ConfdProcessor` and sends its replies.
 
-    def __init__(self, processor):
+    The socket's receive buffer is enlarged (``receive_buffer`` bytes, if the
+    kernel allows) so that a burst arriving while the reactor is busy --
+    swapping in a reloaded config, say -- waits instead of being dropped.
+    """
+
+    def __init__(self, processor, receive_buffer=4 * 1024 * 1024):
         self.processor = processor
+        self.receive_buffer = receive_buffer
+
+    def startProtocol(self):
+        sock = getattr(self.transport, "socket", None)
+        if sock is None or not self.receive_buffer:
+            return
+        # SO_RCVBUFFORCE passes rmem_max when we may (root); else best effort
+        for option in ("SO_RCVBUFFORCE", "SO_RCVBUF"):
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, getattr(socket, option),
+                                self.receive_buffer)
+                return
+            except (AttributeError, OSError):
+                continue
 
     def datagramReceived(self, data, addr):
         reply = self.processor.handle(data, addr[0])

@@ -100,7 +100,7 @@ class _WatcherService(service.Service):
     def privilegedStartService(self):
         # twistd opens ports in privilegedStartService, before any
         # startService: load here so the first query already has an answer.
-        self.watcher.check()
+        self.watcher.load_now()
 
     def startService(self):
         service.Service.startService(self)
@@ -166,6 +166,9 @@ class ConfdService(service.MultiService):
 def makeService(options, reactor=None):
     if reactor is None:
         from twisted.internet import reactor
+    # Reloads run in the reactor thread: a worker thread was measured not to
+    # shorten the pause (parsing and indexing are CPU-bound and hold the
+    # GIL); the enlarged socket buffer keeps queries waiting, not dropped.
     watcher = reloader.ConfigWatcher(options["config-file"], reactor,
                                      interval=options["poll-interval"])
     processor = server.ConfdProcessor(
