@@ -12,6 +12,8 @@ that the daemons came up, print, stop them and exit).
 import argparse
 import os
 import signal
+import socket
+import subprocess
 import sys
 import time
 
@@ -22,9 +24,16 @@ from ganeti import constants
 from ganeti import objects
 from ganeti.vcluster import VirtualCluster
 
-# daemon plugin -> (which nodes run it, extra arguments)
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OS_DIR = os.path.join(HERE, "etc", "os")
+
+# daemon plugin -> (which nodes run it, extra arguments, how to see it is up)
 DAEMONS = [
-    ("ganeti-confd", "candidates", ["--port", str(constants.DEFAULT_CONFD_PORT)]),
+    ("ganeti-noded", "all", ["--os-search-path", OS_DIR],
+     ("tcp", constants.DEFAULT_NODED_PORT)),
+    ("ganeti-confd", "candidates",
+     ["--port", str(constants.DEFAULT_CONFD_PORT)],
+     ("udp", constants.DEFAULT_CONFD_PORT)),
 ]
 
 
@@ -89,31 +98,64 @@ def print_summary(vc, store, started):
     print("  configuration     %s" % vc.master.paths.config_file)
     print("  (Ganeti's tools)  GANETI_ROOTDIR=%s GANETI_HOSTNAME=%s"
           % (vc.master.root, vc.master.name))
-    for desc, proc, node in started:
+    for desc, proc, node, _ in started:
         print("  %-17s pid %d on %s, log %s"
               % (desc, proc.pid, node.ip,
                  os.path.join(node.paths.log_dir, "%s.log" % desc)))
-    if any(d == "ganeti-confd" for d, _, _ in started):
+    if any(d == "ganeti-confd" for d, _, _, _ in started):
         print()
-        print("Ask confd (UDP %d, HMAC-signed):" % constants.DEFAULT_CONFD_PORT)
+        print("confd on %s says the master is: %s"
+              % (vc.master.ip, confd_answer(vc)))
+        print()
+        print("Ask confd yourself (UDP %d, HMAC-signed):"
+              % constants.DEFAULT_CONFD_PORT)
         print("  .tox/demo/bin/ganeti-confd-client --root %s -a %s master"
               % (vc.master.root, vc.master.ip))
         print("  .tox/demo/bin/ganeti-confd-client --root %s -a %s"
               " instance-ips" % (vc.master.root, vc.master.ip))
-    missing = [d for d, _, _ in DAEMONS if d not in available_plugins()]
+    if any(d == "ganeti-noded" for d, _, _, _ in started):
+        print()
+        print("Node daemons: HTTPS with mutual TLS on port %d; only callers"
+              " holding the cluster certificate (%s) are answered."
+              % (constants.DEFAULT_NODED_PORT,
+                 os.path.join(vc.master.paths.data_dir, "server.pem")))
+    missing = [d for d, _, _, _ in DAEMONS if d not in available_plugins()]
     if missing:
         print()
         print("Not in this checkout yet: %s" % ", ".join(missing))
 
 
-def still_running_after(proc, seconds=2.0):
-    """True if the daemon did not exit during its first seconds."""
-    deadline = time.monotonic() + seconds
+def wait_until_up(proc, ip, check, timeout=20.0):
+    """True once the daemon answers (TCP connect) or stays up (UDP)."""
+    kind, port = check
+    deadline = time.monotonic() + timeout
+    alive_since = time.monotonic()
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             return False
+        if kind == "tcp":
+            try:
+                socket.create_connection((ip, port), timeout=1).close()
+                return True
+            except OSError:
+                pass
+        elif time.monotonic() - alive_since > 2.0:
+            return True
         time.sleep(0.1)
-    return True
+    return False
+
+
+def confd_answer(vc):
+    """Ask the master's confd who the master is, as an admin would."""
+    argv = [sys.executable, "-m", "ganeti.confd.cli", "--root",
+            vc.master.root, "-a", vc.master.ip, "master"]
+    env = dict(os.environ, PYTHONPATH=HERE)
+    try:
+        out = subprocess.run(argv, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, timeout=20)
+    except subprocess.TimeoutExpired:
+        return "(no answer within 20 s)"
+    return out.stdout.decode("utf-8", "replace").strip()
 
 
 def main(argv=None):
@@ -137,7 +179,7 @@ def main(argv=None):
     started = []
     failed = []
     try:
-        for plugin, where, extra in DAEMONS:
+        for plugin, where, extra, check in DAEMONS:
             if plugin not in plugins:
                 continue
             targets = (vc.nodes if where == "all" else
@@ -145,13 +187,15 @@ def main(argv=None):
                         if store.get_node(n.name).master_candidate]
                        if where == "candidates" else [vc.master])
             for node in targets:
-                proc = vc.start(plugin,
+                proc = vc.start("%s@%s" % (plugin, node.ip),
                                 vc.twistd_command(plugin, node, *extra))
-                started.append((plugin, proc, node))
-        for desc, proc, node in started:
-            if not still_running_after(proc):
-                failed.append("%s on %s (exit %s; see its log)"
-                              % (desc, node.ip, proc.poll()))
+                started.append((plugin, proc, node, check))
+        for desc, proc, node, check in started:
+            if not wait_until_up(proc, node.ip, check):
+                failed.append("%s on %s (exit %s; see its log and %s)"
+                              % (desc, node.ip, proc.poll(),
+                                 os.path.join(vc.base, "%s@%s.stderr"
+                                              % (desc, node.ip))))
         print_summary(vc, store, started)
         if failed:
             print()
@@ -163,7 +207,8 @@ def main(argv=None):
         print("Running; press Ctrl-C to stop.")
         signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
         try:
-            while all(p.poll() is None for _, p, _ in started) or not started:
+            while all(p.poll() is None for _, p, _, _ in started) \
+                    or not started:
                 time.sleep(1)
                 if not started:
                     # Nothing to supervise: keep the files, exit.

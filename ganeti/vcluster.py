@@ -19,6 +19,7 @@ import attr
 
 from ganeti import config
 from ganeti import constants
+from ganeti import crypto
 from ganeti import objects
 from ganeti.pathutils import Paths
 
@@ -86,18 +87,24 @@ class VirtualCluster(object):
             store.add_node(objects.Node(name=node.name, primary_ip=node.ip,
                                         secondary_ip=node.ip))
         write_hmac_key(m.paths.hmac_key_file)
+        crypto.generate_cluster_certificate(
+            crypto.server_pem_path(m.paths), self.cluster_name)
         self.distribute()
         return store
 
     def distribute(self):
-        """Copy config.data and hmac.key from the master to every node.
+        """Copy config.data, hmac.key and server.pem to every node.
 
-        (What the master's replication does once node daemons exist.)
+        (What the master's replication does once it talks to node daemons.)
         """
         m = self.master.paths
         for node in self.nodes[1:]:
             for src, dst in ((m.config_file, node.paths.config_file),
-                             (m.hmac_key_file, node.paths.hmac_key_file)):
+                             (m.hmac_key_file, node.paths.hmac_key_file),
+                             (crypto.server_pem_path(m),
+                              crypto.server_pem_path(node.paths))):
+                if not os.path.exists(src):
+                    continue
                 with open(src, "rb") as f:
                     data = f.read()
                 mode = os.stat(src).st_mode & 0o777
@@ -129,8 +136,15 @@ class VirtualCluster(object):
             [here] + [p for p in full_env.get("PYTHONPATH", "").split(
                 os.pathsep) if p])
         full_env.update(env or {})
-        proc = subprocess.Popen(argv, env=full_env, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+        # stderr goes next to the logs: a daemon that dies before its
+        # logging is set up says why there.
+        err_path = os.path.join(self.base, "%s.stderr"
+                                % description.replace("/", "_"))
+        with open(err_path, "ab") as err:
+            proc = subprocess.Popen(argv, env=full_env,
+                                    stdin=subprocess.DEVNULL,
+                                    stdout=err, stderr=err,
+                                    start_new_session=True)
         self.processes.append((description, proc))
         return proc
 

@@ -1,0 +1,32 @@
+"""The README's first command: the demo cluster comes up and answers."""
+
+import os
+import subprocess
+import sys
+
+from twisted.trial import unittest
+
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class DemoTests(unittest.TestCase):
+
+    def test_demo_once_starts_daemons_and_confd_answers(self):
+        base = os.path.abspath(self.mktemp())
+        env = dict(os.environ, PYTHONPATH=HERE)
+        out = subprocess.run([sys.executable, "-m", "ganeti.demo", "--base",
+                              base, "--once", "--nodes", "2"],
+                             env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, timeout=120)
+        text = out.stdout.decode("utf-8", "replace")
+        self.assertEqual(out.returncode, 0, text)
+        self.assertIn('"answer": "node1.example.com"', text)
+        self.assertIn("inst2.example.com", text)
+        self.assertIn("(forthcoming)", text)
+        self.assertEqual(text.count("ganeti-noded      pid"), 2, text)
+        # Every node got the cluster's secrets and configuration.
+        for node in ("node1.example.com", "node2.example.com"):
+            data = os.path.join(base, node, "var", "lib", "ganeti")
+            for name in ("config.data", "hmac.key", "server.pem"):
+                self.assertTrue(os.path.exists(os.path.join(data, name)),
+                                (node, name))
