@@ -3,6 +3,7 @@ replay protection, rate limiting, config reloads and the twistd service."""
 
 import json
 import os
+import random
 import signal
 
 from twisted.internet import defer, task
@@ -593,12 +594,18 @@ class ProcessorTests(_ClusterMixin, unittest.TestCase):
     def test_inner_message_not_an_object(self):
         self.assertDropped(request(KEY, 0, msg="[1]"), "bad_request")
 
+    def test_lone_surrogate_in_envelope(self):
+        data = (b'plj0{"msg": "\\ud800", "salt": "1", "hmac": "'
+                + b"0" * 40 + b'"}')
+        self.assertDropped(data, "bad_envelope")
+
     def test_missing_or_bad_rsalt(self):
-        for rsalt in (None, 5, "", "r" * 300):
+        for rsalt in (None, 5, "", "r" * 300, "\ud800"):
             msg = json.dumps({"protocol": 1, "type": 0, "rsalt": rsalt})
             self.assertIsNone(self.send(request(KEY, 0, msg=msg)))
         self.assertIsNone(self.send(request(KEY, 0, msg='{"type": 0}')))
-        self.assertEqual(self.processor.stats()["dropped_bad_request"], 5)
+        self.assertEqual(self.processor.stats()["dropped_bad_request"], 6)
+        self.assertEqual(self.processor.stats()["dropped_internal_error"], 0)
 
     def test_wrong_protocol(self):
         for protocol in (2, "1", True, None):
@@ -754,6 +761,48 @@ class ProcessorTests(_ClusterMixin, unittest.TestCase):
         self.send(b"junk")
         self.assertEqual(len([e for e in self.logged
                               if e.get("reason") == "bad_magic"]), 11)
+
+    def test_fuzzed_datagrams_never_break_the_pipeline(self):
+        rng = random.Random(5)
+        values = [None, True, 0, -1, 2 ** 70, 1.5, "", "x", "0", [], [1],
+                  {}, {"0": 1}, {"1": None, "2": [None]}, {"3": ["9"]},
+                  "\ud800", MASTER, "/cluster"]
+        seeds = [request(KEY, t, q, rsalt="seed%d" % t)
+                 for t, q in ((0, None), (2, {"1": "10.0.0.1"}),
+                              (3, {"3": [0]}), (10, "/cluster"))]
+        for n in range(3000):
+            kind = n % 3
+            if kind == 0:  # bytes mutated anywhere (mostly bad HMAC)
+                data = bytearray(rng.choice(seeds))
+                for _ in range(rng.randint(1, 4)):
+                    data[rng.randrange(len(data))] = rng.randrange(256)
+                data = bytes(data[:rng.randint(0, len(data))])
+            elif kind == 1:  # authenticated, random inner objects
+                inner = {k: rng.choice(values) for k in
+                         ("protocol", "type", "query", "rsalt", "extra")
+                         if rng.random() < 0.8}
+                if rng.random() < 0.7:
+                    inner["protocol"] = 1
+                if rng.random() < 0.7:
+                    inner["rsalt"] = "f%d" % n
+                if rng.random() < 0.5:
+                    inner["type"] = rng.randrange(-2, 14)
+                data = request(KEY, 0, msg=json.dumps(inner))
+            else:  # authenticated, random inner text
+                text = "".join(rng.choice('{}[]":,01ab\\ ') for _ in
+                               range(rng.randint(0, 40)))
+                data = request(KEY, 0, msg=text)
+            reply = self.send(data)
+            if reply is not None:
+                salt, body = reply_of(KEY, reply)
+                self.assertIn(body.status, (0, 1, 2))
+        stats = self.processor.stats()
+        self.assertEqual(stats["dropped_internal_error"], 0)
+        self.assertEqual(stats["received"], 3000)
+        dropped = sum(v for k, v in stats.items() if k.startswith("dropped_"))
+        self.assertEqual(stats["answered"] + dropped, 3000)
+        self.assertGreater(stats["answered"], 300)
+        self.assertEqual(self.flushLoggedErrors(), [])
 
     def test_stats_has_every_counter(self):
         stats = self.processor.stats()

@@ -54,6 +54,14 @@ DROP_REASONS = ("oversized", "rate_limited", "bad_magic", "bad_envelope",
 ERROR_REASONS = ("bad_type", "bad_query", "unknown_type", "reply_too_large")
 
 
+def _encodable(text):
+    try:
+        text.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
 class _Dropped(Exception):
     def __init__(self, reason, detail):
         Exception.__init__(self, reason, detail)
@@ -131,7 +139,7 @@ class ConfdProcessor(object):
 
         rsalt = inner.get("rsalt")
         if not isinstance(rsalt, str) or not rsalt \
-                or len(rsalt) > MAX_RSALT_LEN:
+                or len(rsalt) > MAX_RSALT_LEN or not _encodable(rsalt):
             raise _Dropped("bad_request", "rsalt missing or not a short"
                            " string")
         protocol = inner.get("protocol")

@@ -199,7 +199,10 @@ def unpack(datagram, key):
         raise errors.SignatureError("hmac is not 40 hex digits")
     # Ganeti's generic signer appends a key selector to the salt; confd never
     # sends one, but honouring it costs nothing.
-    expected = sign(key, salt + (selector or ""), msg)
+    try:
+        expected = sign(key, salt + (selector or ""), msg)
+    except UnicodeEncodeError:  # lone surrogates, legal in JSON strings
+        raise EnvelopeError("envelope text is not valid Unicode")
     digest = digest.lower()
     if not hmac.compare_digest(expected, digest):
         raise errors.SignatureError("hmac does not match")
