@@ -34,7 +34,8 @@ CAPTURED_PING = (
     b' \\"3c99533e-5219-42d0-8ede-eb89d0a29720\\"}\\n", "salt":'
     b' "1795259755", "hmac": "5033b9ca3070f9cef77b902ae7eddc25a060e04e"}\n')
 CAPTURED_RSALT = "3c99533e-5219-42d0-8ede-eb89d0a29720"
-CAPTURED_REPLY_MSG = '{"protocol": 1, "status": 0, "answer": 3000000, "serial": 42}'
+CAPTURED_REPLY_MSG = ('{"protocol": 1, "status": 0, "answer": 3000000,'
+                      ' "serial": 42}')
 CAPTURED_REPLY_HMAC = "74d459eb91aacb0b7c27f0bfda914872f9284035"
 
 
@@ -66,8 +67,8 @@ class WireTests(unittest.TestCase):
         self.assertEqual(wire.read_hmac_key(path), KEY)
 
     def test_hmac_compared_case_insensitively(self):
-        upper = CAPTURED_PING.replace(b"5033b9ca3070f9cef77b902ae7eddc25a060e04e",
-                                      b"5033B9CA3070F9CEF77B902AE7EDDC25A060E04E")
+        digest = b"5033b9ca3070f9cef77b902ae7eddc25a060e04e"
+        upper = CAPTURED_PING.replace(digest, digest.upper())
         self.assertEqual(wire.unpack(upper, KEY).hmac,
                          "5033b9ca3070f9cef77b902ae7eddc25a060e04e")
 
@@ -116,7 +117,8 @@ class WireTests(unittest.TestCase):
         for bad in ["nope", "[]", '{"protocol": 1, "status": 0, "serial": 1}',
                     '{"protocol": 1, "status": "0", "answer": 1, "serial": 1}',
                     '{"protocol": 2, "status": 0, "answer": 1, "serial": 1}',
-                    '{"protocol": 1, "status": 0, "answer": 1, "serial": true}']:
+                    '{"protocol": 1, "status": 0, "answer": 1,'
+                    ' "serial": true}']:
             self.assertRaises(wire.ReplyError, wire.decode_reply, bad)
 
     def test_pack_lays_out_the_envelope_like_json_dumps(self):
@@ -273,7 +275,8 @@ class QueryTests(_ClusterMixin, unittest.TestCase):
     def test_node_pip_list(self):
         status, answer, serial = self.ask(wire.REQ_NODE_PIP_LIST)
         self.assertEqual((status, serial), (0, self.serial))
-        self.assertEqual(sorted(answer), ["192.0.2.%d" % i for i in range(1, 6)])
+        self.assertEqual(sorted(answer),
+                         ["192.0.2.%d" % i for i in range(1, 6)])
 
     def test_mc_pip_list(self):
         self.assertEqual(self.ask(wire.REQ_MC_PIP_LIST),
@@ -642,8 +645,8 @@ class ProcessorTests(_ClusterMixin, unittest.TestCase):
         self.assertEqual(len(self.processor.replay_cache), 1)
         self.assertIsNone(self.send(data))
         stats = self.processor.stats()
-        self.assertEqual((stats["dropped_replay"], stats["dropped_clock_skew"]),
-                         (1, 1))
+        self.assertEqual(
+            (stats["dropped_replay"], stats["dropped_clock_skew"]), (1, 1))
 
     def test_replay_cache_is_bounded(self):
         self.processor.replay_cache = guards.ReplayCache(

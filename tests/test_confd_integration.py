@@ -273,7 +273,8 @@ class GanetiConfdClientTests(unittest.TestCase):
         err = err.decode("utf-8", "replace")
         self.assertEqual(code, 0, "confd-client failed:\n%s\n%s" % (out, err))
         for line in ("Ping: OK", "Master: OK (%s)" % MASTER,
-                     "Master: OK (['%s', '192.0.2.254', '192.0.2.1'])" % MASTER,
+                     "Master: OK (['%s', '192.0.2.254', '192.0.2.1'])"
+                     % MASTER,
                      "Node role for master: OK", "Node primary ip query: OK",
                      "Master candidates primary IP query: OK",
                      "Instance primary IP query: OK", "10.0.0.1",

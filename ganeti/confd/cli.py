@@ -1,4 +1,4 @@
-"""``ganeti-confd-client``: ask the confd servers one question, print the answer.
+"""``ganeti-confd-client``: ask confd servers one question, print the answer.
 
 Examples::
 
@@ -69,7 +69,8 @@ def _parser():
                         " ROOT/var/lib/ganeti/hmac.key]")
     parser.add_argument("--timeout", type=float,
                         default=float(wire.CLIENT_EXPIRE_TIMEOUT),
-                        help="seconds to wait for replies [default: %(default)s]")
+                        help="seconds to wait for replies"
+                        " [default: %(default)s]")
     parser.add_argument("--coverage", type=int,
                         default=wire.DEFAULT_REQ_COVERAGE,
                         help="how many of the servers to ask; 0 = all"

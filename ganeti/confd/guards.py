@@ -53,7 +53,10 @@ class ReplayCache(object):
             self._drop_oldest()
 
     def check_and_add(self, digest_hex, stamp):
-        """True if new (now remembered), False if seen; BelowFloor if unsure."""
+        """True if new (now remembered), False if seen.
+
+        Raises BelowFloor when the cache cannot tell (see the class).
+        """
         self._purge(self._clock.seconds())
         if self.floor is not None and stamp <= self.floor:
             raise BelowFloor(self.floor)

@@ -2,8 +2,9 @@
 
 :func:`answer` takes a snapshot, the request type and the raw ``query`` of a
 request that already passed the signature, clock and replay checks, and
-returns the inner reply message (JSON text in a wire.PreparedMsg).  Nothing here raises on bad
-input: a wrong query is an error reply, as in Ganeti.
+returns the inner reply message (JSON text in a wire.PreparedMsg).  Nothing
+here raises on a bad query of a known shape: it is an error reply, as in
+Ganeti (only wrongly typed dict members raise BadQuery, see answer()).
 
 Replies whose answer depends only on the snapshot (and a link or node name)
 are memoised in the snapshot, so a flood of "instance IPs on link X" costs

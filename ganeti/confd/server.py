@@ -26,7 +26,8 @@ reply fits a datagram   ``error_reply_too_large``                error reply
 
 Dropping is what Ganeti does for anything it cannot authenticate or parse
 (there is no authenticated address to answer); once a request is
-authenticated and has an ``rsalt`` it always gets a signed reply.
+authenticated, fresh, and has an ``rsalt`` and protocol 1, it always gets a
+signed reply.
 """
 
 import collections

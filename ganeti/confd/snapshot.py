@@ -8,8 +8,6 @@ lists per link, instance IP -> primary node, role lookups, DRBD minors, the
 instances of a node) is computed here, once.
 """
 
-import json
-
 import attr
 
 from ganeti import constants
@@ -211,8 +209,3 @@ class ConfigSnapshot(object):
         except KeyError:
             value = self._memo[key] = compute()
             return value
-
-
-def encode(value):
-    """JSON text as it goes into a reply."""
-    return json.dumps(value)
