@@ -163,8 +163,12 @@ class ConfigStore(object):
         return json.dumps(self.to_dict(), sort_keys=True).encode("utf-8")
 
     @classmethod
-    def from_dict(cls, data, path=None, now=time.time):
-        """Build a store from config.data's JSON, upgrading older layouts."""
+    def from_dict(cls, data, path=None, now=time.time, copy_data=True):
+        """Build a store from config.data's JSON, upgrading older layouts.
+
+        The upgrade edits the dict in place; ``copy_data=False`` skips the
+        protective copy when the caller's dict is not used afterwards.
+        """
         if not isinstance(data, dict):
             raise errors.ConfigurationError(
                 "config.data: top level must be a JSON object, got %s"
@@ -183,7 +187,8 @@ class ConfigStore(object):
                 % (version, constants.CONFIG_VERSION_MIN_UPGRADE))
         if "cluster" not in data:
             raise errors.ConfigurationError("config.data: 'cluster' is missing")
-        data = copy.deepcopy(data)
+        if copy_data:
+            data = copy.deepcopy(data)
         upgrader = _Upgrader(data)
         upgrader.run()
         maps = {}
@@ -224,7 +229,7 @@ class ConfigStore(object):
                 "configuration %s is not valid JSON (%s); refusing to use it%s"
                 % (path, err, hint))
         try:
-            return cls.from_dict(data, path=path, now=now)
+            return cls.from_dict(data, path=path, now=now, copy_data=False)
         except errors.ConfigurationError as err:
             raise err.__class__("%s (in %s)%s" % (err.args[0], path, hint))
 
@@ -293,6 +298,9 @@ class ConfigStore(object):
                     % (what, "; ".join(new_problems)), new_problems)
             self.serial_no += 1
             self.mtime = self._now()
+            # confd answers carry the cluster's serial and clients keep the
+            # highest one, so every change must move it forward.
+            self.cluster.serial_no = (self.cluster.serial_no or 0) + 1
             self._write()
         except BaseException:
             self._restore(before)
@@ -304,7 +312,8 @@ class ConfigStore(object):
                 log.failure("configuration write listener failed")
 
     def _restore(self, data):
-        other = ConfigStore.from_dict(data, path=self.path, now=self._now)
+        other = ConfigStore.from_dict(data, path=self.path, now=self._now,
+                                      copy_data=False)
         for name in ("cluster", "nodes", "nodegroups", "instances", "networks",
                      "disks", "filters", "serial_no", "ctime", "mtime"):
             setattr(self, name, getattr(other, name))
@@ -559,7 +568,7 @@ class ConfigStore(object):
                     c.uid_pool = [list(r) for r in value]
                 else:
                     setattr(c, key, value)
-            self._touch(c)
+            c.mtime = self._now()
 
     # --- mutators: tags ------------------------------------------------------
 
@@ -671,7 +680,7 @@ class ConfigStore(object):
         with self._change("adding node %s" % node.name):
             node.ctime = node.mtime = self._now()
             self.nodes[node.uuid] = node
-            self._touch(self.cluster)
+            self.cluster.mtime = self._now()
         return node.uuid
 
     def remove_node(self, name_or_uuid):
@@ -689,7 +698,7 @@ class ConfigStore(object):
                 errors.ECODE_STATE)
         with self._change("removing node %s" % node.name):
             del self.nodes[node.uuid]
-            self._touch(self.cluster)
+            self.cluster.mtime = self._now()
 
     def rename_node(self, name_or_uuid, new_name):
         node = self.get_node(name_or_uuid)
@@ -839,7 +848,7 @@ class ConfigStore(object):
                 disk.ctime = disk.mtime = t
                 self.disks[disk.uuid] = disk
             self.instances[instance.uuid] = instance
-            self._touch(self.cluster)
+            self.cluster.mtime = self._now()
         return instance.uuid
 
     def remove_instance(self, name_or_uuid):
@@ -850,7 +859,7 @@ class ConfigStore(object):
             if inst.network_port:
                 self.cluster.tcpudp_port_pool.append(inst.network_port)
             del self.instances[inst.uuid]
-            self._touch(self.cluster)
+            self.cluster.mtime = self._now()
 
     def rename_instance(self, name_or_uuid, new_name):
         inst = self.get_instance(name_or_uuid)

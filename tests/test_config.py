@@ -89,8 +89,11 @@ class PersistenceTests(unittest.TestCase):
         self.assertIn(uuid, data["nodes"])
         self.assertEqual(data["cluster"]["serial_no"], cserial + 1)
         node_serial = store.nodes[uuid].serial_no
+        cserial = store.cluster.serial_no
         store.set_node_params("node2.example.com", drained=True)
         self.assertEqual(store.nodes[uuid].serial_no, node_serial + 1)
+        # confd answers carry the cluster serial: it moves on every change.
+        self.assertEqual(store.cluster.serial_no, cserial + 1)
         self.assertTrue(read_file(store.path)["nodes"][uuid]["drained"])
 
     def test_load_round_trip(self):
