@@ -1,7 +1,6 @@
 """Tests for ganeti.opcodes."""
 
 import json
-import os
 
 from twisted.internet import defer
 from twisted.trial import unittest

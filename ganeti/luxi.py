@@ -1,0 +1,1098 @@
+"""LUXI: the master daemon's local socket protocol (server and clients).
+
+Wire format (Ganeti 3.0's): UTF-8 JSON messages, each ended by the byte 0x03.
+A request is ``{"method": "SubmitJob", "args": [...], "version": 3000000}``
+(``version`` optional); the answer is ``{"success": true, "result": ...}`` or,
+on failure, ``{"success": false, "result": ["ErrorClass", [args...]]}``,
+which Ganeti's clients re-raise as ``ganeti.errors.ErrorClass``.  Several
+requests may use one connection; answers come strictly in request order.
+
+The server side knows the protocol only: it checks and converts arguments
+(opcodes become :class:`ganeti.opcodes.OpCode` objects) and calls one method
+of a handler object per LUXI method (see :class:`ILuxiHandler`).  The master
+daemon provides the handler.
+
+Two clients: :class:`LuxiClient` (Twisted, for daemons) and
+:class:`BlockingClient` (plain sockets, for command-line tools).
+"""
+
+import errno
+import json
+import os
+import socket
+import time
+from collections import deque
+
+import attr
+from twisted.internet import defer, endpoints, error as ierror, protocol
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+from zope.interface import Interface
+
+from ganeti import constants
+from ganeti import errors
+from ganeti import opcodes
+
+EOM = b"\x03"
+
+# Requests are a job or a query: 64 MiB is far beyond any real one, and
+# keeps a broken client from filling the master's memory.
+MAX_REQUEST_SIZE = 64 * 1024 * 1024
+# Answers (query results of a big cluster) may be larger.
+MAX_RESPONSE_SIZE = 512 * 1024 * 1024
+# Requests read ahead on one connection while an earlier one is pending;
+# beyond this the server stops reading from that client for a while.
+MAX_QUEUED_REQUESTS = 64
+
+CONNECT_TIMEOUT = 30       # seconds, as Ganeti's clients
+READ_WRITE_TIMEOUT = 180
+WFJC_TIMEOUT = 89          # longest WaitForJobChange; must stay < rw timeout
+JOB_NOTCHANGED = "nochange"
+
+REQ_SUBMIT_JOB = "SubmitJob"
+REQ_SUBMIT_JOB_TO_DRAINED_QUEUE = "SubmitJobToDrainedQueue"
+REQ_SUBMIT_MANY_JOBS = "SubmitManyJobs"
+REQ_WAIT_FOR_JOB_CHANGE = "WaitForJobChange"
+REQ_PICKUP_JOB = "PickupJob"
+REQ_CANCEL_JOB = "CancelJob"
+REQ_ARCHIVE_JOB = "ArchiveJob"
+REQ_CHANGE_JOB_PRIORITY = "ChangeJobPriority"
+REQ_AUTO_ARCHIVE_JOBS = "AutoArchiveJobs"
+REQ_QUERY = "Query"
+REQ_QUERY_FIELDS = "QueryFields"
+REQ_QUERY_JOBS = "QueryJobs"
+REQ_QUERY_FILTERS = "QueryFilters"
+REQ_REPLACE_FILTER = "ReplaceFilter"
+REQ_DELETE_FILTER = "DeleteFilter"
+REQ_QUERY_INSTANCES = "QueryInstances"
+REQ_QUERY_NODES = "QueryNodes"
+REQ_QUERY_GROUPS = "QueryGroups"
+REQ_QUERY_NETWORKS = "QueryNetworks"
+REQ_QUERY_EXPORTS = "QueryExports"
+REQ_QUERY_CONFIG_VALUES = "QueryConfigValues"
+REQ_QUERY_CLUSTER_INFO = "QueryClusterInfo"
+REQ_QUERY_TAGS = "QueryTags"
+REQ_SET_DRAIN_FLAG = "SetDrainFlag"
+REQ_SET_WATCHER_PAUSE = "SetWatcherPause"
+
+log = Logger()
+
+
+# --- Client-side errors ---------------------------------------------------
+# They never travel on the wire, so they live here rather than in errors.py.
+
+class ProtocolError(errors.LuxiError):
+    """The peer broke the framing or sent something that is not LUXI."""
+
+
+class MessageTooLarge(ProtocolError):
+    """A message is longer than the receiver accepts.
+
+    ``complete`` holds the messages that arrived whole before it.
+    """
+
+    def __init__(self, message, complete=()):
+        ProtocolError.__init__(self, message)
+        self.complete = list(complete)
+
+
+class NoMasterError(errors.LuxiError):
+    """The master daemon's socket is missing or nobody is listening."""
+
+
+class LuxiTimeoutError(errors.LuxiError):
+    """No answer in time; the connection was dropped."""
+
+
+class ConnectionClosedError(errors.LuxiError):
+    """The connection ended before the answer arrived."""
+
+
+class RequestError(errors.LuxiError):
+    """A failure answer that is not an encoded error."""
+
+
+class _SendFailed(ConnectionClosedError):
+    """The request could not even be sent: the server never saw it."""
+
+
+# --- Framing ----------------------------------------------------------------
+
+def _json_default(value):
+    # handlers may answer with opcodes or sets; everything else is a bug
+    if isinstance(value, opcodes.OpCode):
+        return value.to_dict()
+    if isinstance(value, (set, frozenset)):
+        return sorted(value)
+    raise TypeError("%r is not JSON serialisable" % (value,))
+
+
+def encode_message(value):
+    """One framed message.  JSON escapes control characters, so the
+    payload never contains the end-of-message byte."""
+    return json.dumps(value, default=_json_default).encode("utf-8") + EOM
+
+
+def decode_message(raw):
+    """The JSON value of one message (without its 0x03).
+
+    Trailing whitespace is fine: Ganeti's Python client ends its JSON with a
+    newline, the Haskell one does not.
+    """
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as err:
+        raise ProtocolError("Message is not valid UTF-8 JSON: %s" % err)
+
+
+class MessageBuffer(object):
+    """Cuts a byte stream into messages, refusing oversized ones."""
+
+    def __init__(self, max_size):
+        self.max_size = max_size
+        # chunks of the unfinished message: joined once, when complete
+        self._chunks = []
+        self._size = 0
+
+    def _add(self, chunk, complete):
+        self._chunks.append(chunk)
+        self._size += len(chunk)
+        if self._size > self.max_size:
+            size = self._size
+            (self._chunks, self._size) = ([], 0)
+            raise MessageTooLarge("Message is larger than the limit of %d"
+                                  " bytes (got %d bytes so far)"
+                                  % (self.max_size, size), complete)
+
+    def feed(self, data):
+        """Add bytes; return the complete messages (without 0x03)."""
+        messages = []
+        start = 0
+        while True:
+            end = data.find(EOM, start)
+            if end < 0:
+                break
+            self._add(data[start:end], messages)
+            messages.append(b"".join(self._chunks))
+            (self._chunks, self._size) = ([], 0)
+            start = end + 1
+        if start < len(data):
+            self._add(data[start:], messages)
+        return messages
+
+
+# --- The handler contract ---------------------------------------------------
+
+class ILuxiHandler(Interface):
+    """What the master daemon implements to serve LUXI.
+
+    One method per LUXI method, arguments already checked and converted
+    (job ids are ints, opcodes are :class:`ganeti.opcodes.OpCode`).  Each
+    may return the result or a Deferred (or be a coroutine function).
+    Raising an :class:`errors.GenericError` subclass sends that error to
+    the client; anything else is logged and sent as GenericError.  When the
+    client disconnects, the Deferred being waited on is cancelled, so a
+    long poll should give its Deferred a canceller that forgets the waiter.
+
+    Handlers are duck-typed: a missing method makes its LUXI method answer
+    "not supported".  ``declareImplementation`` is not needed.
+    """
+
+    def submit_job(ops):
+        """SubmitJob: ``ops`` is a non-empty list of OpCode; return the
+        new job id (int)."""
+
+    def submit_job_to_drained_queue(ops):
+        """SubmitJobToDrainedQueue: as submit_job, even if drained."""
+
+    def submit_many_jobs(jobs):
+        """SubmitManyJobs: ``jobs`` is a list of lists of OpCode; return a
+        list of ``[True, job_id]`` or ``[False, error_message]``."""
+
+    def wait_for_job_change(job_id, fields, prev_job_info, prev_log_serial,
+                            timeout):
+        """WaitForJobChange: wait (at most ``timeout`` seconds, already
+        capped to 89) until the job's ``fields`` differ from
+        ``prev_job_info`` or it has log entries newer than
+        ``prev_log_serial`` (None: any); return ``[field values, new log
+        entries]``, or JOB_NOTCHANGED ("nochange") on timeout."""
+
+    def query_jobs(job_ids, fields):
+        """QueryJobs: ``job_ids`` is a list of ints or None (all jobs);
+        return one row (list of values) per job, None for unknown ids."""
+
+    def cancel_job(job_id, kill):
+        """CancelJob: return ``[success, message]``."""
+
+    def archive_job(job_id):
+        """ArchiveJob: return a bool."""
+
+    def auto_archive_jobs(age, timeout):
+        """AutoArchiveJobs: archive jobs older than ``age`` seconds (-1:
+        all) working at most ``timeout`` seconds; return
+        ``[archived_count, remaining_count]``."""
+
+    def change_job_priority(job_id, priority):
+        """ChangeJobPriority: ``priority`` is one of -10, 0, 10; return
+        ``[success, message]``."""
+
+    def query(what, fields, qfilter):
+        """Query: return ``{"fields": [fielddefs], "data": [rows]}``."""
+
+    def query_fields(what, fields):
+        """QueryFields: ``fields`` may be None (all); return
+        ``{"fields": [fielddefs]}``."""
+
+    def query_nodes(names, fields, use_locking):
+        """QueryNodes: old-style query, rows of plain values.  The LUXI
+        layer refuses ``use_locking=True``, so it is always False."""
+
+    def query_instances(names, fields, use_locking):
+        """QueryInstances: as query_nodes."""
+
+    def query_groups(names, fields, use_locking):
+        """QueryGroups: as query_nodes."""
+
+    def query_networks(names, fields, use_locking):
+        """QueryNetworks: as query_nodes."""
+
+    def query_exports(nodes, use_locking):
+        """QueryExports (optional)."""
+
+    def query_config_values(fields):
+        """QueryConfigValues: one value per field name (None if unknown)."""
+
+    def query_cluster_info():
+        """QueryClusterInfo: the cluster info dict."""
+
+    def query_tags(kind, name):
+        """QueryTags: ``kind`` is a tag kind ("cluster", "node", ...);
+        return the list of tags."""
+
+    def set_drain_flag(flag):
+        """SetDrainFlag: return True."""
+
+    def set_watcher_pause(until):
+        """SetWatcherPause: ``until`` is an epoch (float) or None."""
+
+    def query_filters(uuids, fields):
+        """QueryFilters (optional)."""
+
+    def replace_filter(uuid, priority, predicates, action, reason):
+        """ReplaceFilter (optional): return the filter's uuid."""
+
+    def delete_filter(uuid):
+        """DeleteFilter (optional)."""
+
+
+# --- Argument checks --------------------------------------------------------
+# A check returns the converted value.  ArgTypeError means the request is
+# malformed (LuxiError); OpPrereqError means a well-formed but wrong value.
+
+class ArgTypeError(Exception):
+    pass
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _any(value):
+    return value
+
+
+def _bool(value):
+    if not isinstance(value, bool):
+        raise ArgTypeError("expected a boolean, got %r" % (value,))
+    return value
+
+
+def _str(value):
+    if not isinstance(value, str):
+        raise ArgTypeError("expected a string, got %r" % (value,))
+    return value
+
+
+def _maybe(check):
+    return lambda value: None if value is None else check(value)
+
+
+def _list_of(check):
+    def fn(value):
+        if not isinstance(value, list):
+            raise ArgTypeError("expected a list, got %r" % (value,))
+        result = []
+        for (idx, item) in enumerate(value):
+            try:
+                result.append(check(item))
+            except ArgTypeError as err:
+                raise ArgTypeError("item %d: %s" % (idx, err))
+        return result
+    return fn
+
+
+def _number(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ArgTypeError("expected a number, got %r" % (value,))
+    return value
+
+
+def _timeout(value):
+    value = _number(value)
+    if value < 0:
+        raise ArgTypeError("expected a non-negative number, got %r"
+                           % (value,))
+    return value
+
+
+def _wfjc_timeout(value):
+    return min(_timeout(value), WFJC_TIMEOUT)
+
+
+def _job_id(value):
+    # Ganeti's clients send ints; RAPI-style callers may send "123"
+    if _is_int(value) and value >= 0:
+        return value
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        return int(value)
+    raise ArgTypeError("expected a job id (non-negative integer), got %r"
+                       % (value,))
+
+
+def _maybe_int(value):
+    if value is None or _is_int(value):
+        return value
+    raise ArgTypeError("expected an integer or null, got %r" % (value,))
+
+
+def _tag_kind(value):
+    _str(value)
+    if value not in constants.VALID_TAG_TYPES:
+        raise errors.OpPrereqError(
+            "tag kind: expected one of %s, got %r"
+            % (", ".join(sorted(constants.VALID_TAG_TYPES)), value),
+            errors.ECODE_INVAL)
+    return value
+
+
+def _priority(value):
+    if not _is_int(value):
+        raise ArgTypeError("expected an integer, got %r" % (value,))
+    if value not in opcodes.OP_PRIO_SUBMIT_VALID:
+        raise errors.OpPrereqError(
+            "priority: expected one of %s, got %r"
+            % (", ".join(str(p) for p in
+                         sorted(opcodes.OP_PRIO_SUBMIT_VALID)), value),
+            errors.ECODE_INVAL)
+    return value
+
+
+def _no_locking(value):
+    if _bool(value):
+        raise errors.OpPrereqError("use_locking: locking queries are not"
+                                   " supported", errors.ECODE_INVAL)
+    return value
+
+
+def _ops(value, where=""):
+    if not isinstance(value, list) or not value:
+        raise ArgTypeError("expected a non-empty list of opcodes, got %r"
+                           % (value,))
+    result = []
+    for (idx, data) in enumerate(value):
+        try:
+            result.append(opcodes.OpCode.from_dict(data))
+        except errors.GenericError as err:
+            # keep class and error code, add where the opcode is
+            label = "%sopcode %d" % (where, idx)
+            if isinstance(data, dict) and isinstance(data.get("OP_ID"), str):
+                label += " (%s)" % data["OP_ID"]
+            args = list(err.args) or [""]
+            args[0] = "%s: %s" % (label, args[0])
+            raise type(err)(*args)
+    return result
+
+
+def _jobs(value):
+    if not isinstance(value, list):
+        raise ArgTypeError("expected a list of jobs, got %r" % (value,))
+    return [_ops(job, "job %d, " % idx) for (idx, job) in enumerate(value)]
+
+
+@attr.s(frozen=True)
+class Arg(object):
+    name = attr.ib()
+    check = attr.ib()
+    optional = attr.ib(default=False)
+    default = attr.ib(default=None)
+
+
+@attr.s(frozen=True)
+class Method(object):
+    """A LUXI method: wire name, handler method, positional arguments."""
+    name = attr.ib()
+    handler = attr.ib()
+    args = attr.ib(default=())
+
+    def convert(self, args):
+        """Check the arity and every argument; return converted args."""
+        if not isinstance(args, list):
+            raise errors.LuxiError("%s: 'args' must be a list, got %r"
+                                   % (self.name, args))
+        required = sum(1 for a in self.args if not a.optional)
+        if not required <= len(args) <= len(self.args):
+            expected = ("%d" % required if required == len(self.args)
+                        else "%d to %d" % (required, len(self.args)))
+            raise errors.LuxiError(
+                "%s: expected %s arguments (%s), got %d"
+                % (self.name, expected,
+                   ", ".join(a.name for a in self.args), len(args)))
+        result = []
+        for (idx, arg) in enumerate(self.args):
+            if idx >= len(args):
+                result.append(arg.default)
+                continue
+            try:
+                result.append(arg.check(args[idx]))
+            except ArgTypeError as err:
+                raise errors.LuxiError("%s: argument %d (%s): %s"
+                                       % (self.name, idx, arg.name, err))
+            except errors.GenericError as err:
+                args_ = list(err.args) or [""]
+                args_[0] = "%s: %s" % (self.name, args_[0])
+                raise type(err)(*args_)
+        return result
+
+
+_NAMES = _list_of(_str)
+_FIELDS = _list_of(_str)
+
+METHODS = {m.name: m for m in [
+    Method(REQ_SUBMIT_JOB, "submit_job", (Arg("ops", _ops),)),
+    Method(REQ_SUBMIT_JOB_TO_DRAINED_QUEUE, "submit_job_to_drained_queue",
+           (Arg("ops", _ops),)),
+    Method(REQ_SUBMIT_MANY_JOBS, "submit_many_jobs", (Arg("jobs", _jobs),)),
+    Method(REQ_WAIT_FOR_JOB_CHANGE, "wait_for_job_change", (
+        Arg("job_id", _job_id), Arg("fields", _FIELDS),
+        Arg("prev_job_info", _maybe(_list_of(_any))),
+        Arg("prev_log_serial", _maybe_int),
+        Arg("timeout", _wfjc_timeout))),
+    Method(REQ_QUERY_JOBS, "query_jobs", (
+        Arg("job_ids", _maybe(_list_of(_job_id))), Arg("fields", _FIELDS))),
+    Method(REQ_CANCEL_JOB, "cancel_job", (
+        Arg("job_id", _job_id), Arg("kill", _bool, optional=True,
+                                    default=False))),
+    Method(REQ_ARCHIVE_JOB, "archive_job", (Arg("job_id", _job_id),)),
+    Method(REQ_AUTO_ARCHIVE_JOBS, "auto_archive_jobs", (
+        Arg("age", _number), Arg("timeout", _timeout))),
+    Method(REQ_CHANGE_JOB_PRIORITY, "change_job_priority", (
+        Arg("job_id", _job_id), Arg("priority", _priority))),
+    Method(REQ_QUERY, "query", (
+        Arg("what", _str), Arg("fields", _FIELDS),
+        Arg("qfilter", _maybe(_list_of(_any)), optional=True))),
+    Method(REQ_QUERY_FIELDS, "query_fields", (
+        Arg("what", _str), Arg("fields", _maybe(_FIELDS), optional=True))),
+    Method(REQ_QUERY_NODES, "query_nodes", (
+        Arg("names", _maybe(_NAMES)), Arg("fields", _FIELDS),
+        Arg("use_locking", _no_locking))),
+    Method(REQ_QUERY_INSTANCES, "query_instances", (
+        Arg("names", _maybe(_NAMES)), Arg("fields", _FIELDS),
+        Arg("use_locking", _no_locking))),
+    Method(REQ_QUERY_GROUPS, "query_groups", (
+        Arg("names", _maybe(_NAMES)), Arg("fields", _FIELDS),
+        Arg("use_locking", _no_locking))),
+    Method(REQ_QUERY_NETWORKS, "query_networks", (
+        Arg("names", _maybe(_NAMES)), Arg("fields", _FIELDS),
+        Arg("use_locking", _no_locking))),
+    Method(REQ_QUERY_EXPORTS, "query_exports", (
+        Arg("nodes", _maybe(_NAMES)), Arg("use_locking", _no_locking))),
+    Method(REQ_QUERY_CONFIG_VALUES, "query_config_values",
+           (Arg("fields", _FIELDS),)),
+    Method(REQ_QUERY_CLUSTER_INFO, "query_cluster_info"),
+    Method(REQ_QUERY_TAGS, "query_tags", (
+        Arg("kind", _tag_kind), Arg("name", _maybe(_str)))),
+    Method(REQ_SET_DRAIN_FLAG, "set_drain_flag", (Arg("flag", _bool),)),
+    Method(REQ_SET_WATCHER_PAUSE, "set_watcher_pause",
+           (Arg("until", _maybe(_number)),)),
+    Method(REQ_QUERY_FILTERS, "query_filters", (
+        Arg("uuids", _maybe(_NAMES)), Arg("fields", _FIELDS))),
+    Method(REQ_REPLACE_FILTER, "replace_filter", (
+        Arg("uuid", _maybe(_str)), Arg("priority", _maybe_int),
+        Arg("predicates", _list_of(_any)), Arg("action", _any),
+        Arg("reason", _list_of(_any)))),
+    Method(REQ_DELETE_FILTER, "delete_filter", (Arg("uuid", _str),)),
+]}
+
+# Ganeti method name -> handler method name
+HANDLER_METHODS = {name: m.handler for (name, m) in METHODS.items()}
+
+# Known to Ganeti but never served to clients.
+_INTERNAL_METHODS = frozenset([REQ_PICKUP_JOB])
+
+
+# --- Server -----------------------------------------------------------------
+
+@attr.s
+class _Refusal(object):
+    """A queued stand-in for a request that could not be read."""
+    error = attr.ib()
+
+
+class LuxiServerProtocol(protocol.Protocol):
+    """One client connection: requests are answered one at a time, in
+    order; requests arriving meanwhile wait in a queue."""
+
+    def connectionMade(self):
+        self._buffer = MessageBuffer(self.factory.max_request_size)
+        self._queue = deque()
+        self._worker = None
+        self._paused = False
+        self._refused = False
+        self._lost = False
+        self.factory.connections.add(self)
+
+    def dataReceived(self, data):
+        if self._refused:
+            return
+        try:
+            self._queue.extend(self._buffer.feed(data))
+        except MessageTooLarge as err:
+            log.warn("LUXI client sent an oversized request, closing: {err}",
+                     err=err)
+            # answered after the pending requests, then the connection ends
+            self._refused = True
+            self._queue.extend(err.complete)
+            self._queue.append(_Refusal(err))
+            self.transport.pauseProducing()
+        if (not self._paused and not self._refused and
+                len(self._queue) >= self.factory.max_queued_requests):
+            self._paused = True
+            self.transport.pauseProducing()
+        if self._worker is None and self._queue:
+            worker = defer.Deferred.fromCoroutine(self._work())
+            # answers to synchronous handlers are done already
+            if not worker.called:
+                self._worker = worker
+            worker.addBoth(self._work_done)
+            worker.addErrback(self._work_failed)
+
+    async def _work(self):
+        while self._queue:
+            item = self._queue.popleft()
+            if self._paused and \
+                    len(self._queue) < self.factory.max_queued_requests:
+                self._paused = False
+                self.transport.resumeProducing()
+            if isinstance(item, _Refusal):
+                self.transport.write(encode_message(
+                    _failure(item.error)))
+                self.transport.loseConnection()
+                return
+            try:
+                response = await self.factory.answer(item)
+            except defer.CancelledError:
+                if self._lost:
+                    raise
+                # the handler's own Deferred was cancelled
+                response = encode_message(_failure(errors.GenericError(
+                    "The request was cancelled by the master daemon")))
+            self.transport.write(response)
+
+    def _work_done(self, result):
+        self._worker = None
+        return result
+
+    def _work_failed(self, failure):
+        if not failure.check(defer.CancelledError):
+            log.failure("LUXI connection handling failed", failure)
+            self.transport.abortConnection()
+
+    def connectionLost(self, reason=protocol.connectionDone):
+        self._lost = True
+        self.factory.connections.discard(self)
+        self._queue.clear()
+        if self._worker is not None:
+            # a pending long poll must not outlive its client
+            self._worker.cancel()
+
+
+def _failure(err):
+    # Clients rebuild errors by class name, so a subclass defined outside
+    # errors.py (like ProtocolError here) is sent as its closest known base.
+    for cls in type(err).__mro__:
+        if getattr(errors, cls.__name__, None) is cls:
+            break
+    (_, args) = errors.encode_exception(err)
+    return {"success": False, "result": [cls.__name__, list(args)]}
+
+
+class LuxiServerFactory(protocol.Factory):
+    """Serves LUXI for ``handler`` (see :class:`ILuxiHandler`)."""
+
+    protocol = LuxiServerProtocol
+
+    def __init__(self, handler, max_request_size=MAX_REQUEST_SIZE,
+                 max_queued_requests=MAX_QUEUED_REQUESTS):
+        self.handler = handler
+        self.max_request_size = max_request_size
+        self.max_queued_requests = max_queued_requests
+        self.connections = set()
+
+    def disconnect_all(self):
+        """Drop every client connection (e.g. when the master stops)."""
+        for conn in list(self.connections):
+            conn.transport.loseConnection()
+
+    async def answer(self, raw):
+        """The framed response to one framed request (without 0x03)."""
+        method = "?"
+        try:
+            request = decode_message(raw)
+            (method, args) = _parse_request(request)
+            result = await self._dispatch(method, args)
+            response = {"success": True, "result": result}
+        except defer.CancelledError:
+            raise
+        except errors.GenericError as err:
+            response = _failure(err)
+        except Exception as err:
+            log.failure("LUXI {method} failed", method=method)
+            response = _failure(errors.GenericError(
+                "Internal error while handling %s: %s: %s"
+                % (method, type(err).__name__, err)))
+        try:
+            return encode_message(response)
+        except (TypeError, ValueError) as err:
+            log.error("LUXI {method} returned a value that is not JSON:"
+                      " {err}", method=method, err=err)
+            return encode_message(_failure(errors.GenericError(
+                "Internal error while handling %s: result is not"
+                " serialisable: %s" % (method, err))))
+
+    async def _dispatch(self, name, args):
+        if name in _INTERNAL_METHODS:
+            raise errors.LuxiError("%s is internal to the master daemon"
+                                   % name)
+        method = METHODS.get(name)
+        if method is None:
+            raise errors.LuxiError("Unknown LUXI method %r" % (name,))
+        args = method.convert(args)
+        handler_fn = getattr(self.handler, method.handler, None)
+        if handler_fn is None:
+            raise errors.LuxiError("%s is not supported by this master"
+                                   % name)
+        return await defer.maybeDeferred(handler_fn, *args)
+
+
+def _parse_request(request):
+    if not isinstance(request, dict):
+        raise errors.LuxiError("Invalid LUXI request: expected an object,"
+                               " got %r" % (request,))
+    method = request.get("method")
+    args = request.get("args")
+    if not isinstance(method, str) or args is None:
+        raise errors.LuxiError("Invalid LUXI request: 'method' (string) and"
+                               " 'args' (list) are required")
+    version = request.get("version")
+    if version is not None and version != constants.LUXI_VERSION:
+        raise errors.LuxiError("LUXI version mismatch: server %s, request %r"
+                               % (constants.LUXI_VERSION, version))
+    return (method, args)
+
+
+def server_endpoint(reactor, path, mode=0o660):
+    """The endpoint the master listens on.
+
+    ``wantPID`` makes Twisted keep ``<path>.lock``: a socket left behind by
+    a crashed master is replaced, a live master's is not.
+    """
+    return endpoints.UNIXServerEndpoint(reactor, path, mode=mode,
+                                        wantPID=True)
+
+
+def listen(reactor, path, handler, **factory_args):
+    """Listen on ``path`` for ``handler``; Deferred of the IListeningPort
+    (its ``factory`` attribute is the LuxiServerFactory)."""
+    directory = os.path.dirname(path)
+    if directory:
+        os.makedirs(directory, mode=0o750, exist_ok=True)
+    factory = LuxiServerFactory(handler, **factory_args)
+    return server_endpoint(reactor, path).listen(factory)
+
+
+# --- Shared client logic ------------------------------------------------------
+
+def format_request(method, args):
+    return encode_message({"method": method, "args": list(args),
+                           "version": constants.LUXI_VERSION})
+
+
+def parse_response(raw):
+    """The result of a framed response, or raise the error it carries."""
+    data = decode_message(raw)
+    if not (isinstance(data, dict) and "success" in data
+            and "result" in data):
+        raise ProtocolError("Invalid LUXI response: %r" % (data,))
+    version = data.get("version")
+    if version is not None and version != constants.LUXI_VERSION:
+        raise ProtocolError("LUXI version mismatch: client %s, server %r"
+                            % (constants.LUXI_VERSION, version))
+    result = data["result"]
+    if data["success"]:
+        return result
+    err = errors.decode_exception(result)
+    if err is not None:
+        raise err
+    raise RequestError(result)
+
+
+def _op_dicts(ops):
+    return [op.to_dict() if isinstance(op, opcodes.OpCode) else op
+            for op in ops]
+
+
+class _Methods(object):
+    """Convenience wrappers over ``call``; same names as the handler."""
+
+    def call(self, method, *args):
+        raise NotImplementedError
+
+    def submit_job(self, ops):
+        return self.call(REQ_SUBMIT_JOB, _op_dicts(ops))
+
+    def submit_job_to_drained_queue(self, ops):
+        return self.call(REQ_SUBMIT_JOB_TO_DRAINED_QUEUE, _op_dicts(ops))
+
+    def submit_many_jobs(self, jobs):
+        return self.call(REQ_SUBMIT_MANY_JOBS, [_op_dicts(j) for j in jobs])
+
+    def wait_for_job_change(self, job_id, fields, prev_job_info,
+                            prev_log_serial, timeout=WFJC_TIMEOUT):
+        return self.call(REQ_WAIT_FOR_JOB_CHANGE, job_id, fields,
+                         prev_job_info, prev_log_serial,
+                         min(timeout, WFJC_TIMEOUT))
+
+    def query_jobs(self, job_ids, fields):
+        return self.call(REQ_QUERY_JOBS, job_ids, fields)
+
+    def cancel_job(self, job_id, kill=False):
+        return self.call(REQ_CANCEL_JOB, job_id, kill)
+
+    def archive_job(self, job_id):
+        return self.call(REQ_ARCHIVE_JOB, job_id)
+
+    def auto_archive_jobs(self, age, timeout=(READ_WRITE_TIMEOUT - 1) // 2):
+        return self.call(REQ_AUTO_ARCHIVE_JOBS, age, timeout)
+
+    def change_job_priority(self, job_id, priority):
+        return self.call(REQ_CHANGE_JOB_PRIORITY, job_id, priority)
+
+    def query(self, what, fields, qfilter=None):
+        return self.call(REQ_QUERY, what, fields, qfilter)
+
+    def query_fields(self, what, fields=None):
+        return self.call(REQ_QUERY_FIELDS, what, fields)
+
+    def query_nodes(self, names, fields, use_locking=False):
+        return self.call(REQ_QUERY_NODES, names, fields, use_locking)
+
+    def query_instances(self, names, fields, use_locking=False):
+        return self.call(REQ_QUERY_INSTANCES, names, fields, use_locking)
+
+    def query_groups(self, names, fields, use_locking=False):
+        return self.call(REQ_QUERY_GROUPS, names, fields, use_locking)
+
+    def query_networks(self, names, fields, use_locking=False):
+        return self.call(REQ_QUERY_NETWORKS, names, fields, use_locking)
+
+    def query_exports(self, nodes, use_locking=False):
+        return self.call(REQ_QUERY_EXPORTS, nodes, use_locking)
+
+    def query_config_values(self, fields):
+        return self.call(REQ_QUERY_CONFIG_VALUES, fields)
+
+    def query_cluster_info(self):
+        return self.call(REQ_QUERY_CLUSTER_INFO)
+
+    def query_tags(self, kind, name):
+        return self.call(REQ_QUERY_TAGS, kind, name)
+
+    def set_drain_flag(self, flag):
+        return self.call(REQ_SET_DRAIN_FLAG, flag)
+
+    def set_watcher_pause(self, until):
+        return self.call(REQ_SET_WATCHER_PAUSE, until)
+
+    def query_filters(self, uuids, fields):
+        return self.call(REQ_QUERY_FILTERS, uuids, fields)
+
+    def replace_filter(self, uuid, priority, predicates, action, reason):
+        return self.call(REQ_REPLACE_FILTER, uuid, priority, predicates,
+                         action, reason)
+
+    def delete_filter(self, uuid):
+        return self.call(REQ_DELETE_FILTER, uuid)
+
+
+def _no_master(path, err):
+    if not os.path.exists(path):
+        return NoMasterError(
+            "Cannot reach the master daemon: socket %s does not exist (is"
+            " ganeti-masterd running on this node?)" % path)
+    return NoMasterError("Cannot reach the master daemon on %s: %s (is"
+                         " ganeti-masterd running?)" % (path, err))
+
+
+# --- Twisted client -----------------------------------------------------------
+
+class _ClientProtocol(protocol.Protocol):
+    """Sends framed requests and hands back answers in order."""
+
+    def __init__(self, max_response_size):
+        self._buffer = MessageBuffer(max_response_size)
+        self._pending = deque()
+        self.closed = defer.Deferred()
+        self.connected = False
+
+    def connectionMade(self):
+        self.connected = True
+
+    def request(self, payload):
+        # Cancelling one request breaks the pairing of answers to
+        # requests, so the whole connection goes.
+        if not self.connected:
+            return defer.fail(ConnectionClosedError(
+                "Connection to the master daemon is closed"))
+        d = defer.Deferred(lambda _: self.transport.abortConnection())
+        self._pending.append(d)
+        self.transport.write(payload)
+        return d
+
+    def dataReceived(self, data):
+        try:
+            messages = self._buffer.feed(data)
+        except MessageTooLarge as err:
+            self._deliver(err.complete)
+            self._fail_all(err)
+            self.transport.abortConnection()
+            return
+        self._deliver(messages)
+
+    def _deliver(self, messages):
+        for raw in messages:
+            if not self._pending:
+                self._fail_all(ProtocolError("Unexpected LUXI response"))
+                self.transport.abortConnection()
+                return
+            d = self._pending.popleft()
+            if not d.called:    # a cancelled request has its answer
+                d.callback(raw)
+
+    def _fail_all(self, err):
+        while self._pending:
+            d = self._pending.popleft()
+            if not d.called:
+                d.errback(err)
+
+    def connectionLost(self, reason=protocol.connectionDone):
+        self.connected = False
+        self._fail_all(ConnectionClosedError(
+            "Connection to the master daemon closed before the answer: %s"
+            % reason.getErrorMessage()))
+        self.closed.callback(None)
+
+
+class LuxiClient(_Methods):
+    """LUXI client for daemons (RAPI, maintd, watcher).
+
+    ``call(method, *args)`` returns a Deferred of the result, failing with
+    the ganeti error the master sent.  One connection is opened on first use
+    and reopened on demand after it closes; requests sent together are
+    answered in order over it.  A call that gets no answer within
+    ``timeout`` seconds fails with LuxiTimeoutError and drops the
+    connection (and with it every other pending call).
+    """
+
+    def __init__(self, reactor, path, timeout=READ_WRITE_TIMEOUT,
+                 connect_timeout=CONNECT_TIMEOUT,
+                 max_response_size=MAX_RESPONSE_SIZE):
+        self._reactor = reactor
+        self.path = path
+        self.timeout = timeout
+        self.connect_timeout = connect_timeout
+        self.max_response_size = max_response_size
+        self._protocol = None
+        self._waiters = None
+
+    def call(self, method, *args):
+        return defer.Deferred.fromCoroutine(self._call(method, args))
+
+    async def _call(self, method, args):
+        payload = format_request(method, args)
+        proto = await self._connection()
+        answer = proto.request(payload)
+        answer.addTimeout(self.timeout, self._reactor)
+        try:
+            raw = await answer
+        except defer.TimeoutError:
+            raise LuxiTimeoutError("No answer to %s from the master daemon"
+                                   " within %s seconds" % (method,
+                                                           self.timeout))
+        return parse_response(raw)
+
+    async def _connection(self):
+        if self._protocol is not None and self._protocol.connected:
+            return self._protocol
+        waiter = defer.Deferred()
+        if self._waiters is None:
+            # the first caller connects; the others wait for that attempt
+            self._waiters = [waiter]
+            defer.Deferred.fromCoroutine(self._connect()).addBoth(
+                self._connected)
+        else:
+            self._waiters.append(waiter)
+        return await waiter
+
+    async def _connect(self):
+        proto = _ClientProtocol(self.max_response_size)
+        endpoint = endpoints.UNIXClientEndpoint(
+            self._reactor, self.path, timeout=self.connect_timeout)
+        try:
+            await endpoints.connectProtocol(endpoint, proto)
+        except ierror.ConnectError as err:
+            raise _no_master(self.path, err)
+        return proto
+
+    def _connected(self, result):
+        (waiters, self._waiters) = (self._waiters, None)
+        if not isinstance(result, Failure):
+            self._protocol = result
+        for waiter in waiters:
+            if isinstance(result, Failure):
+                waiter.errback(result)
+            else:
+                waiter.callback(result)
+        return None
+
+    def close(self):
+        """Close the connection; Deferred firing once it is closed."""
+        proto, self._protocol = self._protocol, None
+        if proto is None or not proto.connected:
+            return defer.succeed(None)
+        proto.transport.loseConnection()
+        return proto.closed
+
+
+# --- Blocking client ----------------------------------------------------------
+
+class BlockingClient(_Methods):
+    """LUXI client for command-line tools: plain socket, no reactor.
+
+    Methods return the result or raise the ganeti error the master sent
+    (e.g. errors.OpPrereqError); NoMasterError when the socket is missing
+    or nobody listens; LuxiTimeoutError after ``timeout`` seconds without
+    an answer.  Usable as a context manager.
+    """
+
+    def __init__(self, path, timeout=READ_WRITE_TIMEOUT,
+                 connect_timeout=CONNECT_TIMEOUT,
+                 max_response_size=MAX_RESPONSE_SIZE):
+        self.path = path
+        self.timeout = timeout
+        self.connect_timeout = connect_timeout
+        self.max_response_size = max_response_size
+        self._sock = None
+        self._buffer = None
+        self._queued = deque()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+
+    def close(self):
+        if self._sock is not None:
+            try:
+                self._sock.close()
+            finally:
+                self._sock = None
+
+    def _connect(self):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.connect_timeout)
+        try:
+            sock.connect(self.path)
+        except socket.timeout:
+            sock.close()
+            raise LuxiTimeoutError("Connecting to the master daemon on %s"
+                                   " timed out" % self.path)
+        except (FileNotFoundError, ConnectionRefusedError) as err:
+            sock.close()
+            raise _no_master(self.path, err.strerror)
+        except PermissionError:
+            sock.close()
+            raise errors.LuxiError("Permission denied on the master daemon"
+                                   " socket %s (not in its group?)"
+                                   % self.path)
+        except OSError as err:
+            sock.close()
+            raise _no_master(self.path, err)
+        self._sock = sock
+        self._buffer = MessageBuffer(self.max_response_size)
+        self._queued.clear()
+
+    def call(self, method, *args):
+        payload = format_request(method, args)
+        reused = self._sock is not None
+        try:
+            return parse_response(self._exchange(payload))
+        except _SendFailed:
+            if not reused:
+                raise
+        # The server had closed the idle connection (a UNIX socket refuses
+        # the write at once), so it never saw the request: send it again.
+        return parse_response(self._exchange(payload))
+
+    def _exchange(self, payload):
+        if self._sock is None:
+            self._connect()
+        deadline = time.monotonic() + self.timeout
+        try:
+            self._sock.settimeout(self.timeout)
+            try:
+                self._sock.sendall(payload)
+            except (BrokenPipeError, ConnectionResetError) as err:
+                self.close()
+                raise _SendFailed("Connection to the master daemon lost: %s"
+                                  % err)
+            while not self._queued:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise socket.timeout()
+                self._sock.settimeout(remaining)
+                data = self._sock.recv(65536)
+                if not data:
+                    raise ConnectionClosedError(
+                        "The master daemon closed the connection without"
+                        " answering")
+                self._queued.extend(self._buffer.feed(data))
+            return self._queued.popleft()
+        except socket.timeout:
+            self.close()
+            raise LuxiTimeoutError("No answer from the master daemon on %s"
+                                   " within %s seconds"
+                                   % (self.path, self.timeout))
+        except (BrokenPipeError, ConnectionResetError) as err:
+            self.close()
+            raise ConnectionClosedError("Connection to the master daemon"
+                                        " lost: %s" % err)
+        except errors.LuxiError:
+            self.close()
+            raise
+        except OSError as err:
+            if err.errno in (errno.EPIPE, errno.ECONNRESET):
+                self.close()
+                raise ConnectionClosedError("Connection to the master daemon"
+                                            " lost: %s" % err)
+            raise

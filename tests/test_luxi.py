@@ -1,0 +1,667 @@
+"""Tests for ganeti.luxi: framing, server, both clients, Ganeti's clients."""
+
+import json
+import os
+import shutil
+import socket
+import tempfile
+
+from twisted.internet import defer, endpoints, protocol, reactor, threads
+from twisted.internet import task, utils
+from twisted.trial import unittest
+
+from ganeti import constants
+from ganeti import errors
+from ganeti import luxi
+from ganeti import opcodes
+
+from tests import ganeti_peer
+
+
+def _async_test(fn):
+    """Let a test be an ``async def``."""
+    def wrapper(self, *args, **kwargs):
+        return defer.Deferred.fromCoroutine(fn(self, *args, **kwargs))
+    wrapper.__name__ = fn.__name__
+    wrapper.__doc__ = fn.__doc__
+    return wrapper
+
+
+class FramingTests(unittest.TestCase):
+
+    def test_split_and_join(self):
+        buf = luxi.MessageBuffer(100)
+        self.assertEqual(buf.feed(b'{"a": 1}\x03{"b"'), [b'{"a": 1}'])
+        self.assertEqual(buf.feed(b': 2}'), [])
+        self.assertEqual(buf.feed(b'\x03\x03x\x03'), [b'{"b": 2}', b"", b"x"])
+
+    def test_trailing_newline_tolerated(self):
+        self.assertEqual(luxi.decode_message(b'{"a": 1}\n'), {"a": 1})
+        self.assertEqual(luxi.decode_message(b'{"a": 1}'), {"a": 1})
+        self.assertRaises(luxi.ProtocolError, luxi.decode_message, b"{nope")
+        self.assertRaises(luxi.ProtocolError, luxi.decode_message, b"\xff")
+
+    def test_encode_never_contains_eom(self):
+        raw = luxi.encode_message({"text": "a\x03b", "n": "\u00e9"})
+        self.assertTrue(raw.endswith(b"\x03"))
+        self.assertNotIn(b"\x03", raw[:-1])
+        self.assertEqual(luxi.decode_message(raw[:-1]),
+                         {"text": "a\x03b", "n": "\u00e9"})
+
+    def test_too_large(self):
+        buf = luxi.MessageBuffer(10)
+        self.assertEqual(buf.feed(b"0123456789\x03"), [b"0123456789"])
+        self.assertRaises(luxi.MessageTooLarge, buf.feed, b"01234567890\x03")
+        buf = luxi.MessageBuffer(10)
+        buf.feed(b"012345")
+        err = self.assertRaises(luxi.MessageTooLarge, buf.feed, b"67890")
+        self.assertIn("limit of 10 bytes", str(err))
+        self.assertIsInstance(err, errors.LuxiError)
+
+    def test_many_small_chunks(self):
+        buf = luxi.MessageBuffer(10 ** 6)
+        for _ in range(1000):
+            self.assertEqual(buf.feed(b"x" * 100), [])
+        self.assertEqual(buf.feed(b"\x03"), [b"x" * 100000])
+
+
+class StubHandler(object):
+    """Records calls; answers like a small master would."""
+
+    def __init__(self):
+        self.calls = []
+        self.waits = []       # Deferreds of pending WaitForJobChange
+        self.cancelled = []
+
+    def submit_job(self, ops):
+        self.calls.append(("submit_job", ops))
+        return 17
+
+    def submit_many_jobs(self, jobs):
+        self.calls.append(("submit_many_jobs", jobs))
+        return [[True, 20 + i] for i in range(len(jobs))]
+
+    def wait_for_job_change(self, job_id, fields, prev_job_info,
+                            prev_log_serial, timeout):
+        self.calls.append(("wait_for_job_change", job_id, fields,
+                           prev_job_info, prev_log_serial, timeout))
+        d = defer.Deferred(lambda d: self.cancelled.append(job_id))
+        self.waits.append(d)
+        return d
+
+    def query_jobs(self, job_ids, fields):
+        self.calls.append(("query_jobs", job_ids, fields))
+        return [["success", ["success"], [None]] if i == 17 else None
+                for i in job_ids]
+
+    def cancel_job(self, job_id, kill):
+        self.calls.append(("cancel_job", job_id, kill))
+        return [True, "Job %d will be canceled" % job_id]
+
+    def query_cluster_info(self):
+        return {"name": "cluster.example.com", "protocol_version":
+                constants.PROTOCOL_VERSION}
+
+    async def query_tags(self, kind, name):
+        # a coroutine handler
+        await defer.succeed(None)
+        if name == "missing":
+            raise errors.OpPrereqError("Instance 'missing' not known",
+                                       errors.ECODE_NOENT)
+        return ["tag1", "tag2"]
+
+    def query_config_values(self, fields):
+        raise ValueError("boom")
+
+    def query(self, what, fields, qfilter):
+        self.calls.append(("query", what, fields, qfilter))
+        return {"fields": [{"name": f, "title": f.title(), "kind": "text",
+                            "doc": f} for f in fields],
+                "data": [[[0, "node1"]], [[0, "node2"]]]}
+
+    def query_instances(self, names, fields, use_locking):
+        self.calls.append(("query_instances", names, fields, use_locking))
+        return [[n] for n in names]
+
+    def set_drain_flag(self, flag):
+        self.calls.append(("set_drain_flag", flag))
+        return True
+
+    def archive_job(self, job_id):
+        return set([1, 2])    # not JSON, but made so
+
+    def change_job_priority(self, job_id, priority):
+        return object()       # not JSON at all
+
+
+class RawClient(protocol.Protocol):
+    """Sends bytes, collects framed answers."""
+
+    def __init__(self):
+        self.buffer = luxi.MessageBuffer(10 ** 7)
+        self.answers = []
+        self.waiting = []
+        self.lost = defer.Deferred()
+
+    def dataReceived(self, data):
+        for raw in self.buffer.feed(data):
+            self.answers.append(json.loads(raw))
+        while self.waiting and len(self.answers) >= self.waiting[0][0]:
+            self.waiting.pop(0)[1].callback(self.answers)
+
+    def wait_for(self, count):
+        if len(self.answers) >= count:
+            return defer.succeed(self.answers)
+        d = defer.Deferred()
+        self.waiting.append((count, d))
+        return d
+
+    def connectionLost(self, reason):
+        self.lost.callback(None)
+
+
+class ServerTestCase(unittest.TestCase):
+
+    def setUp(self):
+        self.handler = StubHandler()
+        # Laid out as Ganeti's virtual cluster mode wants: <dir>/<host>/...
+        # Short, because a UNIX socket path has at most 107 bytes.
+        top = tempfile.mkdtemp(prefix="luxi")
+        self.addCleanup(shutil.rmtree, top, True)
+        self.root = os.path.join(top, "node1")
+        self.path = os.path.join(self.root, "var", "run", "ganeti", "socket",
+                                 "ganeti-query")
+
+        def listening(port):
+            self.port = port
+            self.addCleanup(port.stopListening)
+        return luxi.listen(reactor, self.path, self.handler,
+                           max_request_size=4096).addCallback(listening)
+
+    def tearDown(self):
+        self.port.factory.disconnect_all()
+
+    async def raw_connect(self):
+        client = RawClient()
+        await endpoints.connectProtocol(
+            endpoints.UNIXClientEndpoint(reactor, self.path), client)
+        self.addCleanup(lambda: (client.transport.loseConnection(),
+                                 client.lost)[1])
+        return client
+
+    async def raw_call(self, request):
+        client = await self.raw_connect()
+        client.transport.write(json.dumps(request).encode() + b"\x03")
+        (answer,) = await client.wait_for(1)
+        return answer
+
+
+class ServerTests(ServerTestCase):
+
+    def test_socket_mode(self):
+        self.assertEqual(os.stat(self.path).st_mode & 0o777, 0o660)
+
+    @_async_test
+    async def test_submit_job_gets_opcodes(self):
+        answer = await self.raw_call({
+            "method": "SubmitJob", "version": 3000000,
+            "args": [[{"OP_ID": "OP_INSTANCE_STARTUP",
+                       "instance_name": "inst1"}]]})
+        self.assertEqual(answer, {"success": True, "result": 17})
+        (name, ops) = self.handler.calls[0]
+        self.assertEqual(name, "submit_job")
+        self.assertEqual(ops, [opcodes.OpInstanceStartup(
+            instance_name="inst1")])
+
+    @_async_test
+    async def test_both_framings_and_several_requests(self):
+        client = await self.raw_connect()
+        # Python client style (newline before 0x03), then Haskell style
+        client.transport.write(
+            b'{"method": "QueryClusterInfo", "args": [], '
+            b'"version": 3000000}\n\x03'
+            b'{"method":"QueryClusterInfo","args":[]}\x03')
+        answers = await client.wait_for(2)
+        self.assertEqual([a["result"]["name"] for a in answers],
+                         ["cluster.example.com"] * 2)
+
+    @_async_test
+    async def test_answers_stay_in_order_behind_a_long_poll(self):
+        client = await self.raw_connect()
+        client.transport.write(
+            luxi.format_request("WaitForJobChange",
+                                [17, ["status"], None, None, 89]) +
+            luxi.format_request("QueryClusterInfo", []))
+        await task.deferLater(reactor, 0.05, lambda: None)
+        self.assertEqual(client.answers, [])
+        self.handler.waits[0].callback([["running"], []])
+        answers = await client.wait_for(2)
+        self.assertEqual(answers[0], {"success": True,
+                                      "result": [["running"], []]})
+        self.assertEqual(answers[1]["result"]["name"], "cluster.example.com")
+
+    @_async_test
+    async def test_disconnect_cancels_long_poll(self):
+        client = await self.raw_connect()
+        client.transport.write(luxi.format_request(
+            "WaitForJobChange", [17, ["status"], None, None, 30]) +
+            luxi.format_request("QueryClusterInfo", []))
+        while not self.handler.waits:
+            await task.deferLater(reactor, 0.01, lambda: None)
+        client.transport.loseConnection()
+        await client.lost
+        while self.port.factory.connections:
+            await task.deferLater(reactor, 0.01, lambda: None)
+        self.assertEqual(self.handler.cancelled, [17])
+        # the queued request behind it was dropped, not run
+        self.assertEqual([c[0] for c in self.handler.calls],
+                         ["wait_for_job_change"])
+
+    @_async_test
+    async def test_wait_timeout_is_capped(self):
+        client = await self.raw_connect()
+        client.transport.write(luxi.format_request(
+            "WaitForJobChange", ["17", ["status"], [["queued"]], 3, 600]))
+        while not self.handler.waits:
+            await task.deferLater(reactor, 0.01, lambda: None)
+        self.assertEqual(self.handler.calls[0],
+                         ("wait_for_job_change", 17, ["status"], [["queued"]],
+                          3, luxi.WFJC_TIMEOUT))
+        self.handler.waits[0].callback(luxi.JOB_NOTCHANGED)
+        (answer,) = await client.wait_for(1)
+        self.assertEqual(answer["result"], "nochange")
+
+    def assertFailure_(self, answer, cls_name, *fragments):
+        self.assertFalse(answer["success"])
+        (name, args) = answer["result"]
+        self.assertEqual(name, cls_name)
+        for fragment in fragments:
+            self.assertIn(fragment, args[0])
+        return args
+
+    @_async_test
+    async def test_version_mismatch(self):
+        answer = await self.raw_call({"method": "QueryClusterInfo",
+                                      "args": [], "version": 2160000})
+        self.assertFailure_(answer, "LuxiError", "version mismatch",
+                            "2160000")
+
+    @_async_test
+    async def test_unknown_and_internal_methods(self):
+        answer = await self.raw_call({"method": "MakeCoffee", "args": []})
+        self.assertFailure_(answer, "LuxiError", "Unknown", "MakeCoffee")
+        answer = await self.raw_call({"method": "PickupJob", "args": [1]})
+        self.assertFailure_(answer, "LuxiError", "PickupJob", "internal")
+        answer = await self.raw_call({"method": "DeleteFilter",
+                                      "args": ["u"]})
+        self.assertFailure_(answer, "LuxiError", "DeleteFilter",
+                            "not supported")
+
+    @_async_test
+    async def test_malformed_requests(self):
+        client = await self.raw_connect()
+        client.transport.write(b"{not json\x03[1, 2]\x03"
+                               b'{"method": "Query"}\x03'
+                               b'{"method": "QueryClusterInfo", "args": []}'
+                               b'\x03')
+        answers = await client.wait_for(4)
+        self.assertFailure_(answers[0], "LuxiError", "not valid UTF-8 JSON")
+        self.assertFailure_(answers[1], "LuxiError", "expected an object")
+        self.assertFailure_(answers[2], "LuxiError", "'args'")
+        # the connection survived all that
+        self.assertTrue(answers[3]["success"])
+
+    @_async_test
+    async def test_arity_and_argument_types(self):
+        answer = await self.raw_call({"method": "CancelJob", "args": []})
+        self.assertFailure_(answer, "LuxiError", "CancelJob",
+                            "expected 1 to 2 arguments", "job_id, kill",
+                            "got 0")
+        answer = await self.raw_call({"method": "QueryJobs",
+                                      "args": [[1], ["id"], 3]})
+        self.assertFailure_(answer, "LuxiError", "QueryJobs",
+                            "expected 2 arguments")
+        answer = await self.raw_call({"method": "CancelJob",
+                                      "args": ["x1", False]})
+        self.assertFailure_(answer, "LuxiError", "CancelJob",
+                            "argument 0 (job_id)", "'x1'")
+        answer = await self.raw_call({"method": "Query",
+                                      "args": ["node", ["name", 3], None]})
+        self.assertFailure_(answer, "LuxiError", "argument 1 (fields)",
+                            "item 1")
+        answer = await self.raw_call({"method": "SetDrainFlag",
+                                      "args": ["yes"]})
+        self.assertFailure_(answer, "LuxiError", "argument 0 (flag)")
+        answer = await self.raw_call({"method": "QueryTags",
+                                      "args": ["planet", "earth"]})
+        args = self.assertFailure_(answer, "OpPrereqError", "QueryTags",
+                                   "tag kind", "planet")
+        self.assertEqual(args[1], errors.ECODE_INVAL)
+        answer = await self.raw_call({"method": "ChangeJobPriority",
+                                      "args": [1, 7]})
+        self.assertFailure_(answer, "OpPrereqError", "priority", "7")
+        answer = await self.raw_call({"method": "QueryInstances",
+                                      "args": [[], ["name"], True]})
+        self.assertFailure_(answer, "OpPrereqError", "use_locking")
+
+    @_async_test
+    async def test_optional_argument(self):
+        answer = await self.raw_call({"method": "CancelJob", "args": [5]})
+        self.assertTrue(answer["success"])
+        self.assertEqual(self.handler.calls[-1], ("cancel_job", 5, False))
+
+    @_async_test
+    async def test_invalid_opcode(self):
+        answer = await self.raw_call({
+            "method": "SubmitJob",
+            "args": [[{"OP_ID": "OP_CLUSTER_QUERY"},
+                      {"OP_ID": "OP_INSTANCE_REBOOT",
+                       "instance_name": "i", "reboot_type": "warm"}]]})
+        args = self.assertFailure_(answer, "OpPrereqError", "SubmitJob",
+                                   "opcode 1 (OP_INSTANCE_REBOOT)",
+                                   "reboot_type", "warm")
+        self.assertEqual(args[1], errors.ECODE_INVAL)
+        answer = await self.raw_call({
+            "method": "SubmitManyJobs",
+            "args": [[[{"OP_ID": "OP_CLUSTER_QUERY"}], [{"OP_ID": "OP_X"}]]]})
+        self.assertFailure_(answer, "OpCodeUnknown", "job 1, opcode 0",
+                            "OP_X")
+        answer = await self.raw_call({"method": "SubmitJob", "args": [[]]})
+        self.assertFailure_(answer, "LuxiError", "non-empty list")
+        self.assertEqual(self.handler.calls, [])
+
+    @_async_test
+    async def test_ganeti_error_from_handler(self):
+        answer = await self.raw_call({"method": "QueryTags",
+                                      "args": ["instance", "missing"]})
+        self.assertEqual(answer, {"success": False, "result": [
+            "OpPrereqError", ["Instance 'missing' not known",
+                              errors.ECODE_NOENT]]})
+
+    @_async_test
+    async def test_unexpected_exception_is_contained(self):
+        answer = await self.raw_call({"method": "QueryConfigValues",
+                                      "args": [["cluster_name"]]})
+        self.assertFailure_(answer, "GenericError", "QueryConfigValues",
+                            "ValueError", "boom")
+        self.assertEqual(len(self.flushLoggedErrors(ValueError)), 1)
+        answer = await self.raw_call({"method": "ChangeJobPriority",
+                                      "args": [1, 10]})
+        self.assertFailure_(answer, "GenericError", "not serialisable")
+        answer = await self.raw_call({"method": "ArchiveJob", "args": [1]})
+        self.assertEqual(answer["result"], [1, 2])
+
+    @_async_test
+    async def test_oversized_request_closes_connection(self):
+        client = await self.raw_connect()
+        client.transport.write(luxi.format_request("QueryClusterInfo", []) +
+                               b"[" + b" " * 5000)
+        await client.lost
+        self.assertTrue(client.answers[0]["success"])
+        self.assertFailure_(client.answers[1], "LuxiError", "limit of 4096")
+        # the server is fine
+        answer = await self.raw_call({"method": "QueryClusterInfo",
+                                      "args": []})
+        self.assertTrue(answer["success"])
+
+    @_async_test
+    async def test_read_ahead_is_bounded(self):
+        self.port.factory.max_queued_requests = 2
+        client = await self.raw_connect()
+        client.transport.write(
+            luxi.format_request("WaitForJobChange",
+                                [17, ["status"], None, None, 10]) +
+            luxi.format_request("QueryClusterInfo", []) * 5)
+        while not self.handler.waits:
+            await task.deferLater(reactor, 0.01, lambda: None)
+        self.handler.waits[0].callback(luxi.JOB_NOTCHANGED)
+        answers = await client.wait_for(6)
+        self.assertTrue(all(a["success"] for a in answers))
+
+
+class TwistedClientTests(ServerTestCase):
+
+    def client(self, **kwargs):
+        client = luxi.LuxiClient(reactor, self.path, **kwargs)
+        self.addCleanup(client.close)
+        return client
+
+    @_async_test
+    async def test_calls_and_convenience_methods(self):
+        client = self.client()
+        job_id = await client.submit_job(
+            [opcodes.OpInstanceStartup(instance_name="inst1"),
+             {"OP_ID": "OP_CLUSTER_QUERY"}])
+        self.assertEqual(job_id, 17)
+        self.assertEqual(self.handler.calls[-1][1][1],
+                         opcodes.OpClusterQuery())
+        self.assertEqual(await client.submit_many_jobs(
+            [[opcodes.OpClusterQuery()], [opcodes.OpClusterVerify()]]),
+            [[True, 20], [True, 21]])
+        self.assertEqual(await client.query_jobs([17, 18], ["status"]),
+                         [["success", ["success"], [None]], None])
+        self.assertEqual(await client.query_tags("instance", "i1"),
+                         ["tag1", "tag2"])
+        self.assertEqual(await client.call("SetDrainFlag", True), True)
+        result = await client.query("node", ["name"])
+        self.assertEqual(result["data"], [[[0, "node1"]], [[0, "node2"]]])
+
+    @_async_test
+    async def test_concurrent_calls_share_one_connection(self):
+        client = self.client()
+        results = await defer.gatherResults(
+            [client.query_cluster_info() for _ in range(5)])
+        self.assertEqual(len(results), 5)
+        self.assertEqual(len(self.port.factory.connections), 1)
+
+    @_async_test
+    async def test_errors_are_raised_as_ganeti_errors(self):
+        client = self.client()
+        try:
+            await client.query_tags("instance", "missing")
+        except errors.OpPrereqError as err:
+            self.assertEqual(err.args, ("Instance 'missing' not known",
+                                        errors.ECODE_NOENT))
+        else:
+            self.fail("no error")
+        try:
+            await client.call("Bogus")
+        except errors.LuxiError as err:
+            self.assertIn("Bogus", str(err))
+        else:
+            self.fail("no error")
+
+    @_async_test
+    async def test_reconnects_on_demand(self):
+        client = self.client()
+        await client.query_cluster_info()
+        self.port.factory.disconnect_all()
+        while self.port.factory.connections:
+            await task.deferLater(reactor, 0.01, lambda: None)
+        info = await client.query_cluster_info()
+        self.assertEqual(info["name"], "cluster.example.com")
+
+    @_async_test
+    async def test_no_master(self):
+        client = luxi.LuxiClient(reactor, self.path + ".missing")
+        try:
+            await client.query_cluster_info()
+        except luxi.NoMasterError as err:
+            self.assertIn(self.path + ".missing", str(err))
+            self.assertIn("does not exist", str(err))
+        else:
+            self.fail("no error")
+
+    @_async_test
+    async def test_timeout_drops_connection(self):
+        client = self.client(timeout=0.2)
+        try:
+            await client.wait_for_job_change(17, ["status"], None, None, 10)
+        except luxi.LuxiTimeoutError as err:
+            self.assertIn("WaitForJobChange", str(err))
+        else:
+            self.fail("no timeout")
+        while self.port.factory.connections:
+            await task.deferLater(reactor, 0.01, lambda: None)
+        self.assertEqual(self.handler.cancelled, [17])
+        # and the next call works on a fresh connection
+        self.assertEqual((await client.query_cluster_info())["name"],
+                         "cluster.example.com")
+
+
+class BlockingClientTests(ServerTestCase):
+    """The blocking client runs in a thread; the server in the reactor."""
+
+    def in_thread(self, fn, *args):
+        return threads.deferToThread(fn, *args)
+
+    @_async_test
+    async def test_call_and_errors(self):
+        client = luxi.BlockingClient(self.path)
+        self.addCleanup(client.close)
+        self.assertEqual(await self.in_thread(
+            client.submit_job, [opcodes.OpClusterQuery()]), 17)
+        self.assertEqual(await self.in_thread(
+            client.query_instances, ["i1"], ["name"]), [["i1"]])
+        err = await self.assertFailure(
+            self.in_thread(client.query_tags, "instance", "missing"),
+            errors.OpPrereqError)
+        self.assertEqual(err.args[1], errors.ECODE_NOENT)
+        err = await self.assertFailure(
+            self.in_thread(client.call, "QueryJobs", "x"), errors.LuxiError)
+        self.assertIn("QueryJobs", str(err))
+
+    @_async_test
+    async def test_resends_after_server_closed_idle_connection(self):
+        client = luxi.BlockingClient(self.path)
+        self.addCleanup(client.close)
+        await self.in_thread(client.query_cluster_info)
+        self.port.factory.disconnect_all()
+        while self.port.factory.connections:
+            await task.deferLater(reactor, 0.01, lambda: None)
+        info = await self.in_thread(client.query_cluster_info)
+        self.assertEqual(info["name"], "cluster.example.com")
+
+    @_async_test
+    async def test_timeout(self):
+        client = luxi.BlockingClient(self.path, timeout=0.2)
+        self.addCleanup(client.close)
+        await self.assertFailure(self.in_thread(
+            client.wait_for_job_change, 17, ["status"], None, None),
+            luxi.LuxiTimeoutError)
+        while self.port.factory.connections:
+            await task.deferLater(reactor, 0.01, lambda: None)
+        self.assertEqual(self.handler.cancelled, [17])
+
+    def test_socket_missing(self):
+        path = os.path.join(self.root, "no-such-socket")
+        client = luxi.BlockingClient(path)
+        err = self.assertRaises(luxi.NoMasterError,
+                                client.query_cluster_info)
+        self.assertIn(path, str(err))
+        self.assertIn("does not exist", str(err))
+
+    def test_nobody_listening(self):
+        path = os.path.join(self.root, "not-listening")
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.bind(path)       # a socket file nobody listens on
+        self.addCleanup(sock.close)
+        err = self.assertRaises(luxi.NoMasterError,
+                                luxi.BlockingClient(path).call,
+                                "QueryClusterInfo")
+        self.assertIn(path, str(err))
+
+
+# --- Ganeti's own clients against our server -------------------------------
+
+_GANETI_CLIENT = """
+import json, sys
+from ganeti import errors, luxi, opcodes
+client = luxi.Client(address=sys.argv[1])
+out = {}
+out["info"] = client.QueryClusterInfo()
+out["job"] = client.SubmitJob([opcodes.OpInstanceStartup(
+    instance_name="inst1", force=True)])
+out["many"] = client.SubmitManyJobs([[opcodes.OpClusterQuery()],
+                                     [opcodes.OpTestDelay(duration=1.0)]])
+out["jobs"] = client.QueryJobs([17], ["status", "opstatus", "opresult"])
+out["cancel"] = client.CancelJob(17)
+out["drain"] = client.SetQueueDrainFlag(True)
+out["instances"] = client.QueryInstances(["inst1"], ["name"], False)
+response = client.Query("node", ["name"], None)
+out["query"] = [row[0][1] for row in response.data]
+try:
+    client.QueryTags("instance", "missing")
+except errors.OpPrereqError as err:
+    out["prereq"] = list(err.args)
+try:
+    client.CallMethod("MakeCoffee", [])
+except errors.LuxiError as err:
+    out["unknown"] = str(err)
+try:
+    client.SubmitJob([opcodes.OpInstanceReboot(instance_name="i")])
+except errors.OpPrereqError as err:
+    out["badop"] = list(err.args)
+print(json.dumps(out))
+"""
+
+
+class GanetiClientTests(ServerTestCase):
+
+    if ganeti_peer.unavailable_reason():
+        skip = ganeti_peer.unavailable_reason()
+
+    @_async_test
+    async def test_ganeti_python_client(self):
+        (out, err, code) = await ganeti_peer.run_python(_GANETI_CLIENT,
+                                                        [self.path])
+        self.assertEqual(code, 0, out + err)
+        result = json.loads(out)
+        self.assertEqual(result["info"]["name"], "cluster.example.com")
+        self.assertEqual(result["job"], 17)
+        self.assertEqual(result["many"], [[True, 20], [True, 21]])
+        self.assertEqual(result["jobs"], [["success", ["success"], [None]]])
+        self.assertEqual(result["cancel"], [True, "Job 17 will be canceled"])
+        self.assertTrue(result["drain"])
+        self.assertEqual(result["instances"], [["inst1"]])
+        self.assertEqual(result["query"], ["node1", "node2"])
+        self.assertEqual(result["prereq"], ["Instance 'missing' not known",
+                                            errors.ECODE_NOENT])
+        self.assertIn("MakeCoffee", result["unknown"])
+        # reboot_type is required: our validation, their error class
+        self.assertEqual(result["badop"][1], errors.ECODE_INVAL)
+        self.assertIn("reboot_type", result["badop"][0])
+        submitted = [c[1] for c in self.handler.calls
+                     if c[0] == "submit_job"]
+        self.assertEqual(submitted, [[opcodes.OpInstanceStartup(
+            instance_name="inst1", force=True)]])
+
+    @_async_test
+    async def test_real_gnt_instance_add(self):
+        """gnt-instance add --submit, unmodified, submits its job here."""
+        script = os.path.join(ganeti_peer.GANETI_LIB, "gnt-instance")
+        if not os.path.exists(script):
+            raise unittest.SkipTest("%s is not installed" % script)
+        env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": ganeti_peer.GANETI_LIB,
+               "LANG": "C.UTF-8", "GANETI_ROOTDIR": self.root,
+               "GANETI_HOSTNAME": "node1"}
+        (out, err, code) = await utils.getProcessOutputAndValue(
+            ganeti_peer.GANETI_PYTHON,
+            [script, "add", "--submit", "-t", "plain",
+             "-o", "debootstrap+default", "-n", "node1",
+             "--disk", "0:size=1G", "-B", "memory=512M",
+             "--no-name-check", "--no-ip-check", "inst9"],
+            env=env, path=self.root)
+        (out, err) = (out.decode(), err.decode())
+        self.assertEqual(code, 0, out + err)
+        self.assertIn("JobID: 17", out + err)
+        ((name, (op,)),) = self.handler.calls
+        self.assertEqual(op.OP_ID, "OP_INSTANCE_CREATE")
+        self.assertEqual((op.instance_name, op.mode, op.disks, op.nics,
+                          op.disk_template, op.beparams, op.os_type,
+                          op.pnode, op.name_check, op.ip_check),
+                         ("inst9", "create", [{"size": 1024}], [{}], "plain",
+                          {"memory": 512}, "debootstrap+default", "node1",
+                          False, False))
+        (source, text, stamp) = op.reason[0]
+        self.assertEqual((source, text), ("gnt:client:gnt-instance", "add"))
