@@ -20,6 +20,7 @@ import errno
 import json
 import os
 import socket
+import stat
 import time
 from collections import deque
 
@@ -710,12 +711,35 @@ def server_endpoint(reactor, path, mode=0o660):
                                         wantPID=True)
 
 
+def _remove_dead_socket(path):
+    """Remove a socket file nobody listens on any more.
+
+    Twisted's lock file only covers sockets of a master that used it; this
+    also clears one left without a lock (e.g. by another daemon).
+    """
+    try:
+        if not stat.S_ISSOCK(os.stat(path).st_mode):
+            return
+    except FileNotFoundError:
+        return
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(path)    # a UNIX socket answers at once
+    except ConnectionRefusedError:
+        os.remove(path)
+    except OSError:
+        pass                   # let bind() report the real problem
+    finally:
+        probe.close()
+
+
 def listen(reactor, path, handler, **factory_args):
     """Listen on ``path`` for ``handler``; Deferred of the IListeningPort
     (its ``factory`` attribute is the LuxiServerFactory)."""
     directory = os.path.dirname(path)
     if directory:
         os.makedirs(directory, mode=0o750, exist_ok=True)
+    _remove_dead_socket(path)
     factory = LuxiServerFactory(handler, **factory_args)
     return server_endpoint(reactor, path).listen(factory)
 

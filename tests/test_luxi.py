@@ -7,7 +7,7 @@ import socket
 import tempfile
 
 from twisted.internet import defer, endpoints, protocol, reactor, threads
-from twisted.internet import task, utils
+from twisted.internet import error, task, utils
 from twisted.trial import unittest
 
 from ganeti import constants
@@ -87,6 +87,10 @@ class StubHandler(object):
                            prev_job_info, prev_log_serial, timeout))
         d = defer.Deferred(lambda d: self.cancelled.append(job_id))
         self.waits.append(d)
+        if timeout <= 1:
+            # short polls (Ganeti's client test) see a change at once
+            d.callback([["running"], [[1, [1700000000, 5], "message",
+                                       "Starting"]]])
         return d
 
     def query_jobs(self, job_ids, fields):
@@ -200,6 +204,31 @@ class ServerTests(ServerTestCase):
 
     def test_socket_mode(self):
         self.assertEqual(os.stat(self.path).st_mode & 0o777, 0o660)
+
+    @_async_test
+    async def test_stale_socket_replaced_live_one_kept(self):
+        path = os.path.join(self.root, "other-socket")
+        stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        stale.bind(path)       # left behind, as by a crashed master
+        stale.close()
+        port = await luxi.listen(reactor, path, self.handler)
+        self.addCleanup(port.stopListening)
+        self.addCleanup(port.factory.disconnect_all)
+        client = luxi.LuxiClient(reactor, path)
+        answer = await client.query_cluster_info()
+        self.assertEqual(answer["name"], "cluster.example.com")
+        await client.close()
+        # a second master on the same socket is refused
+        await self.assertFailure(luxi.listen(reactor, self.path, StubHandler()),
+                                 error.CannotListenError)
+
+    def test_errors_sent_as_known_classes(self):
+        self.assertEqual(luxi._failure(luxi.NoMasterError("x")),
+                         {"success": False, "result": ["LuxiError", ["x"]]})
+        self.assertEqual(
+            luxi._failure(errors.OpPrereqError("y", errors.ECODE_STATE)),
+            {"success": False, "result": ["OpPrereqError",
+                                          ["y", errors.ECODE_STATE]]})
 
     @_async_test
     async def test_submit_job_gets_opcodes(self):
@@ -586,6 +615,8 @@ out["many"] = client.SubmitManyJobs([[opcodes.OpClusterQuery()],
                                      [opcodes.OpTestDelay(duration=1.0)]])
 out["jobs"] = client.QueryJobs([17], ["status", "opstatus", "opresult"])
 out["cancel"] = client.CancelJob(17)
+out["wfjc"] = client.WaitForJobChangeOnce(17, ["status"], None, None,
+                                          timeout=1)
 out["drain"] = client.SetQueueDrainFlag(True)
 out["instances"] = client.QueryInstances(["inst1"], ["name"], False)
 response = client.Query("node", ["name"], None)
@@ -622,6 +653,8 @@ class GanetiClientTests(ServerTestCase):
         self.assertEqual(result["many"], [[True, 20], [True, 21]])
         self.assertEqual(result["jobs"], [["success", ["success"], [None]]])
         self.assertEqual(result["cancel"], [True, "Job 17 will be canceled"])
+        self.assertEqual(result["wfjc"], [["running"], [[
+            1, [1700000000, 5], "message", "Starting"]]])
         self.assertTrue(result["drain"])
         self.assertEqual(result["instances"], [["inst1"]])
         self.assertEqual(result["query"], ["node1", "node2"])
