@@ -211,6 +211,36 @@ class SubmitTests(QueueTestCase):
         self.queue.cancel_job(job_id)
         self.turn()
 
+    def test_opcode_objects_accepted(self):
+        class FakeOpCode(object):
+            def to_dict(self):
+                return op("OP_INSTANCE_STARTUP", instance_name="inst1")
+        job_id = self.submit(FakeOpCode())
+        self.assertEqual(self.field(job_id, "summary"),
+                         ["INSTANCE_STARTUP(inst1)"])
+        self.queue.cancel_job(job_id)
+        self.turn()
+
+    def test_with_real_opcodes(self):
+        from ganeti import opcodes
+        queue = self.make_queue(
+            validate=lambda o: opcodes.OpCode.from_dict(o).to_dict(),
+            summary_fn=lambda o: opcodes.OpCode.from_dict(
+                o, strict=False).summary())
+        queue.load()
+        self.failureResultOf(queue.submit_job([op(duration="x")]),
+                             errors.OpPrereqError)
+        result = self.successResultOf(queue.submit_many_jobs([
+            [op(duration=0)], [op(duration=1, depends=[[-1, ["success"]]])]]))
+        self.assertEqual(result, [[True, 1], [True, 2]])
+        self.assertEqual(queue.query_jobs([2], ["summary", "ops"])[0][0],
+                         ["TEST_DELAY(1.0)"])
+        self.assertEqual(queue.query_jobs([2], ["ops"])[0][0][0]["depends"],
+                         [[1, ["success"]]])
+        queue.cancel_job(1)
+        self.turn()
+        self.assertEqual(queue.query_jobs([2], ["status"]), [["canceled"]])
+
     def test_queue_full(self):
         queue = self.make_queue(size_limit=2)
         queue.load()

@@ -363,6 +363,9 @@ class JobQueue(object):
                                        " opcodes", errors.ECODE_INVAL)
         prepared = []
         for index, op in enumerate(ops):
+            if not isinstance(op, dict) and callable(getattr(op, "to_dict",
+                                                             None)):
+                op = op.to_dict()   # an opcodes.OpCode, as luxi hands it over
             if not isinstance(op, dict):
                 raise errors.OpPrereqError("Opcode %d is not an object"
                                            % index, errors.ECODE_INVAL)
