@@ -744,7 +744,7 @@ def listen(reactor, path, handler, **factory_args):
     return server_endpoint(reactor, path).listen(factory)
 
 
-# --- Shared client logic ------------------------------------------------------
+# --- Shared client logic -----------------------------------------------------
 
 def format_request(method, args):
     return encode_message({"method": method, "args": list(args),
@@ -867,7 +867,7 @@ def _no_master(path, err):
                          " ganeti-masterd running?)" % (path, err))
 
 
-# --- Twisted client -----------------------------------------------------------
+# --- Twisted client ----------------------------------------------------------
 
 class _ClientProtocol(protocol.Protocol):
     """Sends framed requests and hands back answers in order."""
@@ -1007,7 +1007,7 @@ class LuxiClient(_Methods):
         return proto.closed
 
 
-# --- Blocking client ----------------------------------------------------------
+# --- Blocking client ---------------------------------------------------------
 
 class BlockingClient(_Methods):
     """LUXI client for command-line tools: plain socket, no reactor.

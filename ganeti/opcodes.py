@@ -1270,7 +1270,7 @@ class OpCode(object):
         return self.from_dict(self.to_dict())
 
     def summary(self):
-        """Short description as in job listings: ``INSTANCE_STARTUP(inst1)``."""
+        """Short form as in job listings: ``INSTANCE_STARTUP(inst1)``."""
         text = self.OP_ID[len("OP_"):]
         if self.SUMMARY_FIELD:
             value = getattr(self, self.SUMMARY_FIELD)

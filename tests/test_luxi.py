@@ -219,8 +219,9 @@ class ServerTests(ServerTestCase):
         self.assertEqual(answer["name"], "cluster.example.com")
         await client.close()
         # a second master on the same socket is refused
-        await self.assertFailure(luxi.listen(reactor, self.path, StubHandler()),
-                                 error.CannotListenError)
+        await self.assertFailure(
+            luxi.listen(reactor, self.path, StubHandler()),
+            error.CannotListenError)
 
     def test_errors_sent_as_known_classes(self):
         self.assertEqual(luxi._failure(luxi.NoMasterError("x")),
