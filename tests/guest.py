@@ -39,7 +39,7 @@ __all__ = ["Guest", "GuestUnavailable", "get_guest", "guest_or_skip",
            "qemu_binary"]
 
 # Bump when the recipe changes, so old caches are not reused.
-RECIPE = 1
+RECIPE = 2
 
 MODULES = ["virtio_ring", "virtio", "virtio_pci_modern_dev",
            "virtio_pci_legacy_dev", "virtio_pci", "virtio_blk", "failover",
@@ -62,13 +62,22 @@ case "$mode" in
   poweroff) sync; poweroff -f ;;
   reboot) sync; reboot -f ;;
 esac
-# like an OS running acpid: the power button powers off cleanly
-for d in /sys/class/input/event*; do
-  if [ "$(cat $d/device/name 2>/dev/null)" = "Power Button" ]; then
-    ( dd if=/dev/input/${d##*/} of=/dev/null bs=24 count=1 2>/dev/null
-      echo "ganeti-test: power button pressed"; sync; poweroff -f ) &
-  fi
+# like an OS running acpid: the power button powers off cleanly.  The input
+# device may show up only after a while (slow boots on a loaded host), so
+# wait for it before saying we are idle.
+armed=no
+for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
+  for d in /sys/class/input/event*; do
+    if [ "$(cat $d/device/name 2>/dev/null)" = "Power Button" ]; then
+      ( dd if=/dev/input/${d##*/} of=/dev/null bs=24 count=1 2>/dev/null
+        echo "ganeti-test: power button pressed"; sync; poweroff -f ) &
+      armed=yes
+    fi
+  done
+  [ "$armed" = yes ] && break
+  sleep 1
 done
+echo "ganeti-test: power button armed=$armed"
 echo "ganeti-test: idle"
 while :; do sleep 3600; done
 """ % {"modules": " ".join(MODULES)}

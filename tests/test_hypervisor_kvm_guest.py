@@ -142,6 +142,7 @@ class RealGuestTests(unittest.TestCase):
     async def _stop(self):
         await self.hyp.start_instance(self.spec("idle"))
         await self.wait_for("boot", lambda: "ganeti-test: idle" in self.console())
+        self.assertIn("ganeti-test: power button armed=yes", self.console())
         pid = (await self.hyp.get_instance_info("guest1")).pid
         start = reactor.seconds()
         await self.hyp.stop_instance("guest1", timeout=60)

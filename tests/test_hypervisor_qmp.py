@@ -2,6 +2,8 @@
 
 import json
 import os
+import shutil
+import tempfile
 
 from twisted.internet import defer, reactor
 from twisted.internet.protocol import Factory
@@ -164,7 +166,11 @@ class ConnectTests(unittest.TestCase):
         factory.greet = greet
         factory.commands = []
         factory.clients = []
-        path = os.path.abspath(self.mktemp())
+        # UNIX socket paths are limited to 108 bytes; trial's temp dirs
+        # inside a tox env are longer than that.
+        tmp = tempfile.mkdtemp(prefix="gnt-qmp-", dir="/tmp")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        path = os.path.join(tmp, "qmp.sock")
         port = reactor.listenUNIX(path, factory)
         self.addCleanup(port.stopListening)
         return path, factory
