@@ -64,9 +64,14 @@ class Processor(object):
                 notify_running=None):
         """Run one opcode; returns a Deferred firing with its result.
 
-        ``op_input`` is the opcode's JSON form; ``feedback_fn(msg)`` logs into
-        the job; ``notify_running()`` is called once every lock is held.
+        This is the job queue's executor.  ``op_input`` is the opcode's JSON
+        form; ``feedback_fn(msg)`` logs into the job; ``notify_running()``
+        (by default the queue's ``feedback_fn.notify_running``) is called
+        once every lock is held, before anything changes.  Cancelling the
+        Deferred while locks are awaited leaves the lock queues.
         """
+        if notify_running is None:
+            notify_running = getattr(feedback_fn, "notify_running", None)
         owner = "job-%s/op-%s" % (getattr(job, "id", job), op_index)
         return defer.Deferred.fromCoroutine(
             self._run(owner, op_input, feedback_fn, notify_running))

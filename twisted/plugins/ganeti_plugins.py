@@ -36,3 +36,8 @@ ganeti_confd = _ServiceMaker(
 ganeti_noded = _ServiceMaker(
     "ganeti-noded", "ganeti.server.noded",
     "Ganeti node daemon (node-local work over mutual-TLS HTTPS on TCP 1811)")
+
+ganeti_masterd = _ServiceMaker(
+    "ganeti-masterd", "ganeti.server.masterd",
+    "Ganeti master daemon (config, job queue, locks; luxi on the master"
+    " socket)")
