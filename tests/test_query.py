@@ -987,6 +987,7 @@ class OtherResourceTests(Base):
                              "job/3", shared=True)
         self.assertNoResult(waiting)
         ctx = QueryContext(self.store, locks=lm)
+        self.assertTrue(ctx.prepare("lock", ["name"]).needs_live)
         result = self.q("lock", ["name", "mode", "owner", "pending"],
                         ctx=ctx)
         rows = dict((r[0][1], [v for _, v in r[1:]]) for r in result["data"])
@@ -1034,6 +1035,7 @@ class OtherResourceTests(Base):
                          if k == "id" or k in fields)
                     for i in (ids if ids is not None else jobs) if i in jobs]
         ctx = QueryContext(self.store, jobs=provider)
+        self.assertTrue(ctx.prepare("job", ["id"]).needs_live)
         rows = self.rows("job", ["id", "status", "start_ts"], ctx=ctx)
         self.assertEqual(rows, [
             [[RS_NORMAL, 2], [RS_NORMAL, "success"], [RS_NORMAL, [101, 5]]],

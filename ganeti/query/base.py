@@ -198,8 +198,8 @@ class Resource(object):
     fields = None
     #: Item kind used in "not known" errors
     noun = "item"
-    #: Sort rows by nicely sorted name (False: by the sort key as is)
-    nice = True
+    #: Rows come from a provider of the context (jobs, locks)
+    from_provider = False
 
     def items(self, run, names):
         """Every item (``names`` None), or the items with these names.

@@ -83,8 +83,8 @@ class PreparedQuery(object):
 
     @property
     def needs_live(self):
-        """True if executing asks the nodes (or another provider)."""
-        return bool(self.needs)
+        """True if executing asks the nodes or another provider."""
+        return bool(self.needs) or self.resource.from_provider
 
     def unknown_fields(self):
         return [c.name for c in self.columns if c.kind == base.QFT_UNKNOWN]

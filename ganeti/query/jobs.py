@@ -74,6 +74,7 @@ class JobResource(Resource):
     name = "job"
     noun = "job"
     namefield = "id"
+    from_provider = True
     fields = build_fields()
 
     def items(self, run, names):

@@ -50,6 +50,7 @@ def build_fields():
 class LockResource(Resource):
     name = "lock"
     noun = "lock"
+    from_provider = True
     fields = build_fields()
 
     def items(self, run, names):
