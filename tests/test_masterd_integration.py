@@ -157,3 +157,30 @@ class GanetiClientTests(MasterdTestCase):
         self.assertNotEqual(code, 0)
         code, out = self.gnt("gnt-debug", "delay", "0.2")
         self.assertEqual(code, 0, out)
+
+    def test_gnt_list_commands_with_live_data(self):
+        from ganeti import demo
+        store = self.vc.load()
+        demo.populate(store)  # inst1 on node1 (noded runs) + a reservation
+        self.vc.start("ganeti-noded", self.vc.twistd_command(
+            "ganeti-noded", self.vc.master))
+        self.start_master()
+        code, out = self.gnt("gnt-debug", "delay", "0.1")
+        self.assertEqual(code, 0, out)
+        code, out = self.gnt("gnt-job", "list", "--no-headers")
+        self.assertEqual(out.split(), ["1", "success", "TEST_DELAY(0.1)"])
+        code, out = self.gnt("gnt-instance", "list", "--no-headers",
+                             "-o", "name,pnode,status,be/maxmem,forthcoming")
+        self.assertEqual(code, 0, out)
+        rows = [line.split() for line in out.splitlines()]
+        self.assertIn(["inst1.example.com", "node1.example.com",
+                       "ADMIN_down", "512M", "N"], rows)
+        forthcoming = [r for r in rows if r[-1] == "Y"]
+        self.assertEqual(len(forthcoming), 1, rows)
+        # Node memory comes from the node daemon over mutual TLS.
+        code, out = self.gnt("gnt-node", "list", "--no-headers", "-o",
+                             "name,mtotal,pinst_cnt", "--units", "m")
+        self.assertEqual(code, 0, out)
+        name, mtotal, pinst = out.split()
+        self.assertEqual((name, pinst), ("node1.example.com", "2"))
+        self.assertGreater(int(mtotal), 0)

@@ -24,8 +24,10 @@ from ganeti import luxi
 from ganeti import mcpu
 from ganeti import opcodes
 from ganeti import pathutils
+from ganeti import query
 from ganeti import rpc
 from ganeti.cmdlib.cluster import cluster_info
+from ganeti.query.rpclive import RpcLiveData
 
 log = Logger()
 
@@ -111,6 +113,29 @@ class MasterLuxiHandler(object):
     def set_drain_flag(self, flag):
         return self.queue.set_drain_flag(flag)
 
+    # queries
+    def query(self, what, fields, qfilter):
+        return self.master.query_context().query(what, fields, qfilter)
+
+    def query_fields(self, what, fields):
+        return self.master.query_context().query_fields(what, fields)
+
+    def _old_style(self, method, names, fields):
+        return self.master.query_context().old_style(
+            query.OLD_STYLE[method], names, fields)
+
+    def query_nodes(self, names, fields, use_locking):
+        return self._old_style("QueryNodes", names, fields)
+
+    def query_instances(self, names, fields, use_locking):
+        return self._old_style("QueryInstances", names, fields)
+
+    def query_groups(self, names, fields, use_locking):
+        return self._old_style("QueryGroups", names, fields)
+
+    def query_networks(self, names, fields, use_locking):
+        return self._old_style("QueryNetworks", names, fields)
+
     # configuration
     def query_cluster_info(self):
         return cluster_info(self.cfg)
@@ -184,12 +209,29 @@ class MasterService(service.Service):
                                      validate=_validate_op,
                                      summary_fn=_summary)
         ctx.queue = self.queue
+        self.ctx = ctx
         report = self.queue.load()
         log.info("job queue loaded: {report}", report=report)
         d = luxi.listen(self.reactor, self.paths.master_socket,
                         MasterLuxiHandler(self))
         d.addCallback(self._listening)
         return d
+
+    def query_context(self):
+        live = (RpcLiveData(self.cfg, self.ctx.rpc)
+                if self.ctx.rpc is not None else None)
+        return query.QueryContext(self.cfg, live=live, jobs=self._job_rows,
+                                  locks=self.ctx.glm,
+                                  cluster_state=self._cluster_state)
+
+    def _job_rows(self, job_ids, field_names):
+        names = ["id"] + [f for f in field_names if f != "id"]
+        rows = self.queue.query_jobs(job_ids, names)
+        return [dict(zip(names, row)) for row in rows if row is not None]
+
+    def _cluster_state(self):
+        return {"drain_flag": self.queue.drained,
+                "watcher_pause": self.watcher_pause}
 
     def _listening(self, port):
         self.port = port
