@@ -1,0 +1,934 @@
+"""gnt-cluster: cluster-wide administration, including ``init`` (bootstrap).
+
+``init`` is the one command that runs without a master: it writes
+config.data, the HMAC key, the cluster certificate and the ssconf files of
+the first node under ``--root``, then starts the node's daemons (node daemon,
+master daemon, confd) and waits until the master answers.  Every other
+command talks to the master over luxi.
+"""
+
+import os
+import shutil
+import socket
+import time
+
+from ganeti import config
+from ganeti import constants
+from ganeti import crypto
+from ganeti import daemon_util
+from ganeti import errors
+from ganeti import luxi
+from ganeti import opcodes
+from ganeti import qlang
+from ganeti import uidpool
+from ganeti import vcluster
+from ganeti.backend import files as backend_files
+from ganeti.cli import base
+from ganeti.cli import common
+from ganeti.cli.base import Opt
+
+PROGRAM = "gnt-cluster"
+commands = base.CommandTable(PROGRAM, "Cluster-wide administration.")
+
+#: Hypervisors whose parameters always get an ssconf_hvparams_<hv> file
+SSCONF_HVPARAMS = ("chroot", "fake", "kvm", "lxc", "xen-hvm", "xen-pvm")
+
+#: How long init waits for the master daemon to answer
+MASTER_START_TIMEOUT = 60.0
+
+# Options shared by init and modify
+HV_LIST_OPT = Opt("-H", "--hypervisor-parameters", dest="hvparams",
+                  action="append", metavar="HV:KEY=VAL[,...]",
+                  help="default parameters of a hypervisor (repeatable)")
+BE_OPT = Opt("-B", "--backend-parameters", dest="beparams",
+             metavar="KEY=VAL[,...]",
+             help="default backend parameters (maxmem, minmem, vcpus, ...)")
+NIC_OPT = Opt("-N", "--nic-parameters", dest="nicparams",
+              metavar="KEY=VAL[,...]",
+              help="default NIC parameters (mode, link, vlan)")
+DISKP_OPT = Opt("-D", "--disk-parameters", dest="diskparams",
+                action="append", metavar="TEMPLATE:KEY=VAL[,...]",
+                help="default parameters of a disk template (repeatable)")
+ENABLED_HV_OPT = Opt("--enabled-hypervisors", metavar="HV[,HV...]",
+                     help="hypervisors instances may use; the first is the"
+                     " default")
+ENABLED_DT_OPT = Opt("--enabled-disk-templates", metavar="TEMPLATE[,...]",
+                     help="disk templates instances may use; the first is"
+                     " the default")
+FILE_DIR_OPT = Opt("--file-storage-dir", metavar="DIR",
+                   help="directory of the disks of file instances")
+SHARED_DIR_OPT = Opt("--shared-file-storage-dir", metavar="DIR",
+                     help="directory of the disks of sharedfile instances")
+GLUSTER_DIR_OPT = Opt("--gluster-storage-dir", metavar="DIR",
+                      help="directory of gluster disks")
+UID_POOL_OPT = Opt("--uid-pool", metavar="POOL",
+                   help="user ids for instances: comma-separated uids and"
+                   " ranges LOW-HIGH")
+POOL_SIZE_OPT = Opt("-C", "--candidate-pool-size", type=int, metavar="N",
+                    help="how many master candidates to keep")
+MAC_PREFIX_OPT = Opt("-m", "--mac-prefix", metavar="XX:XX:XX",
+                     help="prefix of generated MAC addresses")
+NETDEV_OPT = Opt("--master-netdev", metavar="INTERFACE",
+                 help="interface of the master IP")
+NETMASK_OPT = Opt("--master-netmask", type=int, metavar="BITS",
+                  help="netmask of the master IP (CIDR length)")
+VG_OPT = Opt("--vg-name", metavar="VG", help="LVM volume group for disks")
+IALLOC_OPT = Opt("-I", "--default-iallocator", metavar="NAME",
+                 help="default instance allocator ('' for none)")
+IALLOC_PARAMS_OPT = Opt("--default-iallocator-params", metavar="KEY=VAL",
+                        help="parameters of the default allocator")
+NODE_PARAMS_OPT = Opt("--node-parameters", dest="ndparams",
+                      metavar="KEY=VAL[,...]",
+                      help="default node parameters")
+MNH_OPT = Opt("--maintain-node-health", type=base.yes_no("maintain node"
+                                                         " health"),
+              metavar="yes|no", help="automatic maintenance of nodes")
+WIPE_OPT = Opt("--prealloc-wipe-disks", type=base.yes_no("prealloc wipe"
+                                                         " disks"),
+               metavar="yes|no", help="wipe disks before allocating them")
+USER_SHUTDOWN_OPT = Opt("--user-shutdown", "--enabled-user-shutdown",
+                        dest="enabled_user_shutdown",
+                        type=base.yes_no("user shutdown"), metavar="yes|no",
+                        help="tell a shutdown from inside an instance from"
+                        " a crash")
+MIP_SCRIPT_OPT = Opt("--use-external-mip-script",
+                     type=base.yes_no("external mip script"),
+                     metavar="yes|no",
+                     help="use a site script to set up the master IP")
+DRBD_HELPER_OPT = Opt("--drbd-usermode-helper", metavar="HELPER",
+                      help="the DRBD usermode helper")
+COMPRESSION_OPT = Opt("--compression-tools", metavar="TOOL[,...]",
+                      help="tools usable to compress instance data")
+INSTALL_IMAGE_OPT = Opt("--install-image", metavar="IMAGE",
+                        help="image running OS scripts in a VM")
+ZEROING_IMAGE_OPT = Opt("--zeroing-image", metavar="IMAGE",
+                        help="image zeroing free space of instances")
+
+
+# --- ssconf ---------------------------------------------------------------------
+
+def _bool_text(value):
+    return "True" if value else "False"
+
+
+def _hvparam_text(value):
+    if isinstance(value, bool):
+        return _bool_text(value)
+    return "%s" % ("" if value is None else value)
+
+
+def ssconf_values(store):
+    """``{key: text}`` of every ssconf file for the configuration ``store``.
+
+    Format as Ganeti's (PROTOCOLS 7.1): one value per line, node lists
+    sorted "nicely" by name.
+    """
+    c = store.cluster
+    nodes = qlang.nice_sort(store.nodes.values(), key=lambda n: n.name)
+    master = store.nodes.get(c.master_node)
+    candidates = [n for n in nodes if n.master_candidate]
+    online = [n for n in nodes if not n.offline]
+    offline = [n for n in nodes if n.offline]
+    groups = sorted(store.nodegroups.values(), key=lambda g: g.name)
+    networks = sorted(store.networks.values(), key=lambda n: n.name)
+    instances = qlang.nice_sort(i.name for i in store.instances.values()
+                                if i.name)
+    netmask = c.master_netmask
+    values = {
+        "cluster_name": c.cluster_name,
+        "cluster_tags": sorted(c.tags),
+        "enabled_user_shutdown": _bool_text(c.enabled_user_shutdown),
+        "file_storage_dir": c.file_storage_dir or "",
+        "shared_file_storage_dir": c.shared_file_storage_dir or "",
+        "gluster_storage_dir": c.gluster_storage_dir or "",
+        "hypervisor_list": list(c.enabled_hypervisors),
+        "instance_list": instances,
+        "maintain_node_health": _bool_text(c.maintain_node_health),
+        "master_candidates": [n.name for n in candidates],
+        "master_candidates_ips": [n.primary_ip for n in candidates],
+        "master_candidates_certs": crypto.format_candidate_certs(
+            dict(c.candidate_certs or {})),
+        "master_ip": c.master_ip or "",
+        "master_netdev": c.master_netdev or "",
+        "master_netmask": "" if netmask is None else "%d" % netmask,
+        "master_node": master.name if master else "",
+        "networks": ["%s %s" % (n.uuid, n.name) for n in networks],
+        "node_list": [n.name for n in nodes],
+        "node_primary_ips": ["%s %s" % (n.name, n.primary_ip)
+                             for n in nodes],
+        "node_secondary_ips": ["%s %s" % (n.name, n.secondary_ip or
+                                          n.primary_ip) for n in nodes],
+        "node_vm_capable": ["%s=%s" % (n.name, _bool_text(n.vm_capable))
+                            for n in nodes],
+        "nodegroups": ["%s %s" % (g.uuid, g.name) for g in groups],
+        "offline_nodes": [n.name for n in offline],
+        "online_nodes": [n.name for n in online],
+        "primary_ip_family": "%d" % (c.primary_ip_family or
+                                     constants.IP4_FAMILY),
+        "release_version": constants.RELEASE_VERSION,
+        "ssh_ports": ["%s=%s" % (n.name, (n.ndparams or {}).get(
+            constants.ND_SSH_PORT, (c.ndparams or {}).get(
+                constants.ND_SSH_PORT, 22))) for n in nodes],
+        "uid_pool": uidpool.format_uid_pool(
+            [tuple(r) for r in c.uid_pool or []], separator="\n"),
+    }
+    for hv in SSCONF_HVPARAMS:
+        params = dict(constants.HVC_DEFAULTS.get(hv, {}))
+        params.update((c.hvparams or {}).get(hv, {}))
+        values["hvparams_%s" % hv] = ["%s=%s" % (k, _hvparam_text(v))
+                                      for k, v in sorted(params.items())]
+    return values
+
+
+def write_ssconf(paths, store):
+    """Write every ssconf file of ``store`` under ``paths`` (mode 0444)."""
+    return backend_files.write_ssconf_files(paths, ssconf_values(store))
+
+
+# --- init ---------------------------------------------------------------------
+
+def _default_node_name():
+    return socket.getfqdn() or socket.gethostname()
+
+
+def _check_ip(value, what):
+    import ipaddress
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        raise errors.ParameterError(what, "'%s' is not an IP address"
+                                    % value)
+    return value
+
+
+def _hypervisor_list(text, option):
+    hvs = base.split_list(text)
+    if not hvs:
+        raise errors.ParameterError(option, "at least one hypervisor is"
+                                    " needed")
+    bad = [hv for hv in hvs if hv not in constants.HYPER_TYPES]
+    if bad:
+        raise errors.ParameterError(
+            option, "unknown hypervisor(s) %s (known: %s)"
+            % (", ".join(bad), ", ".join(sorted(constants.HYPER_TYPES))))
+    return hvs
+
+
+def _disk_template_list(text, option):
+    dts = base.split_list(text)
+    if not dts:
+        raise errors.ParameterError(option, "at least one disk template is"
+                                    " needed")
+    bad = [dt for dt in dts if dt not in constants.DISK_TEMPLATES]
+    if bad:
+        raise errors.ParameterError(
+            option, "unknown disk template(s) %s (known: %s)"
+            % (", ".join(bad), ", ".join(sorted(constants.DISK_TEMPLATES))))
+    return dts
+
+
+def _diskparams(specs, option="-D"):
+    result = {}
+    for spec in specs or []:
+        dt, params = common.parse_ident_keyval(spec, option)
+        if dt not in constants.DISK_TEMPLATES:
+            raise errors.ParameterError(option, "unknown disk template '%s'"
+                                        % dt)
+        result[dt] = params
+    return result
+
+
+def _nicparams(text):
+    if text is None:
+        return None
+    params = common.parse_keyval(text, "-N")
+    mode = params.get(constants.NIC_MODE)
+    if mode is not None and mode not in constants.NIC_VALID_MODES:
+        raise errors.ParameterError(
+            "-N mode", "'%s' is not a NIC mode (one of %s)"
+            % (mode, ", ".join(sorted(constants.NIC_VALID_MODES))))
+    return params
+
+
+def _uid_pool(text, option="--uid-pool"):
+    if text is None:
+        return None
+    try:
+        return uidpool.parse_uid_pool(text)
+    except errors.ParseError as err:
+        raise errors.ParameterError(option, str(err))
+
+
+def _mac_prefix(text):
+    import re
+    if text is not None and not re.match(
+            r"^[0-9a-f]{2}:[0-9a-f]{2}:[0-9a-f]{2}$", text.lower()):
+        raise errors.ParameterError("--mac-prefix", "'%s' is not of the form"
+                                    " XX:XX:XX" % text)
+    return text.lower() if text else text
+
+
+def _wait_for_master(ctx, paths, timeout=MASTER_START_TIMEOUT):
+    deadline = time.monotonic() + timeout
+    while True:
+        for daemon in daemon_util.MASTER_DAEMONS:
+            daemon_util.check_alive(paths, daemon)
+        try:
+            with luxi.BlockingClient(paths.master_socket, 5) as c:
+                c.call(luxi.REQ_QUERY_CONFIG_VALUES, ["cluster_name"])
+            return
+        except (luxi.NoMasterError, luxi.LuxiTimeoutError,
+                luxi.ConnectionClosedError):
+            pass
+        if time.monotonic() > deadline:
+            raise daemon_util.DaemonError(
+                "the master daemon did not answer on %s within %d seconds"
+                " (see %s)" % (paths.master_socket, timeout, paths.log_dir))
+        time.sleep(0.1)
+
+
+def start_node_daemons(paths, node_ip, os_search_path=(),
+                       file_storage_dirs=(), wait=True, ctx=None):
+    """Start noded, masterd and confd of the master node; wait for luxi."""
+    noded_args = []
+    for directory in os_search_path or ():
+        noded_args += ["--os-search-path", directory]
+    for directory in file_storage_dirs or ():
+        noded_args += ["--file-storage-dir", directory]
+    started = []
+    try:
+        for daemon, extra in ((daemon_util.NODED, noded_args),
+                              (daemon_util.MASTERD, []),
+                              (daemon_util.CONFD, [])):
+            pid = daemon_util.start_daemon(paths, daemon, node_ip, extra)
+            started.append(daemon)
+            if ctx is not None:
+                ctx.out("Started %s (pid %d)" % (daemon, pid))
+        if wait:
+            _wait_for_master(ctx, paths)
+    except BaseException:
+        daemon_util.stop_all(paths, started)
+        raise
+    return started
+
+
+def cluster_files(paths):
+    """The files init writes and destroy removes (ssconf ones included)."""
+    result = [paths.config_file, paths.config_file + ".bak",
+              paths.hmac_key_file, crypto.server_pem_path(paths)]
+    try:
+        names = os.listdir(paths.data_dir)
+    except OSError:
+        names = []
+    result.extend(os.path.join(paths.data_dir, n) for n in sorted(names)
+                  if n.startswith("ssconf_"))
+    return result
+
+
+def remove_cluster_files(paths, queue=True):
+    for path in cluster_files(paths):
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+    if queue and os.path.isdir(paths.queue_dir):
+        shutil.rmtree(paths.queue_dir, ignore_errors=True)
+
+
+@commands.command(
+    "init",
+    opts=[
+        Opt("--node-name", metavar="NAME",
+            help="name of this (the first) node; default: this host's"
+            " name"),
+        Opt("--node-ip", default="127.0.0.1", metavar="IP",
+            help="primary IP of this node; the daemons bind to it"
+            " (default 127.0.0.1)"),
+        Opt("-s", "--secondary-ip", metavar="IP",
+            help="secondary IP of this node (default: the primary)"),
+        Opt("--master-ip", metavar="IP",
+            help="the cluster's master IP (default: the node IP; we do"
+            " no DNS lookups)"),
+        NETDEV_OPT, NETMASK_OPT, VG_OPT, MAC_PREFIX_OPT, FILE_DIR_OPT,
+        SHARED_DIR_OPT, GLUSTER_DIR_OPT, ENABLED_HV_OPT, HV_LIST_OPT, BE_OPT,
+        NIC_OPT, DISKP_OPT, MNH_OPT, UID_POOL_OPT, IALLOC_OPT,
+        IALLOC_PARAMS_OPT, WIPE_OPT, NODE_PARAMS_OPT, POOL_SIZE_OPT,
+        DRBD_HELPER_OPT, ENABLED_DT_OPT, INSTALL_IMAGE_OPT,
+        ZEROING_IMAGE_OPT, COMPRESSION_OPT, USER_SHUTDOWN_OPT,
+        MIP_SCRIPT_OPT,
+        Opt("--no-start", action="store_true",
+            help="write the configuration but start no daemon"),
+        Opt("--os-search-path", action="append", metavar="DIR",
+            help="extra directory where the node daemon looks for OS"
+            " definitions (repeatable)"),
+        Opt("--noded-file-storage-dir", action="append", metavar="DIR",
+            help="extra directory the node daemon allows file disks in"
+            " (repeatable)"),
+    ],
+    args=[Opt("cluster_name", metavar="CLUSTER_NAME",
+              help="name of the new cluster")],
+    help="create a one-node cluster on this node and start its daemons")
+def init(ctx, opts):
+    paths = ctx.paths
+    name = opts.cluster_name
+    node_name = opts.node_name or _default_node_name()
+    node_ip = _check_ip(opts.node_ip, "--node-ip")
+    secondary_ip = _check_ip(opts.secondary_ip, "--secondary-ip") \
+        if opts.secondary_ip else node_ip
+    master_ip = _check_ip(opts.master_ip, "--master-ip") \
+        if opts.master_ip else node_ip
+    # Ganeti's defaults: xen-pvm; drbd and plain (with volume group xenvg)
+    hvs = _hypervisor_list(
+        constants.HT_XEN_PVM if opts.enabled_hypervisors is None
+        else opts.enabled_hypervisors, "--enabled-hypervisors")
+    dts = _disk_template_list(
+        ",".join(constants.DEFAULT_ENABLED_DISK_TEMPLATES)
+        if opts.enabled_disk_templates is None
+        else opts.enabled_disk_templates, "--enabled-disk-templates")
+    hvparams = base.parse_hv_list(opts.hvparams)
+    beparams = base.parse_beparams(opts.beparams) or {}
+    if constants.BE_MEMORY in beparams:
+        memory = beparams.pop(constants.BE_MEMORY)
+        beparams.setdefault(constants.BE_MAXMEM, memory)
+        beparams.setdefault(constants.BE_MINMEM, memory)
+    unknown = sorted(set(beparams) - set(constants.BEC_DEFAULTS))
+    if unknown:
+        raise errors.ParameterError("-B", "unknown backend parameter(s) %s"
+                                    % ", ".join(unknown))
+    nicparams = _nicparams(opts.nicparams) or {}
+    ndparams = base.parse_ndparams(opts.ndparams) or {}
+    diskparams = _diskparams(opts.diskparams)
+    pool = _uid_pool(opts.uid_pool) or []
+    if opts.candidate_pool_size is not None and opts.candidate_pool_size < 1:
+        raise errors.ParameterError("--candidate-pool-size",
+                                    "must be a positive integer")
+    root = paths.root
+    file_dir = opts.file_storage_dir or os.path.join(
+        root, "srv", "ganeti", "file-storage")
+    shared_dir = opts.shared_file_storage_dir or os.path.join(
+        root, "srv", "ganeti", "shared-file-storage")
+    for what, d in (("--file-storage-dir", file_dir),
+                    ("--shared-file-storage-dir", shared_dir)):
+        if not os.path.isabs(d):
+            raise errors.ParameterError(what, "'%s' is not an absolute path"
+                                        % d)
+    vg_name = opts.vg_name
+    if vg_name is None and set(dts) & {constants.DT_PLAIN,
+                                       constants.DT_DRBD8}:
+        vg_name = "xenvg"
+    cluster_params = {
+        "hvparams": hvparams,
+        "beparams": {constants.PP_DEFAULT: beparams},
+        "nicparams": {constants.PP_DEFAULT: nicparams},
+        "ndparams": ndparams,
+        "diskparams": diskparams,
+        "master_netdev": opts.master_netdev or "lo",
+        "master_netmask": (opts.master_netmask
+                           if opts.master_netmask is not None else 32),
+        "volume_group_name": vg_name,
+        "mac_prefix": _mac_prefix(opts.mac_prefix) or
+        constants.DEFAULT_MAC_PREFIX,
+    }
+    optional = {
+        "gluster_storage_dir": opts.gluster_storage_dir,
+        "candidate_pool_size": opts.candidate_pool_size,
+        "maintain_node_health": opts.maintain_node_health,
+        "prealloc_wipe_disks": opts.prealloc_wipe_disks,
+        "default_iallocator": opts.default_iallocator,
+        "default_iallocator_params": (common.parse_keyval(
+            opts.default_iallocator_params, "--default-iallocator-params")
+            if opts.default_iallocator_params is not None else None),
+        "drbd_usermode_helper": opts.drbd_usermode_helper,
+        "install_image": opts.install_image,
+        "zeroing_image": opts.zeroing_image,
+        "compression_tools": base.split_list(opts.compression_tools),
+        "enabled_user_shutdown": opts.enabled_user_shutdown,
+        "use_external_mip_script": opts.use_external_mip_script,
+    }
+    cluster_params.update((k, v) for k, v in optional.items()
+                          if v is not None)
+
+    if os.path.exists(paths.config_file):
+        raise base.CommandFailed(
+            "Failure: this node is already part of a cluster: %s exists"
+            " (gnt-cluster destroy --yes-do-it removes it)"
+            % paths.config_file)
+    running = [d for d, pid in daemon_util.status(paths).items() if pid]
+    if running:
+        raise base.CommandFailed(
+            "Failure: daemons are already running under %s: %s"
+            % (root, ", ".join(running)))
+    try:
+        store = config.ConfigStore.create(
+            None, name, node_name, master_ip, enabled_hypervisors=hvs,
+            enabled_disk_templates=dts, file_storage_dir=file_dir,
+            shared_file_storage_dir=shared_dir, uid_pool=pool,
+            **cluster_params)
+    except errors.ConfigVerifyError as err:
+        problems = err.args[1] if len(err.args) > 1 else []
+        raise base.CommandFailed(
+            "Failure: the new configuration would not be valid:\n%s"
+            % "\n".join("  - %s" % p for p in problems))
+    master = store.master_node
+    master.secondary_ip = secondary_ip
+    master.primary_ip = node_ip
+
+    # Everything is checked: write the files.
+    paths.ensure_dirs()
+    written = False
+    try:
+        cert = crypto.generate_cluster_certificate(
+            crypto.server_pem_path(paths), name)
+        written = True
+        vcluster.write_hmac_key(paths.hmac_key_file)
+        store.set_cluster_params(candidate_certs={
+            master.uuid: crypto.certificate_digest(cert.certificate,
+                                                   "sha1")})
+        store.path = paths.config_file
+        store.save()
+        write_ssconf(paths, store)
+        for d in (file_dir, shared_dir):
+            os.makedirs(d, mode=0o750, exist_ok=True)
+    except errors.X509CertError as err:
+        if written:
+            remove_cluster_files(paths, queue=False)
+        raise base.CommandFailed("Failure: cannot create the cluster"
+                                 " certificate: %s" % err)
+    except BaseException:
+        remove_cluster_files(paths, queue=False)
+        raise
+    ctx.out("Initialised cluster %s: node %s (%s), files under %s"
+            % (name, node_name, node_ip, paths.data_dir))
+    if opts.no_start:
+        ctx.out("Daemons not started (--no-start)")
+        return base.EXIT_SUCCESS
+    storage_dirs = list(opts.noded_file_storage_dir or [])
+    for d in (file_dir, shared_dir):
+        if d not in storage_dirs:
+            storage_dirs.append(d)
+    try:
+        start_node_daemons(paths, node_ip, opts.os_search_path or (),
+                           storage_dirs, ctx=ctx)
+    except daemon_util.DaemonError as err:
+        remove_cluster_files(paths)
+        raise base.CommandFailed(
+            "Failure: cannot start the daemons: %s\nThe configuration was"
+            " removed again." % err)
+    ctx.out("The master daemon answers on %s" % paths.master_socket)
+    return base.EXIT_SUCCESS
+
+
+@commands.command(
+    "destroy",
+    opts=[Opt("--yes-do-it", action="store_true",
+              help="really destroy the cluster (required)")],
+    help="remove the cluster's configuration and stop its daemons")
+def destroy(ctx, opts):
+    if not opts.yes_do_it:
+        raise base.CommandFailed(
+            "Destroying the cluster removes its configuration for good;"
+            " give --yes-do-it to really do it.")
+    op = ctx.opcode("OP_CLUSTER_DESTROY")
+    try:
+        ctx.run_op(op)
+    except errors.OpCodeUnknown:
+        raise base.CommandFailed(
+            "Failure: this master daemon does not implement cluster"
+            " destruction (OP_CLUSTER_DESTROY); nothing was changed")
+    ctx.client.close()
+    stopped = daemon_util.stop_all(ctx.paths)
+    for daemon, pid in sorted(stopped.items()):
+        if pid:
+            ctx.out("Stopped %s (pid %d)" % (daemon, pid))
+    remove_cluster_files(ctx.paths)
+    return base.EXIT_SUCCESS
+
+
+# --- information ------------------------------------------------------------------
+
+def _tags_text(tags):
+    return ", ".join(sorted(tags)) if tags else "(none)"
+
+
+def _or_empty(value):
+    return "" if value is None else value
+
+
+def _ipolicy_items(ipolicy):
+    items = []
+    bounds = []
+    for idx, minmax in enumerate(ipolicy.get(constants.ISPECS_MINMAX, [])):
+        bounds.append([("%s/%d" % (key, idx), minmax.get(key, {}))
+                       for key in (constants.ISPECS_MAX,
+                                   constants.ISPECS_MIN)])
+    items.append(("bounds specs", bounds))
+    if constants.ISPECS_STD in ipolicy:
+        items.append(("std", ipolicy[constants.ISPECS_STD]))
+    items.append(("allowed disk templates",
+                  ", ".join(ipolicy.get(constants.IPOLICY_DTS, []))))
+    for key in (constants.IPOLICY_VCPU_RATIO,
+                constants.IPOLICY_SPINDLE_RATIO):
+        if key in ipolicy:
+            items.append((key, ipolicy[key]))
+    return items
+
+
+def cluster_info_items(info):
+    """The ``gnt-cluster info`` report of a QueryClusterInfo answer."""
+    arch = info.get("architecture") or ["?", "?"]
+    pool = info.get("uid_pool") or []
+    collectors = info.get("enabled_data_collectors") or {}
+    intervals = info.get("data_collector_interval") or {}
+    cluster_params = [
+        ("candidate pool size", info.get("candidate_pool_size")),
+        ("maximal number of jobs running simultaneously",
+         info.get("max_running_jobs")),
+        ("maximal number of jobs simultaneously tracked by the scheduler",
+         info.get("max_tracked_jobs")),
+        ("mac prefix", info.get("mac_prefix")),
+        ("master netdev", info.get("master_netdev")),
+        ("master netmask", info.get("master_netmask")),
+        ("use external master IP address setup script",
+         info.get("use_external_mip_script")),
+        ("lvm volume group", info.get("volume_group_name")),
+        ("lvm reserved volumes", _tags_text(info.get("reserved_lvs"))),
+        ("drbd usermode helper", info.get("drbd_usermode_helper")),
+        ("file storage path", info.get("file_storage_dir")),
+        ("shared file storage path", info.get("shared_file_storage_dir")),
+        ("gluster storage path", info.get("gluster_storage_dir")),
+        ("maintenance of node health", info.get("maintain_node_health")),
+        ("uid pool", uidpool.format_uid_pool([tuple(r) for r in pool])
+         if pool else ""),
+        ("default instance allocator",
+         _or_empty(info.get("default_iallocator"))),
+        ("default instance allocator parameters",
+         ",".join("%s=%s" % kv for kv in sorted(
+             (info.get("default_iallocator_params") or {}).items()))),
+        ("primary ip version", info.get("primary_ip_version")),
+        ("preallocation wipe disks", info.get("prealloc_wipe_disks")),
+        ("enabled disk templates",
+         ", ".join(info.get("enabled_disk_templates") or [])),
+        ("install image", _or_empty(info.get("install_image"))),
+        ("instance communication network",
+         _or_empty(info.get("instance_communication_network"))),
+        ("zeroing image", _or_empty(info.get("zeroing_image"))),
+        ("compression tools", base.Items(info.get("compression_tools") or [])),
+        ("enabled user shutdown", info.get("enabled_user_shutdown")),
+        ("modify ssh setup", info.get("modify_ssh_setup")),
+        ("ssh_key_type", info.get("ssh_key_type")),
+        ("ssh_key_bits", info.get("ssh_key_bits")),
+    ]
+    return [
+        ("Cluster name", info.get("name")),
+        ("Cluster UUID", info.get("uuid")),
+        ("Creation time", base.format_time(info.get("ctime"))),
+        ("Modification time", base.format_time(info.get("mtime"))),
+        ("Master node", info.get("master")),
+        ("Architecture (this node)", "%s (%s)" % (arch[0], arch[1])),
+        ("Tags", _tags_text(info.get("tags"))),
+        ("Default hypervisor", info.get("default_hypervisor")),
+        ("Enabled hypervisors",
+         ", ".join(info.get("enabled_hypervisors") or [])),
+        ("Hypervisor parameters", info.get("hvparams") or {}),
+        ("OS-specific hypervisor parameters", info.get("os_hvp") or {}),
+        ("OS parameters", info.get("osparams") or {}),
+        ("Hidden OSes", ", ".join(info.get("hidden_os") or [])),
+        ("Blacklisted OSes", ", ".join(info.get("blacklisted_os") or [])),
+        ("Cluster parameters", cluster_params),
+        ("Default node parameters", info.get("ndparams") or {}),
+        ("Default instance parameters", info.get("beparams") or {}),
+        ("Default nic parameters", info.get("nicparams") or {}),
+        ("Default disk parameters", info.get("diskparams") or {}),
+        ("Instance policy - limits for instances",
+         _ipolicy_items(info.get("ipolicy") or {})),
+        ("Data collectors", [
+            (name, [("active", collectors[name]),
+                    ("interval", "%.3fs" % (intervals[name] / 1e6)
+                     if isinstance(intervals.get(name), (int, float))
+                     else intervals.get(name))])
+            for name in sorted(collectors)]),
+    ]
+
+
+@commands.command("info", opts=[Opt("--roman", action="store_true",
+                                    help="accepted for compatibility;"
+                                    " numbers stay arabic")],
+                  help="show the cluster's configuration")
+def info(ctx, opts):
+    base.print_info(ctx, cluster_info_items(ctx.client.query_cluster_info()))
+
+
+@commands.command("version", help="show the software and protocol versions")
+def version(ctx, opts):
+    info = ctx.client.query_cluster_info()
+    ctx.out("Software version: %s" % info.get("software_version"))
+    ctx.out("Internode protocol: %s" % info.get("protocol_version"))
+    ctx.out("Configuration format: %s" % info.get("config_version"))
+    ctx.out("OS api version: %s" % info.get("os_api_version"))
+    ctx.out("Export interface: %s" % info.get("export_version"))
+    ctx.out("VCS version: %s" % info.get("vcs_version"))
+
+
+@commands.command("getmaster", help="show the master node")
+def getmaster(ctx, opts):
+    master = backend_files.read_ssconf_value(ctx.paths, "master_node")
+    if not master:
+        master = ctx.client.query_config_values(["master_node"])[0]
+    ctx.out(master)
+
+
+@commands.command("master-ping",
+                  help="exit 0 if the master daemon answers, else 1")
+def master_ping(ctx, opts):
+    try:
+        ctx.client.query_config_values(["cluster_name"])
+    except errors.GenericError:
+        return base.EXIT_FAILURE
+    return base.EXIT_SUCCESS
+
+
+@commands.command(
+    "verify",
+    opts=[Opt("--error-codes", action="store_true",
+              help="print errors in a machine-readable form"),
+          Opt("-I", "--ignore-errors", action="append", default=[],
+              metavar="ECODE", choices=sorted(opcodes.VERIFY_ERROR_CODES),
+              help="treat this error code as a warning (repeatable)"),
+          Opt("--verbose", action="store_true", help="say more"),
+          Opt("--debug-simulate-errors", action="store_true",
+              help="report errors that do not exist (for testing)")]
+    + base.JOB_OPTS,
+    help="check the cluster configuration; exit 1 if there are problems")
+def verify(ctx, opts):
+    op = ctx.opcode("OP_CLUSTER_VERIFY_CONFIG", error_codes=opts.error_codes,
+                    ignore_errors=opts.ignore_errors, verbose=opts.verbose,
+                    debug_simulate_errors=opts.debug_simulate_errors)
+    result = ctx.run_op(op)
+    if result is None and opts.submit_only:
+        return base.EXIT_SUCCESS
+    return base.EXIT_SUCCESS if result else base.EXIT_FAILURE
+
+
+@commands.command("redist-conf", opts=base.JOB_OPTS,
+                  help="push the configuration files to every node again")
+def redist_conf(ctx, opts):
+    ctx.run_op(ctx.opcode("OP_CLUSTER_REDIST_CONF"))
+
+
+# --- modify -----------------------------------------------------------------
+
+def _os_mods(text, option):
+    if text is None:
+        return None
+    mods = []
+    for item in base.split_list(text):
+        action, _, name = item.partition(":")
+        if action not in (opcodes.DDM_ADD, opcodes.DDM_REMOVE) or not name:
+            raise errors.ParameterError(option, "'%s' is not add:OS or"
+                                        " remove:OS" % item)
+        mods.append((action, name))
+    return mods
+
+
+def _collectors(text, option, convert):
+    if text is None:
+        return None
+    result = {}
+    for key, value in common.parse_keyval(text, option).items():
+        try:
+            result[key] = convert(value)
+        except (ValueError, errors.ParameterError):
+            raise errors.ParameterError(option, "invalid value '%s' for %s"
+                                        % (value, key))
+    return result
+
+
+def _interval_usec(value):
+    if isinstance(value, bool):
+        raise ValueError(value)
+    return int(float(value) * 1000000)
+
+
+@commands.command(
+    "modify",
+    opts=[VG_OPT, ENABLED_HV_OPT, HV_LIST_OPT, BE_OPT, NIC_OPT, DISKP_OPT,
+          UID_POOL_OPT,
+          Opt("--add-uids", metavar="POOL", help="add uids to the pool"),
+          Opt("--remove-uids", metavar="POOL",
+              help="remove uids from the pool"),
+          POOL_SIZE_OPT,
+          Opt("--max-running-jobs", type=int, metavar="N",
+              help="jobs that may run at the same time"),
+          Opt("--max-tracked-jobs", type=int, metavar="N",
+              help="jobs the scheduler tracks at the same time"),
+          MNH_OPT, WIPE_OPT, IALLOC_OPT, IALLOC_PARAMS_OPT,
+          Opt("--reserved-lvs", metavar="NAMES",
+              help="logical volumes verify ignores ('' for none)"),
+          NODE_PARAMS_OPT, MAC_PREFIX_OPT, NETDEV_OPT, NETMASK_OPT,
+          Opt("--modify-etc-hosts", type=base.yes_no("modify etc hosts"),
+              metavar="yes|no", help="maintain /etc/hosts"),
+          MIP_SCRIPT_OPT, ENABLED_DT_OPT, DRBD_HELPER_OPT, FILE_DIR_OPT,
+          SHARED_DIR_OPT, GLUSTER_DIR_OPT, COMPRESSION_OPT,
+          Opt("--instance-communication-network", metavar="NETWORK",
+              help="network for instance communication"),
+          INSTALL_IMAGE_OPT, ZEROING_IMAGE_OPT, USER_SHUTDOWN_OPT,
+          Opt("--enabled-data-collectors", metavar="NAME=BOOL[,...]",
+              help="switch data collectors on or off"),
+          Opt("--data-collector-interval", metavar="NAME=SECONDS[,...]",
+              help="how often data collectors run"),
+          Opt("--hidden-os", metavar="add:OS|remove:OS[,...]",
+              help="hide or unhide OSes"),
+          Opt("--blacklisted-os", metavar="add:OS|remove:OS[,...]",
+              help="blacklist or unblacklist OSes"),
+          base.FORCE_OPT, base.DRY_RUN_OPT] + base.JOB_OPTS,
+    help="change cluster parameters")
+def modify(ctx, opts):
+    params = {}
+
+    def put(key, value):
+        if value is not None:
+            params[key] = value
+
+    put("vg_name", opts.vg_name)
+    if opts.enabled_hypervisors is not None:
+        params["enabled_hypervisors"] = _hypervisor_list(
+            opts.enabled_hypervisors, "--enabled-hypervisors")
+    if opts.hvparams:
+        params["hvparams"] = base.parse_hv_list(opts.hvparams)
+    put("beparams", base.parse_beparams(opts.beparams))
+    put("nicparams", _nicparams(opts.nicparams))
+    if opts.diskparams:
+        params["diskparams"] = _diskparams(opts.diskparams)
+    put("uid_pool", _uid_pool(opts.uid_pool))
+    put("add_uids", _uid_pool(opts.add_uids, "--add-uids"))
+    put("remove_uids", _uid_pool(opts.remove_uids, "--remove-uids"))
+    put("candidate_pool_size", opts.candidate_pool_size)
+    put("max_running_jobs", opts.max_running_jobs)
+    put("max_tracked_jobs", opts.max_tracked_jobs)
+    put("maintain_node_health", opts.maintain_node_health)
+    put("prealloc_wipe_disks", opts.prealloc_wipe_disks)
+    put("default_iallocator", opts.default_iallocator)
+    if opts.default_iallocator_params is not None:
+        params["default_iallocator_params"] = common.parse_keyval(
+            opts.default_iallocator_params, "--default-iallocator-params")
+    put("reserved_lvs", base.split_list(opts.reserved_lvs))
+    put("ndparams", base.parse_ndparams(opts.ndparams))
+    put("mac_prefix", _mac_prefix(opts.mac_prefix))
+    put("master_netdev", opts.master_netdev)
+    put("master_netmask", opts.master_netmask)
+    put("modify_etc_hosts", opts.modify_etc_hosts)
+    put("use_external_mip_script", opts.use_external_mip_script)
+    if opts.enabled_disk_templates is not None:
+        params["enabled_disk_templates"] = _disk_template_list(
+            opts.enabled_disk_templates, "--enabled-disk-templates")
+    put("drbd_helper", opts.drbd_usermode_helper)
+    put("file_storage_dir", opts.file_storage_dir)
+    put("shared_file_storage_dir", opts.shared_file_storage_dir)
+    put("gluster_storage_dir", opts.gluster_storage_dir)
+    put("compression_tools", base.split_list(opts.compression_tools))
+    put("instance_communication_network",
+        opts.instance_communication_network)
+    put("install_image", opts.install_image)
+    put("zeroing_image", opts.zeroing_image)
+    put("enabled_user_shutdown", opts.enabled_user_shutdown)
+    put("enabled_data_collectors", _collectors(
+        opts.enabled_data_collectors, "--enabled-data-collectors",
+        lambda v: base.parse_bool(v, "--enabled-data-collectors")))
+    put("data_collector_interval", _collectors(
+        opts.data_collector_interval, "--data-collector-interval",
+        _interval_usec))
+    put("hidden_os", _os_mods(opts.hidden_os, "--hidden-os"))
+    put("blacklisted_os", _os_mods(opts.blacklisted_os, "--blacklisted-os"))
+    if not params:
+        raise base.CommandFailed("Please give at least one of the"
+                                 " parameters.")
+    if opts.force:
+        params["force"] = True
+    ctx.run_op(ctx.opcode("OP_CLUSTER_SET_PARAMS", **params))
+
+
+# --- the job queue and the watcher --------------------------------------------
+
+@commands.command(
+    "queue", args=[Opt("action", choices=["drain", "undrain", "info"],
+                       help="drain: accept no new jobs; undrain: accept"
+                       " them again; info: show the drain flag")],
+    help="change or show the job queue's drain flag")
+def queue(ctx, opts):
+    if opts.action == "drain":
+        ctx.client.set_drain_flag(True)
+    elif opts.action == "undrain":
+        ctx.client.set_drain_flag(False)
+    else:
+        drained = ctx.client.query_config_values(["drain_flag"])[0]
+        ctx.out("The drain flag is %s" % ("set" if drained else "unset"))
+
+
+@commands.command(
+    "watcher",
+    args=[Opt("action", choices=["pause", "continue", "info"],
+              help="pause DURATION, continue, or info"),
+          Opt("duration", nargs="?", metavar="DURATION",
+              help="seconds to pause (pause only; s, m, h, d, w suffixes)")],
+    help="pause the watcher, let it continue, or show its state")
+def watcher(ctx, opts):
+    if opts.action == "pause":
+        if not opts.duration:
+            raise base.UsageError("watcher pause needs a duration")
+        until = time.time() + _parse_duration(opts.duration)
+        result = ctx.client.set_watcher_pause(until)
+        ctx.out("The watcher is paused until %s."
+                % time.ctime(result if isinstance(result, (int, float))
+                             else until))
+    elif opts.action == "continue":
+        ctx.client.set_watcher_pause(None)
+        ctx.out("The watcher is no longer paused.")
+    else:
+        until = ctx.client.query_config_values(["watcher_pause"])[0]
+        if until is None or until < time.time():
+            ctx.out("The watcher is not paused.")
+        else:
+            ctx.out("The watcher is paused until %s." % time.ctime(until))
+
+
+def _parse_duration(text):
+    factors = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+    text = text.strip()
+    factor = 1
+    if text and text[-1].lower() in factors:
+        factor = factors[text[-1].lower()]
+        text = text[:-1]
+    try:
+        value = float(text)
+    except ValueError:
+        raise errors.ParameterError("duration", "'%s' is not a duration"
+                                    % text)
+    if value < 0:
+        raise errors.ParameterError("duration", "must not be negative")
+    return value * factor
+
+
+# --- tags ---------------------------------------------------------------------
+
+base.tag_commands(commands, constants.TAG_CLUSTER)
+
+
+@commands.command("search-tags",
+                  args=[Opt("pattern", help="regular expression")],
+                  help="find objects whose tags match a regular expression;"
+                  " exit 1 if none does")
+def search_tags(ctx, opts):
+    result = ctx.run_op(ctx.opcode("OP_TAGS_SEARCH", pattern=opts.pattern))
+    if not result:
+        return base.EXIT_FAILURE
+    for path, tag in sorted(result):
+        ctx.out("%s %s" % (path, tag))
+    return base.EXIT_SUCCESS
+
+
+def main(argv=None):
+    commands.main(argv)
+
+
+if __name__ == "__main__":
+    main()
