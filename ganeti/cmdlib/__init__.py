@@ -4,4 +4,4 @@ Importing this package registers every LU with the opcode processor
 (``ganeti.mcpu.LU_REGISTRY``).
 """
 
-from ganeti.cmdlib import cluster, tags, test  # noqa: F401
+from ganeti.cmdlib import cluster, instance, os, tags, test  # noqa: F401

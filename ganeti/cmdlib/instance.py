@@ -1,0 +1,608 @@
+"""Instance logical units: life cycle (start, stop, reboot, remove, rename,
+reinstall) and the per-instance data query.
+
+Every instance LU locks its instance (by UUID) and, where it touches them,
+the instance's nodes.  Checks that need the node's answer (is the instance
+running? was it shut down by its user?) run at the start of ``exec_``,
+before anything changes, and fail with ``OpPrereqError`` like the checks of
+``check_prereq``.
+
+Creation is in :mod:`instance_create`, parameter changes in
+:mod:`instance_set_params`, disk operations in :mod:`instance_storage`.
+"""
+
+from ganeti import constants
+from ganeti import errors
+from ganeti import hypervisor
+from ganeti import locking
+from ganeti import mcpu
+from ganeti import objects
+from ganeti.cmdlib import common
+from ganeti.cmdlib.base import LogicalUnit
+
+# Re-exported so that importing this module registers every instance LU.
+from ganeti.cmdlib import instance_create  # noqa: F401
+from ganeti.cmdlib import instance_set_params  # noqa: F401
+from ganeti.cmdlib import instance_storage  # noqa: F401
+
+ALL_NODES = "all"
+PRIMARY_NODE = "primary"
+
+
+class InstanceLU(LogicalUnit):
+    """An LU working on one instance named by ``instance_name``."""
+
+    #: which of the instance's nodes to lock at LEVEL_NODE / LEVEL_NODE_RES
+    #: (ALL_NODES, PRIMARY_NODE or None)
+    NODE_LOCKS = None
+    NODE_RES_LOCKS = None
+
+    def expand_names(self):
+        name = self.op.instance_uuid or self.op.instance_name
+        self.instance_uuid = self.expand_instance(name)
+        self.needed_locks[locking.LEVEL_INSTANCE] = [self.instance_uuid]
+
+    def _instance_nodes(self, which):
+        inst = self.cfg.get_instance(self.instance_uuid)
+        if which == PRIMARY_NODE:
+            return [inst.primary_node] if inst.primary_node else []
+        return list(inst.all_nodes)
+
+    def declare_locks(self, level):
+        if level == locking.LEVEL_NODE and self.NODE_LOCKS:
+            self.needed_locks[level] = self._instance_nodes(self.NODE_LOCKS)
+        elif level == locking.LEVEL_NODE_RES and self.NODE_RES_LOCKS:
+            self.needed_locks[level] = self._instance_nodes(
+                self.NODE_RES_LOCKS)
+
+    @property
+    def instance(self):
+        """The instance as the configuration has it now."""
+        return self.cfg.get_instance(self.instance_uuid)
+
+
+# --- start / stop / reboot ----------------------------------------------------
+
+@mcpu.register
+class LUInstanceStartup(InstanceLU):
+    OP_ID = "OP_INSTANCE_STARTUP"
+    NODE_RES_LOCKS = PRIMARY_NODE
+
+    def check_arguments(self):
+        self.beparams = common.check_beparams(self.op.beparams)
+
+    def check_prereq(self):
+        op = self.op
+        inst = self.instance
+        cluster = self.cfg.cluster
+        common.check_not_forthcoming(inst, "start it")
+        common.check_instance_state(inst, common.INSTANCE_ONLINE,
+                                    "cannot start it (mark it online first)")
+        if op.hvparams:
+            common.check_hvparams(cluster, inst, overrides=op.hvparams,
+                                  log_warning=self.log_warning)
+        if self.beparams:
+            be = objects.fill_beparams(cluster, inst)
+            be.update(self.beparams)
+            common.check_memory_range(be)
+        self.primary_offline = self.cfg.get_node(inst.primary_node).offline
+        if self.primary_offline and op.ignore_offline_nodes:
+            self.log_warning("Ignoring offline primary node")
+            if op.hvparams or op.beparams:
+                self.log_warning("Overridden parameters are ignored")
+        else:
+            common.check_node_online(self.cfg, inst.primary_node,
+                                     "cannot start instance %s" % inst.name)
+
+    async def exec_(self):
+        op = self.op
+        cfg = self.cfg
+        inst = self.instance
+        before = (inst.admin_state, inst.admin_state_source)
+        if self.primary_offline:
+            if not op.no_remember:
+                cfg.set_instance_admin_state(inst.uuid, constants.ADMINST_UP,
+                                             constants.ADMIN_SOURCE)
+            self.log_info("Primary node offline, marked instance as started")
+            return None
+        info = await common.live_info(self, inst)
+        running = common.is_live(info)
+        if not running:
+            be = objects.fill_beparams(cfg.cluster, inst)
+            be.update(self.beparams)
+            await common.check_free_memory(
+                self, inst.primary_node, inst.hypervisor,
+                be[constants.BE_MINMEM], "starting instance %s" % inst.name)
+        if not op.no_remember:
+            cfg.set_instance_admin_state(inst.uuid, constants.ADMINST_UP,
+                                         constants.ADMIN_SOURCE)
+        if info and not running:
+            # A domain kept after a user shutdown or a crash (seed 004).
+            self.log_info("Cleaning up the %s domain of instance %s first",
+                          info.get("state"), inst.name)
+            await common.call_node(self, inst.primary_node,
+                                   "instance_cleanup",
+                                   [inst.name, inst.hypervisor],
+                                   "Cleaning up instance %s" % inst.name)
+        if running:
+            self.log_info("Instance %s is already running", inst.name)
+            return None
+        try:
+            await common.assemble_disks(self, self.instance)
+            spec = common.instance_spec(cfg, self.instance,
+                                        hvparams=op.hvparams,
+                                        beparams=self.beparams)
+            self.log_info("Starting instance %s on node %s", inst.name,
+                          common.node_name(cfg, inst.primary_node))
+            await common.call_node(self, inst.primary_node, "instance_start",
+                                   [spec, op.startup_paused],
+                                   "Starting instance %s" % inst.name)
+        except BaseException:
+            await common.shutdown_disks(self, self.instance,
+                                        ignore_failures=True)
+            if not op.no_remember and \
+                    (self.instance.admin_state,
+                     self.instance.admin_state_source) != before:
+                cfg.set_instance_admin_state(inst.uuid, *before)
+            raise
+        return None
+
+
+@mcpu.register
+class LUInstanceShutdown(InstanceLU):
+    """Stop an instance; with admin_state_source "user", record a shutdown
+    the guest's user did (PROTOCOLS 7.4, seed 004)."""
+    OP_ID = "OP_INSTANCE_SHUTDOWN"
+
+    def check_arguments(self):
+        if self.op.no_remember and self.op.admin_state_source is not None:
+            self.log_warning("Parameter 'admin_state_source' has no effect if"
+                             " used with parameter 'no_remember'")
+        self.source = self.op.admin_state_source or constants.ADMIN_SOURCE
+
+    def check_prereq(self):
+        op = self.op
+        inst = self.instance
+        common.check_not_forthcoming(inst, "shut it down")
+        if op.force:
+            self.log_warning("Ignoring offline instance check")
+        else:
+            common.check_instance_state(
+                inst, common.INSTANCE_ONLINE,
+                "cannot shut it down (it is offline)")
+        self.primary_offline = self.cfg.get_node(inst.primary_node).offline
+        if self.primary_offline and op.ignore_offline_nodes:
+            self.log_warning("Ignoring offline primary node")
+        else:
+            common.check_node_online(self.cfg, inst.primary_node,
+                                     "cannot shut down instance %s"
+                                     % inst.name)
+        if self.source == constants.USER_SOURCE and self.primary_offline:
+            raise errors.OpPrereqError(
+                "Instance '%s': a user shutdown cannot be checked on its"
+                " offline primary node" % inst.name, errors.ECODE_STATE)
+
+    async def exec_(self):
+        op = self.op
+        cfg = self.cfg
+        inst = self.instance
+        user = self.source == constants.USER_SOURCE
+        if user:
+            info = await common.live_info(self, inst)
+            if not common.is_user_down(cfg.cluster, inst, info):
+                state = info.get("state") if info else "not present"
+                raise errors.OpPrereqError(
+                    "Instance '%s' was not shutdown by the user (the node"
+                    " reports it %s)" % (inst.name, state),
+                    errors.ECODE_STATE)
+        if not op.no_remember and inst.admin_state in common.INSTANCE_ONLINE:
+            cfg.set_instance_admin_state(inst.uuid, constants.ADMINST_DOWN,
+                                         self.source)
+        if self.primary_offline:
+            self.log_info("Primary node offline, marked instance as stopped")
+            return None
+        pname = common.node_name(cfg, inst.primary_node)
+        if user:
+            # The guest powered itself off; its domain was kept so we could
+            # tell (seed 004).  Clean it up; the disks stay active.
+            self.log_info("Cleaning up the domain of instance %s, shut down"
+                          " by its user, on node %s", inst.name, pname)
+            await common.call_node(self, inst.primary_node,
+                                   "instance_cleanup",
+                                   [inst.name, inst.hypervisor],
+                                   "Cleaning up instance %s" % inst.name)
+            return None
+        self.log_info("Shutting down instance %s on node %s", inst.name,
+                      pname)
+        await common.call_node(self, inst.primary_node, "instance_shutdown",
+                               [inst.name, inst.hypervisor, op.timeout],
+                               "Shutting down instance %s" % inst.name)
+        await common.shutdown_disks(self, self.instance, ignore_failures=True)
+        return None
+
+
+@mcpu.register
+class LUInstanceReboot(InstanceLU):
+    """soft/hard: the node reboots the running instance; full (or an
+    instance that is not running): shutdown and start by the master."""
+    OP_ID = "OP_INSTANCE_REBOOT"
+    NODE_LOCKS = ALL_NODES
+
+    def check_prereq(self):
+        inst = self.instance
+        common.check_not_forthcoming(inst, "reboot it")
+        common.check_instance_state(inst, [constants.ADMINST_UP],
+                                    "cannot reboot it (start it instead)")
+        common.check_node_online(self.cfg, inst.primary_node,
+                                 "cannot reboot instance %s" % inst.name)
+
+    async def exec_(self):
+        op = self.op
+        cfg = self.cfg
+        inst = self.instance
+        info = await common.live_info(self, inst, prereq=False)
+        running = common.is_live(info)
+        rtype = op.reboot_type
+        if running and rtype in ("soft", "hard"):
+            self.log_info("Rebooting instance %s (%s)", inst.name, rtype)
+            await common.call_node(
+                self, inst.primary_node, "instance_reboot",
+                [common.instance_spec(cfg, inst), inst.hypervisor, rtype,
+                 op.shutdown_timeout],
+                "Rebooting instance %s (%s)" % (inst.name, rtype))
+        else:
+            if running:
+                self.log_info("Shutting down instance %s for a full reboot",
+                              inst.name)
+                await common.call_node(
+                    self, inst.primary_node, "instance_shutdown",
+                    [inst.name, inst.hypervisor, op.shutdown_timeout],
+                    "Shutting down instance %s for a full reboot" % inst.name)
+                await common.shutdown_disks(self, self.instance,
+                                            ignore_failures=True)
+            else:
+                self.log_info("Instance %s was already stopped, starting now",
+                              inst.name)
+                if info:
+                    await common.call_node(
+                        self, inst.primary_node, "instance_cleanup",
+                        [inst.name, inst.hypervisor],
+                        "Cleaning up instance %s" % inst.name)
+            await common.assemble_disks(self, self.instance)
+            result = await common.try_call_node(
+                self, inst.primary_node, "instance_start",
+                [common.instance_spec(cfg, self.instance), False])
+            if not result.success:
+                await common.shutdown_disks(self, self.instance,
+                                            ignore_failures=True)
+                raise errors.OpExecError(
+                    "Could not start instance %s for full reboot: %s"
+                    % (inst.name, common.rpc_error(
+                        result, "Starting",
+                        common.node_name(cfg, inst.primary_node))))
+        if self.instance.admin_state != constants.ADMINST_UP:
+            cfg.set_instance_admin_state(inst.uuid, constants.ADMINST_UP,
+                                         constants.ADMIN_SOURCE)
+        return None
+
+
+# --- remove / rename / reinstall ----------------------------------------------------
+
+@mcpu.register
+class LUInstanceRemove(InstanceLU):
+    OP_ID = "OP_INSTANCE_REMOVE"
+    NODE_LOCKS = ALL_NODES
+    NODE_RES_LOCKS = ALL_NODES
+
+    async def exec_(self):
+        op = self.op
+        cfg = self.cfg
+        inst = self.instance
+        uuid = inst.uuid
+        if inst.forthcoming:
+            self.log_info("Instance %s is forthcoming; removing it from the"
+                          " configuration only", inst.display_name)
+        else:
+            pname = common.node_name(cfg, inst.primary_node)
+            self.log_info("Shutting down instance %s on node %s", inst.name,
+                          pname)
+            result = await common.try_call_node(
+                self, inst.primary_node, "instance_shutdown",
+                [inst.name, inst.hypervisor, op.shutdown_timeout])
+            if not result.success:
+                err = common.rpc_error(result, "Shutting down instance %s"
+                                       % inst.name, pname)
+                if not op.ignore_failures:
+                    raise err
+                self.log_warning("Warning: can't shutdown instance: %s", err)
+            self.log_info("Removing block devices for instance %s",
+                          inst.name)
+            ok = await common.remove_disks(
+                self, inst, common.all_disk_pairs(cfg, inst),
+                ignore_failures=True)
+            if not ok and not op.ignore_failures:
+                raise errors.OpExecError(
+                    "Can't remove instance %s's disks (see the warnings);"
+                    " use ignore_failures to remove it from the"
+                    " configuration anyway" % inst.name)
+        self.log_info("Removing instance %s out of cluster config",
+                      inst.display_name)
+        cfg.remove_instance(uuid)
+        await common.remove_instance_lock(self, uuid)
+        return None
+
+
+@mcpu.register
+class LUInstanceRename(InstanceLU):
+    OP_ID = "OP_INSTANCE_RENAME"
+
+    def check_prereq(self):
+        inst = self.instance
+        new_name = self.op.new_name
+        for other in self.cfg.instances.values():
+            if other.name == new_name and other.uuid != inst.uuid:
+                raise errors.OpPrereqError(
+                    "new_name: instance '%s' is already in the cluster"
+                    % new_name, errors.ECODE_EXISTS)
+        if not inst.forthcoming:
+            try:
+                hypervisor.check_instance_name(new_name)
+            except errors.HypervisorError as err:
+                raise errors.OpPrereqError("new_name: %s" % err,
+                                           errors.ECODE_INVAL)
+            common.check_node_online(self.cfg, inst.primary_node,
+                                     "cannot rename instance %s" % inst.name)
+            common.check_instance_state(inst, common.INSTANCE_NOT_RUNNING,
+                                        "cannot rename")
+
+    async def exec_(self):
+        cfg = self.cfg
+        inst = self.instance
+        old_name = inst.name
+        if not inst.forthcoming:
+            await common.check_not_running(self, inst, "cannot rename")
+        cfg.rename_instance(inst.uuid, self.op.new_name)
+        inst = self.instance
+        self.log_info("Instance %s renamed to %s", old_name or inst.uuid,
+                      inst.name)
+        if inst.forthcoming or not old_name or old_name == inst.name:
+            return inst.name
+        pname = common.node_name(cfg, inst.primary_node)
+        self.log_info("Running the OS rename script for %s on node %s",
+                      inst.name, pname)
+        result = await common.try_call_node(
+            self, inst.primary_node, "instance_run_rename",
+            [common.os_instance(cfg, inst), old_name,
+             self.op.debug_level or 0])
+        if not result.success:
+            self.log_warning(
+                "Could not run OS rename script for instance %s on node %s"
+                " (but the instance has been renamed in Ganeti): %s",
+                inst.name, pname, result.fail_msg)
+        return inst.name
+
+
+@mcpu.register
+class LUInstanceReinstall(InstanceLU):
+    OP_ID = "OP_INSTANCE_REINSTALL"
+    NODE_LOCKS = PRIMARY_NODE
+
+    def check_prereq(self):
+        op = self.op
+        cluster = self.cfg.cluster
+        inst = self.instance
+        common.check_not_forthcoming(inst, "reinstall it")
+        common.check_node_online(self.cfg, inst.primary_node,
+                                 "Instance primary node offline, cannot"
+                                 " reinstall")
+        if not inst.disks:
+            raise errors.OpPrereqError("Instance '%s' has no disks"
+                                       % inst.name, errors.ECODE_INVAL)
+        common.check_instance_state(inst, [constants.ADMINST_DOWN],
+                                    "cannot reinstall")
+        self.os_name = op.os_type or inst.os
+        if op.os_type:
+            common.check_os_name(op.os_type)
+            common.check_os_allowed(cluster, op.os_type)
+        self.osparams = common.update_params(inst.osparams, op.osparams)
+
+    async def exec_(self):
+        op = self.op
+        cfg = self.cfg
+        inst = self.instance
+        await common.check_not_running(self, inst, "cannot reinstall")
+        candidate = inst.copy()
+        candidate.os = self.os_name
+        candidate.osparams = self.osparams
+        await common.check_os_on_node(
+            self, inst.primary_node, self.os_name,
+            objects.fill_osparams(cfg.cluster, candidate), op.force_variant)
+        if op.os_type:
+            self.log_info("Changing OS scripts to '%s'...", op.os_type)
+        self.log_info("Running instance OS create scripts...")
+        await common.call_node(
+            self, inst.primary_node, "instance_os_add",
+            [common.os_instance(cfg, inst, os_name=self.os_name,
+                                osparams=self.osparams), True,
+             op.debug_level or 0],
+            "Reinstalling OS %s for instance %s" % (self.os_name, inst.name))
+        changes = {}
+        if self.os_name != inst.os:
+            changes["os"] = self.os_name
+        if self.osparams != (inst.osparams or {}):
+            changes["osparams"] = self.osparams
+        if changes:
+            cfg.modify_instance(inst.uuid, check_resources=False, **changes)
+        return None
+
+
+# --- query ------------------------------------------------------------------------------
+
+def _nic_tuple(cfg, nic, group):
+    filled = objects.fill_nicparams(cfg.cluster, nic, group)
+    netinfo = None
+    if nic.network and nic.network in cfg.networks:
+        netinfo = cfg.networks[nic.network].to_dict()
+    return [nic.name, nic.uuid, nic.ip, nic.mac,
+            filled.get(constants.NIC_MODE), filled.get(constants.NIC_LINK),
+            filled.get(constants.NIC_VLAN), nic.network, netinfo]
+
+
+def run_state(cluster, instance, info):
+    """Ganeti's run_state of OP_INSTANCE_QUERY_DATA for a live answer."""
+    if info and "state" in info:
+        if info["state"] == hypervisor.SHUTDOWN:
+            allowed = cluster.enabled_user_shutdown and \
+                common.user_shutdown_allowed(cluster, instance)
+            return "user down" if allowed else "down"
+        return "up"
+    if instance.admin_state == constants.ADMINST_UP:
+        return "down"
+    if instance.admin_state == constants.ADMINST_DOWN:
+        if instance.admin_state_source == constants.USER_SOURCE:
+            return "user down"
+        return "down"
+    return "offline"
+
+
+@mcpu.register
+class LUInstanceQueryData(LogicalUnit):
+    """Static and live data per instance (gnt-instance info)."""
+    OP_ID = "OP_INSTANCE_QUERY_DATA"
+
+    def expand_names(self):
+        op = self.op
+        self.use_locking = op.use_locking
+        if not (op.static or op.use_locking):
+            self.log_warning("Non-static data requested, locks need to be"
+                             " acquired")
+            self.use_locking = True
+        self.wanted = None
+        if op.instances:
+            self.wanted = []
+            for name in op.instances:
+                uuid = self.expand_instance(name)
+                if uuid not in self.wanted:
+                    self.wanted.append(uuid)
+        if self.use_locking:
+            self.share_all()
+            self.needed_locks[locking.LEVEL_INSTANCE] = (
+                locking.ALL_SET if self.wanted is None else list(self.wanted))
+
+    def _wanted_uuids(self):
+        if self.wanted is not None:
+            return self.wanted
+        return sorted(self.cfg.instances,
+                      key=lambda u: self.cfg.instances[u].display_name)
+
+    def declare_locks(self, level):
+        if level == locking.LEVEL_NODE and self.use_locking:
+            nodes = set()
+            for uuid in self._wanted_uuids():
+                inst = self.cfg.instances.get(uuid)
+                if inst is not None:
+                    nodes.update(inst.all_nodes)
+            self.needed_locks[level] = sorted(nodes)
+
+    def check_prereq(self):
+        self.instances = []
+        for uuid in self._wanted_uuids():
+            self.instances.append(self.cfg.get_instance(uuid))
+
+    async def exec_(self):
+        result = {}
+        for inst in self.instances:
+            data = await self._instance_data(inst)
+            result[inst.display_name] = data
+        return result
+
+    async def _disk_status(self, inst, disks):
+        """pstatus per disk (None when static, missing or unknown)."""
+        status = [None] * len(disks)
+        pnode = self.cfg.nodes.get(inst.primary_node)
+        if self.op.static or inst.forthcoming or pnode is None or \
+                pnode.offline:
+            return status
+        wanted = [(i, d) for i, d in enumerate(disks)
+                  if d.dev_type != constants.DT_DISKLESS]
+        if not wanted:
+            return status
+        result = await common.try_call_node(
+            self, inst.primary_node, "blockdev_getdimensions",
+            [[d.to_dict() for _, d in wanted]])
+        if not result.success:
+            self.log_warning("Can't compute disk status for %s: %s",
+                             inst.name, result.fail_msg)
+            return status
+        for (idx, disk), dims in zip(wanted, result.payload or []):
+            if dims is not None:
+                status[idx] = [common.disk_path(disk), None, None, None,
+                               None, False, common.LDS_OKAY]
+        return status
+
+    async def _instance_data(self, inst):
+        cfg = self.cfg
+        cluster = cfg.cluster
+        pnode = cfg.nodes.get(inst.primary_node)
+        remote_state = None
+        if pnode is not None and not self.op.static and \
+                not inst.forthcoming:
+            if pnode.offline:
+                self.log_warning("Primary node %s is marked offline,"
+                                 " returning static information only for"
+                                 " instance %s", pnode.name, inst.name)
+            else:
+                info = await common.call_node(
+                    self, inst.primary_node, "instance_info",
+                    [inst.name, inst.hypervisor],
+                    "Checking instance %s" % inst.name)
+                remote_state = run_state(cluster, inst, info)
+        disks = cfg.instance_disks(inst)
+        pstatus = await self._disk_status(inst, disks)
+        out_disks = []
+        for disk, status in zip(disks, pstatus):
+            out_disks.append({
+                "iv_name": disk.iv_name, "dev_type": disk.dev_type,
+                "logical_id": disk.logical_id, "drbd_info": None,
+                "pstatus": status, "sstatus": None, "children": [],
+                "mode": disk.mode, "size": disk.size,
+                "spindles": disk.spindles, "name": disk.name,
+                "uuid": disk.uuid,
+            })
+
+        def group_of(node_uuid):
+            node = cfg.nodes.get(node_uuid)
+            return cfg.nodegroups.get(node.group) if node else None
+        pgroup = group_of(inst.primary_node)
+        sgroups = [group_of(n) for n in inst.secondary_nodes]
+        return {
+            "name": inst.display_name,
+            "config_state": inst.admin_state,
+            "run_state": remote_state,
+            "pnode": pnode.name if pnode else None,
+            "pnode_group_uuid": pgroup.uuid if pgroup else None,
+            "pnode_group_name": pgroup.name if pgroup else None,
+            "snodes": [common.node_name(cfg, n)
+                       for n in inst.secondary_nodes],
+            "snodes_group_uuids": [g.uuid if g else None for g in sgroups],
+            "snodes_group_names": [g.name if g else None for g in sgroups],
+            "os": inst.os,
+            "nics": [_nic_tuple(cfg, nic, pgroup) for nic in inst.nics],
+            "disk_template": objects.disk_template_of(disks),
+            "disks": out_disks,
+            "hypervisor": inst.hypervisor,
+            "network_port": inst.network_port,
+            "hv_instance": dict(inst.hvparams or {}),
+            "hv_actual": objects.fill_hvparams(cluster, inst),
+            "be_instance": dict(inst.beparams or {}),
+            "be_actual": objects.fill_beparams(cluster, inst),
+            "os_instance": dict(inst.osparams or {}),
+            "os_actual": objects.fill_osparams(cluster, inst),
+            "serial_no": inst.serial_no,
+            "mtime": inst.mtime,
+            "ctime": inst.ctime,
+            "uuid": inst.uuid,
+            "forthcoming": inst.forthcoming,
+            "admin_state_source": inst.admin_state_source,
+            "disks_active": inst.disks_active,
+        }

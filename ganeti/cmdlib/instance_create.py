@@ -1,0 +1,624 @@
+"""OP_INSTANCE_CREATE: new instances, forthcoming ones, and commits.
+
+Three ways through the same opcode (as in Ganeti 3.0):
+
+* a normal create: check everything (parameters, the node's OS and
+  hypervisor, resources), add the instance to the configuration (admin
+  state down while installing), create its disks on its nodes, run the OS
+  create script, then (``start``) mark it up and start it.  The result is
+  the list of its node names.  Anything failing before the start removes
+  what was created (disks, configuration entry, lock);
+* ``forthcoming``: only the configuration entry, with whatever was given
+  (even no name), its declared resources reserved; the result is its UUID
+  (seed 001);
+* ``commit``: an existing forthcoming instance becomes real: missing
+  mandatory fields are filled from the opcode, its disks are created and
+  the OS installed, and only then is it marked real.
+
+``dry_run`` runs every check, including those the node answers, and
+returns the placement without changing anything.
+"""
+
+import copy
+
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from ganeti import constants
+from ganeti import errors
+from ganeti import locking
+from ganeti import mcpu
+from ganeti import objects
+from ganeti.cmdlib import common
+from ganeti.cmdlib.base import LogicalUnit
+
+log = Logger()
+
+#: hypervisors whose instances get a network port (VNC display)
+_HTS_REQ_PORT = frozenset([constants.HT_KVM, constants.HT_XEN_HVM])
+
+
+@mcpu.register
+class LUInstanceCreate(LogicalUnit):
+    OP_ID = "OP_INSTANCE_CREATE"
+
+    # --- arguments and locks ----------------------------------------------
+
+    def check_arguments(self):
+        op = self.op
+        # Dry runs need the node's answers (OS, hypervisor parameters), which
+        # only exec_ can ask for: the processor must not stop after
+        # check_prereq.  The flag is put back when the LU ends.
+        self.dry_run = bool(op.dry_run)
+        self.orig_dry_run = op.dry_run
+        op.dry_run = False
+        if op.forthcoming and op.commit:
+            raise errors.OpPrereqError(
+                "forthcoming and commit: creating a forthcoming instance and"
+                " committing one are mutually exclusive", errors.ECODE_INVAL)
+        if op.mode != "create":
+            raise errors.OpPrereqError(
+                "mode: '%s' is not supported yet (only 'create')" % op.mode,
+                errors.ECODE_INVAL)
+        if not op.instance_name and not op.forthcoming:
+            raise errors.OpPrereqError("instance_name: an instance needs a"
+                                       " name", errors.ECODE_INVAL)
+        self.start = op.start
+        if op.no_install and op.start:
+            self.log_info("No-installation mode selected, disabling startup")
+            self.start = False
+        if len(op.nics) > constants.MAX_NICS:
+            raise errors.OpPrereqError("nics: at most %d network interfaces"
+                                       " are allowed" % constants.MAX_NICS,
+                                       errors.ECODE_INVAL)
+        if len(op.disks) > constants.MAX_DISKS:
+            raise errors.OpPrereqError("disks: at most %d disks are allowed"
+                                       % constants.MAX_DISKS,
+                                       errors.ECODE_INVAL)
+        self.subdir = common.check_relative_dir(op.file_storage_dir)
+        for tag in op.tags:
+            try:
+                objects.validate_tag(tag)
+            except errors.TagError as err:
+                raise errors.OpPrereqError("tags: %s" % err,
+                                           errors.ECODE_INVAL)
+
+    def expand_names(self):
+        op = self.op
+        cfg = self.cfg
+        self.lock_added = False
+        self.pending_add = None
+        self.existing = None
+        if op.commit:
+            inst = cfg.get_instance(op.instance_name)
+            if not inst.forthcoming:
+                raise errors.OpPrereqError(
+                    "Instance %s (with uuid %s) is not forthcoming, there is"
+                    " nothing to commit" % (inst.display_name, inst.uuid),
+                    errors.ECODE_STATE)
+            self.instance_uuid = inst.uuid
+            self.needed_locks[locking.LEVEL_INSTANCE] = [inst.uuid]
+        else:
+            self._check_name_free()
+            self.instance_uuid = objects.new_uuid()
+        self.pnode_uuid = None
+        pnode = op.pnode_uuid or op.pnode
+        if pnode:
+            self.pnode_uuid = self.expand_node(pnode)
+        snode = op.snode_uuid or op.snode
+        self.snode_uuid = self.expand_node(snode) if snode else None
+        if self.pnode_uuid is None and not op.forthcoming and not op.commit:
+            if op.iallocator or self.cfg.cluster.default_iallocator:
+                raise errors.OpPrereqError(
+                    "iallocator: no instance allocator is available yet;"
+                    " give the primary node (pnode)", errors.ECODE_INVAL)
+            raise errors.OpPrereqError("pnode: the primary node is required",
+                                       errors.ECODE_INVAL)
+        if self.pnode_uuid is not None and op.iallocator:
+            self.log_warning("iallocator '%s' ignored: the primary node was"
+                             " given", op.iallocator)
+        if not op.commit:
+            nodes = [self.pnode_uuid] if self.pnode_uuid else []
+            self.needed_locks[locking.LEVEL_NODE] = nodes
+            self.needed_locks[locking.LEVEL_NODE_RES] = list(nodes)
+
+    def _check_name_free(self):
+        name = self.op.instance_name
+        if not name:
+            return
+        for inst in self.cfg.instances.values():
+            if inst.name == name:
+                raise errors.OpPrereqError(
+                    "Instance '%s' is already in the cluster" % name,
+                    errors.ECODE_EXISTS)
+
+    def declare_locks(self, level):
+        if level == locking.LEVEL_INSTANCE and not self.op.commit \
+                and not self.dry_run:
+            # The new instance's lock, created before we take it, so that
+            # nobody can use the instance while it is being built.
+            outcome = []
+            d = self.ctx.glm.add(locking.LEVEL_INSTANCE, [self.instance_uuid])
+            d.addBoth(outcome.append)
+            if outcome:
+                if isinstance(outcome[0], Failure):
+                    outcome[0].raiseException()
+                self.lock_added = True
+                self.needed_locks[locking.LEVEL_INSTANCE] = [
+                    self.instance_uuid]
+            else:
+                # Somebody holds the whole instance lock set; the lock comes
+                # later and nobody knows its name until the config has it.
+                self.pending_add = d
+        elif level == locking.LEVEL_NODE and self.op.commit:
+            inst = self.cfg.get_instance(self.instance_uuid)
+            nodes = list(inst.all_nodes)
+            if not nodes and self.pnode_uuid:
+                nodes = [self.pnode_uuid]
+            self.needed_locks[locking.LEVEL_NODE] = nodes
+            self.needed_locks[locking.LEVEL_NODE_RES] = list(nodes)
+
+    def _drop_lock(self):
+        if not self.lock_added:
+            return
+        self.lock_added = False
+        owner = common.lock_owner(self.ctx.glm, locking.LEVEL_INSTANCE,
+                                  self.instance_uuid)
+        if owner is not None:
+            d = self.ctx.glm.remove(locking.LEVEL_INSTANCE,
+                                    [self.instance_uuid], owner)
+            d.addErrback(lambda f: log.failure("removing the lock of a new"
+                                               " instance", f))
+
+    # --- prerequisites -----------------------------------------------------
+
+    def check_prereq(self):
+        try:
+            if self.op.commit:
+                self._prereq_commit()
+            else:
+                self._prereq_new()
+        except BaseException:
+            self._drop_lock()
+            self.op.dry_run = self.orig_dry_run
+            raise
+
+    def _template(self, disks_params, fallback=None):
+        op = self.op
+        template = op.disk_template
+        if template is None:
+            kinds = set(d.get("dev_type") for d in disks_params)
+            if disks_params and None not in kinds and len(kinds) == 1:
+                template = kinds.pop()
+            elif fallback is not None:
+                template = fallback
+            elif not disks_params:
+                template = constants.DT_DISKLESS
+            else:
+                raise errors.OpPrereqError(
+                    "disk_template: required unless every disk gives the"
+                    " same dev_type", errors.ECODE_INVAL)
+        return template
+
+    def _check_hypervisor(self, hv_name):
+        common.check_hypervisor_enabled(self.cfg.cluster, hv_name)
+
+    def _build_nics(self, group, except_instance=None):
+        used = common.used_macs(self.cfg, except_instance)
+        nics = []
+        for idx, params in enumerate(self.op.nics):
+            nic = common.build_nic(self.cfg, params, "nics/%d" % idx, group,
+                                   used)
+            used.add(nic.mac)
+            nics.append(nic)
+        common.check_unique_ips(self.cfg, nics, except_instance)
+        return nics
+
+    def _group(self, node_uuid):
+        if node_uuid is None or node_uuid not in self.cfg.nodes:
+            return None
+        return self.cfg.nodegroups.get(self.cfg.nodes[node_uuid].group)
+
+    def _check_os(self, os_name, required):
+        cluster = self.cfg.cluster
+        if os_name is None and not required:
+            return
+        common.check_os_name(os_name)
+        common.check_os_allowed(cluster, os_name)
+
+    def _prereq_new(self):
+        op = self.op
+        cfg = self.cfg
+        cluster = cfg.cluster
+        self._check_name_free()
+        forthcoming = op.forthcoming
+        if self.pnode_uuid is not None:
+            common.check_node_vm_capable(cfg, self.pnode_uuid)
+        hv_name = op.hypervisor or cluster.default_hypervisor
+        self._check_hypervisor(hv_name)
+        template = self._template(op.disks)
+        if op.disks or op.disk_template is not None:
+            common.check_template(cluster, template)
+        if template == constants.DT_DISKLESS and op.disks:
+            raise errors.OpPrereqError(
+                "disks: a diskless instance cannot have disks",
+                errors.ECODE_INVAL)
+        if self.snode_uuid is not None:
+            if self.snode_uuid == self.pnode_uuid:
+                raise errors.OpPrereqError("snode: the secondary node cannot"
+                                           " be the primary node",
+                                           errors.ECODE_INVAL)
+            self.log_warning("Secondary node will be ignored on non-mirrored"
+                             " disk template")
+        self._check_os(op.os_type, required=not forthcoming)
+        be = common.check_beparams(op.beparams)
+        be = {k: v for k, v in be.items() if v != constants.VALUE_DEFAULT}
+        hvp = {k: v for k, v in (op.hvparams or {}).items()
+               if v != constants.VALUE_DEFAULT}
+        group = self._group(self.pnode_uuid)
+        nics = self._build_nics(group)
+        inst = objects.Instance(
+            uuid=self.instance_uuid, name=op.instance_name or None,
+            primary_node=self.pnode_uuid, os=op.os_type, hypervisor=hv_name,
+            hvparams=hvp, beparams=be, osparams=dict(op.osparams or {}),
+            osparams_private=dict(op.osparams_private or {}),
+            admin_state=constants.ADMINST_DOWN,
+            admin_state_source=constants.ADMIN_SOURCE,
+            nics=nics, forthcoming=forthcoming, tags=set(op.tags))
+        common.check_memory_range(objects.fill_beparams(cluster, inst))
+        self.hvparams = common.check_hvparams(cluster, inst,
+                                              log_warning=self.log_warning)
+        dir_name = op.instance_name or self.instance_uuid
+        disks = []
+        for idx, params in enumerate(op.disks):
+            disks.append(common.generate_disk(
+                cfg, template, dir_name, idx, params, self.subdir,
+                op.file_driver, forthcoming=forthcoming))
+        for disk in disks:
+            if disk.dev_type in constants.DTS_NODE_LOCAL and \
+                    self.pnode_uuid is not None:
+                disk.nodes = [self.pnode_uuid]
+        cfg.check_instance_fits(inst, disks=disks)
+        self.new_instance = inst
+        self.new_disks = disks
+
+    def _prereq_commit(self):
+        op = self.op
+        cfg = self.cfg
+        cluster = cfg.cluster
+        inst = cfg.get_instance(self.instance_uuid)
+        if not inst.forthcoming:
+            raise errors.OpPrereqError("Instance %s (with uuid %s) is no"
+                                       " longer forthcoming"
+                                       % (inst.display_name, inst.uuid),
+                                       errors.ECODE_STATE)
+        locked = set(self.needed_locks.get(locking.LEVEL_NODE) or [])
+        if not locked.issuperset(inst.all_nodes):
+            raise errors.OpPrereqError(
+                "Forthcoming instance %s nodes changed since locks were"
+                " acquired; retry the operation" % inst.display_name,
+                errors.ECODE_STATE)
+        # What the forthcoming instance lacks comes from the opcode; what it
+        # has is what was reserved and stays.
+        changes = {}
+        if not inst.primary_node:
+            if self.pnode_uuid is None:
+                raise errors.OpPrereqError(
+                    "pnode: forthcoming instance %s has no primary node;"
+                    " give one" % inst.display_name, errors.ECODE_INVAL)
+            changes["primary_node"] = self.pnode_uuid
+        elif self.pnode_uuid not in (None, inst.primary_node):
+            raise errors.OpPrereqError(
+                "pnode: forthcoming instance %s is placed on node %s, not %s"
+                % (inst.display_name, common.node_name(cfg, inst.primary_node),
+                   common.node_name(cfg, self.pnode_uuid)),
+                errors.ECODE_INVAL)
+        pnode = changes.get("primary_node", inst.primary_node)
+        common.check_node_vm_capable(cfg, pnode)
+        if not inst.name:
+            raise errors.OpPrereqError(
+                "Forthcoming instance %s has no name; rename it first"
+                % inst.uuid, errors.ECODE_INVAL)
+        if not inst.os:
+            if not op.os_type:
+                raise errors.OpPrereqError(
+                    "os_type: forthcoming instance %s has no OS; give one"
+                    % inst.display_name, errors.ECODE_INVAL)
+            changes["os"] = op.os_type
+        os_name = changes.get("os", inst.os)
+        self._check_os(os_name, required=True)
+        if not inst.hypervisor:
+            changes["hypervisor"] = op.hypervisor or cluster.default_hypervisor
+        self._check_hypervisor(changes.get("hypervisor", inst.hypervisor))
+        if not inst.beparams and op.beparams:
+            be = common.check_beparams(op.beparams)
+            changes["beparams"] = {k: v for k, v in be.items()
+                                   if v != constants.VALUE_DEFAULT}
+        if not inst.hvparams and op.hvparams:
+            changes["hvparams"] = dict(op.hvparams)
+        if not inst.osparams and op.osparams:
+            changes["osparams"] = dict(op.osparams)
+        group = self._group(pnode)
+        if not inst.nics and op.nics:
+            changes["nics"] = self._build_nics(group, inst.uuid)
+        nics = changes.get("nics", inst.nics)
+        for idx, nic in enumerate(nics):
+            if not nic.mac:
+                raise errors.OpPrereqError("nics/%d: forthcoming NIC has no"
+                                           " MAC address" % idx,
+                                           errors.ECODE_INVAL)
+            objects.check_nic(nic, objects.fill_nicparams(cluster, nic,
+                                                          group),
+                              where="nics/%d" % idx)
+        candidate = inst.copy()
+        for key, value in changes.items():
+            setattr(candidate, key, copy.deepcopy(value))
+        common.check_memory_range(objects.fill_beparams(cluster, candidate))
+        self.hvparams = common.check_hvparams(cluster, candidate,
+                                              log_warning=self.log_warning)
+        # Disks: the reserved ones, completed; or new ones if none reserved.
+        existing = cfg.instance_disks(inst)
+        disk_changes = {}
+        new_disks = []
+        if existing:
+            fallback = objects.disk_template_of(existing)
+            template = self._template(op.disks, fallback=(
+                None if fallback == "mixed" else fallback))
+            for idx, disk in enumerate(existing):
+                dchanges = {}
+                dev_type = disk.dev_type or template
+                if dev_type is None:
+                    raise errors.OpPrereqError(
+                        "disks/%d: the forthcoming disk has no type; give"
+                        " disk_template" % idx, errors.ECODE_INVAL)
+                common.check_template(cluster, dev_type, "disks/%d" % idx)
+                if not disk.dev_type:
+                    dchanges["dev_type"] = dev_type
+                if disk.size is None and dev_type != constants.DT_DISKLESS:
+                    if idx >= len(op.disks):
+                        raise errors.OpPrereqError(
+                            "disks/%d: the forthcoming disk has no size;"
+                            " give it in disks" % idx, errors.ECODE_INVAL)
+                    dchanges["size"], _, _, _ = common.check_disk_params(
+                        op.disks[idx], idx)
+                if not disk.logical_id and \
+                        dev_type != constants.DT_DISKLESS:
+                    dchanges["logical_id"] = common.disk_logical_id(
+                        cluster, dev_type, inst.name, idx,
+                        op.disks[idx] if idx < len(op.disks) else {},
+                        self.subdir, op.file_driver)
+                if not disk.iv_name:
+                    dchanges["iv_name"] = "disk/%d" % idx
+                if dev_type in constants.DTS_NODE_LOCAL and \
+                        disk.nodes != [pnode]:
+                    dchanges["nodes"] = [pnode]
+                if dchanges:
+                    disk_changes[disk.uuid] = dchanges
+        elif op.disks:
+            template = self._template(op.disks)
+            common.check_template(cluster, template)
+            for idx, params in enumerate(op.disks):
+                disk = common.generate_disk(cfg, template, inst.name, idx,
+                                            params, self.subdir,
+                                            op.file_driver, forthcoming=True)
+                if disk.dev_type in constants.DTS_NODE_LOCAL:
+                    disk.nodes = [pnode]
+                new_disks.append(disk)
+        all_disks = []
+        for disk in existing:
+            d = disk.copy()
+            for key, value in disk_changes.get(disk.uuid, {}).items():
+                setattr(d, key, copy.deepcopy(value))
+            all_disks.append(d)
+        all_disks += new_disks
+        cfg.check_instance_fits(candidate, disks=all_disks)
+        self.instance_changes = changes
+        self.disk_changes = disk_changes
+        self.added_disks = new_disks
+
+    def dry_run_result(self):
+        return self._placement()
+
+    def _placement(self, inst=None):
+        nodes = [self.pnode_uuid] if self.pnode_uuid else []
+        if inst is not None:
+            nodes = inst.all_nodes
+        elif self.op.commit:
+            cur = self.cfg.get_instance(self.instance_uuid)
+            nodes = cur.all_nodes or nodes
+        return [common.node_name(self.cfg, n) for n in nodes]
+
+    # --- execution --------------------------------------------------------------
+
+    async def exec_(self):
+        try:
+            if self.op.commit:
+                return await self._exec_commit()
+            return await self._exec_new()
+        except BaseException:
+            if self.instance_uuid not in self.cfg.instances:
+                self._drop_lock()
+            raise
+        finally:
+            self.op.dry_run = self.orig_dry_run
+
+    async def _node_checks(self, inst, pnode, os_name, osparams):
+        """What only the primary node can say: OS and hypervisor params."""
+        cluster = self.cfg.cluster
+        candidate = inst.copy()
+        candidate.os = os_name
+        candidate.osparams = osparams
+        await common.check_os_on_node(
+            self, pnode, os_name, objects.fill_osparams(cluster, candidate),
+            self.op.force_variant)
+        await common.call_node(
+            self, pnode, "hypervisor_validate_params",
+            [inst.hypervisor, self.hvparams],
+            "Checking hypervisor parameters", prereq=True)
+
+    async def _exec_new(self):
+        op = self.op
+        cfg = self.cfg
+        inst = self.new_instance
+        disks = self.new_disks
+        if not inst.forthcoming:
+            await self._node_checks(inst, inst.primary_node, inst.os,
+                                    inst.osparams)
+        if self.dry_run:
+            self._drop_lock()
+            return self._placement()
+        if self.pending_add is not None:
+            await self.pending_add
+        if inst.hypervisor in _HTS_REQ_PORT and not inst.forthcoming:
+            inst.network_port = cfg.allocate_port()
+        self.log_info("adding instance %s to cluster config",
+                      inst.display_name)
+        cfg.add_instance(inst, disks)
+        uuid = inst.uuid
+        if inst.forthcoming:
+            self.log_info("Instance is forthcoming; not creating the actual"
+                          " instance")
+            return uuid
+        try:
+            inst = cfg.get_instance(uuid)
+            self.log_info("* creating instance disks...")
+            await common.create_disks(self, inst, cfg.instance_disks(inst))
+        except BaseException:
+            self._remove_from_config(uuid)
+            raise
+        try:
+            cfg.set_instance_disks_active(uuid, True)
+            await self._install_os(cfg.get_instance(uuid))
+        except BaseException:
+            inst = cfg.get_instance(uuid)
+            self.log_warning("Removing the disks of instance %s",
+                             inst.display_name)
+            await common.remove_disks(self, inst,
+                                      common.all_disk_pairs(cfg, inst))
+            self._remove_from_config(uuid)
+            raise
+        if self.start:
+            await self._start(cfg.get_instance(uuid))
+        return self._placement(cfg.get_instance(uuid))
+
+    def _remove_from_config(self, uuid):
+        if uuid in self.cfg.instances:
+            self.log_warning("Removing instance %s from the configuration",
+                             self.cfg.instances[uuid].display_name)
+            self.cfg.remove_instance(uuid)
+        self._drop_lock()
+
+    async def _install_os(self, inst, disks=None):
+        if self.op.no_install:
+            self.log_info("No-installation mode: the OS create scripts are"
+                          " not run")
+            return
+        self.log_info("* running the instance OS create scripts...")
+        await common.call_node(
+            self, inst.primary_node, "instance_os_add",
+            [common.os_instance(self.cfg, inst, disks=disks), False,
+             self.op.debug_level or 0],
+            "Installing OS %s for instance %s" % (inst.os, inst.name))
+
+    async def _start(self, inst):
+        cfg = self.cfg
+        cfg.set_instance_admin_state(inst.uuid, constants.ADMINST_UP,
+                                     constants.ADMIN_SOURCE)
+        self.log_info("* starting instance...")
+        result = await common.try_call_node(
+            self, inst.primary_node, "instance_start",
+            [common.instance_spec(cfg, cfg.get_instance(inst.uuid)), False])
+        if not result.success:
+            cfg.set_instance_admin_state(inst.uuid, constants.ADMINST_DOWN,
+                                         constants.ADMIN_SOURCE)
+            err = common.rpc_error(result, "Starting instance %s" % inst.name,
+                                   common.node_name(cfg, inst.primary_node))
+            raise errors.OpExecError(
+                "%s (the instance was created and stays stopped)" % err)
+
+    async def _exec_commit(self):
+        cfg = self.cfg
+        uuid = self.instance_uuid
+        inst = cfg.get_instance(uuid)
+        candidate = inst.copy()
+        for key, value in self.instance_changes.items():
+            setattr(candidate, key, copy.deepcopy(value))
+        pnode = candidate.primary_node
+        await self._node_checks(candidate, pnode, candidate.os,
+                                candidate.osparams)
+        if self.dry_run:
+            return [common.node_name(cfg, n) for n in candidate.all_nodes]
+        self.log_info("Nodes of instance %s: %s", inst.name,
+                      ", ".join(common.node_name(cfg, n)
+                                for n in candidate.all_nodes))
+        undo = _Undo(cfg, uuid)
+        try:
+            undo.modify_instance(self.instance_changes)
+            for disk_uuid, dchanges in self.disk_changes.items():
+                undo.modify_disk(disk_uuid, dchanges)
+            for idx, disk in enumerate(self.added_disks):
+                undo.add_disk(disk)
+            inst = cfg.get_instance(uuid)
+            self.log_info("* creating instance disks...")
+            created = await common.create_disks(self, inst,
+                                                cfg.instance_disks(inst))
+            try:
+                await self._install_os(inst)
+            except BaseException:
+                await common.remove_disks(self, inst, created)
+                raise
+        except BaseException:
+            undo.run(self)
+            raise
+        self.log_info("turning forthcoming instance %s into a real one",
+                      inst.name)
+        cfg.commit_forthcoming(uuid)
+        if candidate.hypervisor in _HTS_REQ_PORT and \
+                cfg.get_instance(uuid).network_port is None:
+            cfg.modify_instance(uuid, check_resources=False,
+                                network_port=cfg.allocate_port())
+        cfg.set_instance_disks_active(uuid, True)
+        if self.start:
+            await self._start(cfg.get_instance(uuid))
+        return self._placement(cfg.get_instance(uuid))
+
+
+class _Undo(object):
+    """Changes made to a forthcoming instance, undone if the commit fails."""
+
+    def __init__(self, cfg, uuid):
+        self.cfg = cfg
+        self.uuid = uuid
+        self.steps = []
+
+    def modify_instance(self, changes):
+        if not changes:
+            return
+        inst = self.cfg.get_instance(self.uuid)
+        before = {k: copy.deepcopy(getattr(inst, k)) for k in changes}
+        self.cfg.modify_instance(self.uuid, **changes)
+        self.steps.append(lambda: self.cfg.modify_instance(
+            self.uuid, check_resources=False, **before))
+
+    def modify_disk(self, disk_uuid, changes):
+        disk = self.cfg.get_disk(disk_uuid)
+        before = {k: copy.deepcopy(getattr(disk, k)) for k in changes}
+        if before.get("size", 0) is None:
+            del before["size"]   # a reservation without size keeps the size
+        self.cfg.modify_disk(disk_uuid, **changes)
+        self.steps.append(lambda: self.cfg.modify_disk(
+            disk_uuid, check_resources=False, **before))
+
+    def add_disk(self, disk):
+        disk_uuid = self.cfg.add_instance_disk(self.uuid, disk)
+        self.steps.append(lambda: self.cfg.remove_instance_disk(self.uuid,
+                                                                disk_uuid))
+
+    def run(self, lu):
+        for step in reversed(self.steps):
+            try:
+                step()
+            except errors.GenericError as err:
+                lu.log_warning("Could not undo a change of the forthcoming"
+                               " instance: %s", err)
+        self.steps = []

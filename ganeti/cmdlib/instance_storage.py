@@ -1,0 +1,140 @@
+"""Instance disk operations: activate, deactivate, grow."""
+
+from ganeti import constants
+from ganeti import errors
+from ganeti import locking
+from ganeti import mcpu
+from ganeti.cmdlib import common
+from ganeti.cmdlib.base import LogicalUnit
+
+
+class _DiskLU(LogicalUnit):
+    """Locks the instance and all its nodes (node and node-res levels)."""
+
+    LOCK_NODE_RES = False
+
+    def expand_names(self):
+        name = self.op.instance_uuid or self.op.instance_name
+        self.instance_uuid = self.expand_instance(name)
+        self.needed_locks[locking.LEVEL_INSTANCE] = [self.instance_uuid]
+
+    def declare_locks(self, level):
+        if level == locking.LEVEL_NODE or (
+                level == locking.LEVEL_NODE_RES and self.LOCK_NODE_RES):
+            inst = self.cfg.get_instance(self.instance_uuid)
+            self.needed_locks[level] = list(inst.all_nodes)
+
+    @property
+    def instance(self):
+        return self.cfg.get_instance(self.instance_uuid)
+
+
+@mcpu.register
+class LUInstanceActivateDisks(_DiskLU):
+    """Assemble the disks on their nodes; [(node, iv_name, path)]."""
+    OP_ID = "OP_INSTANCE_ACTIVATE_DISKS"
+
+    def check_prereq(self):
+        inst = self.instance
+        common.check_not_forthcoming(inst, "activate its disks")
+        common.check_node_online(self.cfg, inst.primary_node,
+                                 "cannot activate the disks of %s"
+                                 % inst.name)
+
+    async def exec_(self):
+        inst = self.instance
+        self.log_info("Activating the disks of instance %s", inst.name)
+        info = await common.assemble_disks(self, inst)
+        return [list(entry) for entry in info]
+
+
+@mcpu.register
+class LUInstanceDeactivateDisks(_DiskLU):
+    OP_ID = "OP_INSTANCE_DEACTIVATE_DISKS"
+
+    def check_prereq(self):
+        inst = self.instance
+        common.check_not_forthcoming(inst, "deactivate its disks")
+        if not self.op.force:
+            common.check_instance_state(inst, common.INSTANCE_NOT_RUNNING,
+                                        "cannot shutdown disks")
+
+    async def exec_(self):
+        inst = self.instance
+        if not self.op.force:
+            await common.check_not_running(self, inst,
+                                           "cannot shutdown disks")
+        self.log_info("Deactivating the disks of instance %s", inst.name)
+        await common.shutdown_disks(self, inst,
+                                    ignore_failures=self.op.force)
+        return None
+
+
+@mcpu.register
+class LUInstanceGrowDisk(_DiskLU):
+    OP_ID = "OP_INSTANCE_GROW_DISK"
+    LOCK_NODE_RES = True
+
+    def check_prereq(self):
+        op = self.op
+        cfg = self.cfg
+        inst = self.instance
+        common.check_not_forthcoming(inst, "grow its disks")
+        for node_uuid in inst.all_nodes:
+            common.check_node_online(cfg, node_uuid,
+                                     "cannot grow the disks of %s"
+                                     % inst.name)
+        disks = cfg.instance_disks(inst)
+        if op.disk >= len(disks):
+            raise errors.OpPrereqError(
+                "disk: instance %s has no disk %d (it has %d)"
+                % (inst.name, op.disk, len(disks)), errors.ECODE_INVAL)
+        disk = disks[op.disk]
+        if disk.dev_type not in common.GROWABLE_TEMPLATES:
+            raise errors.OpPrereqError(
+                "Instance's disk layout %s does not support growing"
+                % disk.dev_type, errors.ECODE_INVAL)
+        if op.absolute:
+            target = op.amount
+            delta = target - disk.size
+            if delta < 0:
+                raise errors.OpPrereqError(
+                    "amount: requested size (%d MiB) is smaller than the"
+                    " current disk size (%d MiB)" % (target, disk.size),
+                    errors.ECODE_STATE)
+        else:
+            delta = op.amount
+            target = disk.size + delta
+        candidate = disk.copy()
+        candidate.size = target
+        others = [d for d in disks if d.uuid != disk.uuid]
+        cfg.check_instance_fits(inst, disks=others + [candidate])
+        self.disk = disk
+        self.delta = delta
+        self.target = target
+
+    async def exec_(self):
+        inst = self.instance
+        disk = self.disk
+        if self.delta == 0:
+            self.log_info("Disk %d of instance %s already has %d MiB,"
+                          " nothing to do", self.op.disk, inst.name,
+                          disk.size)
+            return None
+        self.log_info("Growing disk %d of instance '%s' by %d MiB to %d MiB",
+                      self.op.disk, inst.name, self.delta, self.target)
+        nodes = common.disk_nodes(inst, disk)
+        for dryrun in (True, False):
+            for node_uuid in nodes:
+                await common.call_node(
+                    self, node_uuid, "blockdev_grow",
+                    [disk.to_dict(), self.delta, dryrun],
+                    "%s disk %d of instance %s"
+                    % ("Checking the growth of" if dryrun else "Growing",
+                       self.op.disk, inst.name))
+        self.cfg.modify_disk(disk.uuid, check_resources=False,
+                             size=self.target)
+        if disk.dev_type in constants.DTS_INT_MIRROR and \
+                self.op.wait_for_sync:
+            self.log_info("Waiting for the disk to sync")
+        return None
