@@ -565,11 +565,15 @@ def generate_disk(cfg, template, instance_name, idx, params, subdir=None,
             "disks/%d/dev_type: '%s' differs from the disk template '%s'"
             % (idx, params["dev_type"], template), errors.ECODE_INVAL)
     unique = objects.new_uuid()
+    # A forthcoming disk gets its place on storage when it is committed
+    # (its instance may not even have a name yet).
+    logical_id = None if forthcoming else disk_logical_id(
+        cfg.cluster, template, instance_name, idx, params, subdir,
+        file_driver, unique)
     disk = objects.Disk(
         uuid=unique, dev_type=template, size=size, mode=mode, name=name,
         spindles=spindles, iv_name="disk/%d" % idx, forthcoming=forthcoming,
-        logical_id=disk_logical_id(cfg.cluster, template, instance_name, idx,
-                                   params, subdir, file_driver, unique))
+        logical_id=logical_id)
     if template == constants.DT_DISKLESS:
         disk.size = 0
     return disk
