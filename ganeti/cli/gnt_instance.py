@@ -1,0 +1,902 @@
+"""gnt-instance: create, change, start, stop and look at instances.
+
+We do no DNS lookups: instance and node names are sent as given and the
+master resolves them against its configuration (``--no-name-check`` and
+``--no-ip-check`` are accepted and passed on).
+"""
+
+from ganeti import constants
+from ganeti import errors
+from ganeti import opcodes
+from ganeti.cli import base
+from ganeti.cli import common
+from ganeti.cli.base import Opt
+
+PROGRAM = "gnt-instance"
+commands = base.CommandTable(PROGRAM, "Instance administration.")
+
+LIST_FIELDS = ["name", "hypervisor", "os", "pnode", "status", "oper_ram"]
+
+DEFAULT_SHUTDOWN_TIMEOUT = 120
+
+#: Disk parameters that are sizes, and integers
+_DISK_SIZES = ("size",)
+_DISK_INTS = ("spindles",)
+
+_DEVICE_ACTIONS = (opcodes.DDM_ADD, opcodes.DDM_ATTACH, opcodes.DDM_MODIFY,
+                   opcodes.DDM_REMOVE, opcodes.DDM_DETACH)
+
+
+# --- parsing --------------------------------------------------------------------
+
+def _index(ident, option):
+    try:
+        value = int(ident)
+    except ValueError:
+        raise errors.ParameterError(option, "'%s' is not a device index"
+                                    % ident)
+    if value < 0:
+        raise errors.ParameterError(option, "index %d is negative" % value)
+    return value
+
+
+def _indexed_specs(specs, option):
+    """``["0:size=1G", "1:size=2G"]`` -> ``{0: {...}, 1: {...}}``."""
+    result = {}
+    for spec in specs or []:
+        ident, params = common.parse_ident_keyval(spec, option)
+        idx = _index(ident, option)
+        if idx in result:
+            raise errors.ParameterError(option, "index %d given twice" % idx)
+        result[idx] = params
+    return result
+
+
+def _disk_params(params, option, index=None):
+    where = option if index is None else "%s %d" % (option, index)
+    result = {}
+    for key, value in params.items():
+        if value is True or value is False or value is None:
+            raise errors.ParameterError(where, "'%s' needs a value (%s=...)"
+                                        % (key, key))
+        if key in _DISK_SIZES:
+            try:
+                value = common.parse_unit(value)
+            except errors.UnitParseError as err:
+                raise errors.ParameterError("%s %s" % (where, key), str(err))
+        elif key in _DISK_INTS:
+            try:
+                value = int(value)
+            except ValueError:
+                raise errors.ParameterError("%s %s" % (where, key),
+                                            "'%s' is not an integer" % value)
+        result[key] = value
+    return result
+
+
+def parse_disks(disk_specs, os_size, template):
+    """The ``disks`` of OP_INSTANCE_CREATE from --disk / -s."""
+    if disk_specs and os_size:
+        raise errors.ParameterError("--disk", "--disk and -s cannot be used"
+                                    " together")
+    if template == constants.DT_DISKLESS:
+        if disk_specs or os_size:
+            raise errors.ParameterError("--disk", "a diskless instance"
+                                        " takes no disk information")
+        return []
+    if os_size:
+        try:
+            return [{"size": common.parse_unit(os_size)}]
+        except errors.UnitParseError as err:
+            raise errors.ParameterError("-s", str(err))
+    if not disk_specs:
+        raise errors.ParameterError(
+            "--disk", "no disk information given (use --disk N:size=SIZE or"
+            " -s SIZE, or -t diskless)")
+    specs = _indexed_specs(disk_specs, "--disk")
+    disks = []
+    for idx in range(max(specs) + 1):
+        if idx not in specs:
+            raise errors.ParameterError("--disk", "disk %d is missing (disks"
+                                        " are numbered from 0)" % idx)
+        params = _disk_params(specs[idx], "--disk", idx)
+        if "size" not in params and "adopt" not in params:
+            raise errors.ParameterError("--disk %d" % idx, "a size (size=...)"
+                                        " or an adoption source (adopt=...)"
+                                        " is needed")
+        disks.append(params)
+    return disks
+
+
+def _nic_params(params, where):
+    result = {}
+    for key, value in params.items():
+        if key not in opcodes.INIC_PARAMS:
+            raise errors.ParameterError(
+                where, "unknown NIC parameter '%s' (known: %s)"
+                % (key, ", ".join(sorted(opcodes.INIC_PARAMS))))
+        if value is True or value is False:
+            raise errors.ParameterError(where, "'%s' needs a value (%s=...)"
+                                        % (key, key))
+        result[key] = value
+    return result
+
+
+def parse_nics(net_specs, no_nics):
+    """The ``nics`` of OP_INSTANCE_CREATE from --net / --no-nics."""
+    if no_nics:
+        if net_specs:
+            raise errors.ParameterError("--net", "--net and --no-nics cannot"
+                                        " be used together")
+        return []
+    if not net_specs:
+        return [{}]
+    specs = _indexed_specs(net_specs, "--net")
+    return [_nic_params(specs.get(idx, {}), "--net %d" % idx)
+            for idx in range(max(specs) + 1)]
+
+
+def _all_hv_types():
+    types = {}
+    for hv in constants.HVC_DEFAULTS:
+        types.update(base.hv_types(hv))
+    return types
+
+
+def parse_plain_hvparams(text, option="-H"):
+    """``-H key=val,...`` of modify/startup: types from every hypervisor."""
+    if text is None:
+        return None
+    return base._typed(common.parse_keyval(text, option), _all_hv_types(),
+                       option)
+
+
+def _osparams(text, option):
+    if text is None:
+        return None
+    return common.parse_keyval(text, option)
+
+
+def parse_device_mods(specs, option, params_fn):
+    """``--disk``/``--net`` of modify as ``[action, index, params]``.
+
+    Forms: ``add:size=1G``, ``2:add,size=1G``, ``1:remove``, ``remove``,
+    ``0:modify,mode=ro``, ``0:mode=ro`` (modify), ``name:remove``.
+    """
+    mods = []
+    for spec in specs or []:
+        ident, params = common.parse_ident_keyval(spec, option)
+        if ident in _DEVICE_ACTIONS:
+            action = ident
+            index = -1
+        else:
+            actions = [a for a in _DEVICE_ACTIONS if params.get(a) is True]
+            if len(actions) > 1:
+                raise errors.ParameterError(option, "more than one action in"
+                                            " '%s'" % spec)
+            action = actions[0] if actions else opcodes.DDM_MODIFY
+            for a in actions:
+                del params[a]
+            index = int(ident) if ident.lstrip("-").isdigit() else ident
+        if action in (opcodes.DDM_REMOVE, opcodes.DDM_DETACH) and params:
+            raise errors.ParameterError(option, "'%s' takes no parameters"
+                                        % action)
+        if action == opcodes.DDM_MODIFY and not params:
+            raise errors.ParameterError(option, "nothing to modify in '%s'"
+                                        % spec)
+        mods.append([action, index, params_fn(params, option)])
+    return mods
+
+
+def _mod_nic_params(params, option):
+    return _nic_params(params, option)
+
+
+def _mod_disk_params(params, option):
+    return _disk_params(params, option)
+
+
+# --- selecting several instances -----------------------------------------------
+
+_SELECT_OPTS = [
+    Opt("--instance", dest="select", action="store_const", const="instance",
+        help="the arguments are instance names (default)"),
+    Opt("--node", dest="select", action="store_const", const="node",
+        help="the instances with a node in the arguments"),
+    Opt("--primary", dest="select", action="store_const", const="primary",
+        help="the instances whose primary node is an argument"),
+    Opt("--secondary", dest="select", action="store_const",
+        const="secondary",
+        help="the instances whose secondary node is an argument"),
+    Opt("--all", dest="select", action="store_const", const="all",
+        help="every instance (no arguments)"),
+    Opt("--tags", dest="select", action="store_const", const="tags",
+        help="the instances with any of the tags in the arguments"),
+    Opt("--force-multiple", action="store_true",
+        help="do not ask before acting on several instances"),
+]
+
+
+def select_instances(ctx, opts, action):
+    """The instance names a multi-instance command works on."""
+    mode = getattr(opts, "select", None) or "instance"
+    args = list(opts.names)
+    if mode == "instance":
+        if not args:
+            raise base.UsageError("no instance name given")
+        names = args
+    else:
+        if mode == "all":
+            if args:
+                raise base.UsageError("--all takes no arguments")
+            qfilter = None
+        elif not args:
+            raise base.UsageError("--%s needs at least one argument" % mode)
+        elif mode == "primary":
+            qfilter = ["|"] + [["=", "pnode", a] for a in args]
+        elif mode == "secondary":
+            qfilter = ["|"] + [["=[]", "snodes", a] for a in args]
+        elif mode == "node":
+            qfilter = ["|"] + [["=", "pnode", a] for a in args] + \
+                [["=[]", "snodes", a] for a in args]
+        else:
+            qfilter = ["|"] + [["=[]", "tags", a] for a in args]
+        response = ctx.client.query("instance", ["name"], qfilter)
+        names = [row[0][1] for row in response["data"] if row[0][0] == 0]
+        if not names:
+            raise base.CommandFailed("Failure: no instance selected")
+    if len(names) > 1 and not getattr(opts, "force_multiple", False):
+        ctx.confirm("The %s will operate on %d instances:\n%s\nContinue?"
+                    % (action, len(names),
+                       "\n".join("  %s" % n for n in names)))
+    return names
+
+
+def _run_per_instance(ctx, names, make_op):
+    jobs = [(name, [make_op(name)]) for name in names]
+    results = ctx.run_jobs(jobs)
+    if len(names) == 1:
+        return base.EXIT_SUCCESS
+    if any(not ok for _, ok, _ in results):
+        return base.EXIT_FAILURE
+    return base.EXIT_SUCCESS
+
+
+# --- add ------------------------------------------------------------------------
+
+@commands.command(
+    "add",
+    opts=[
+        Opt("-t", "--disk-template", choices=sorted(constants.DISK_TEMPLATES),
+            help="disk template (default: the cluster's first enabled one)"),
+        Opt("--disk", action="append", metavar="N:size=SIZE[,KEY=VAL...]",
+            help="disk N (repeatable): size, mode (rw/ro), name, vg,"
+            " metavg, spindles, adopt, provider, access"),
+        Opt("-s", "--os-size", metavar="SIZE",
+            help="one disk of this size (instead of --disk)"),
+        Opt("--no-ip-check", dest="ip_check", action="store_false",
+            help="do not check that the instance's IP is unused"),
+        Opt("--no-name-check", dest="name_check", action="store_false",
+            help="do not resolve the instance name"),
+        Opt("--no-conflicts-check", dest="conflicts_check",
+            action="store_false", help="do not check for IP conflicts"),
+        Opt("--no-start", dest="start", action="store_false",
+            help="leave the instance stopped after creating it"),
+        Opt("--no-install", action="store_true",
+            help="do not run the OS install scripts (implies --no-start)"),
+        base.Group(Opt("--forthcoming", action="store_true",
+                       help="only reserve the resources (a forthcoming"
+                       " instance)"),
+                   Opt("--commit", action="store_true",
+                       help="create the forthcoming instance of this name"
+                       " for real")),
+        Opt("--net", action="append", metavar="N[:KEY=VAL,...]",
+            help="NIC N (repeatable): mac, ip, mode, link, network, name,"
+            " vlan"),
+        Opt("--no-nics", action="store_true", help="create no NIC"),
+        Opt("-B", "--backend-parameters", dest="beparams",
+            metavar="KEY=VAL[,...]",
+            help="backend parameters: maxmem, minmem, memory, vcpus, ..."),
+        Opt("-H", "--hypervisor-parameters", dest="hypervisor",
+            metavar="HV[:KEY=VAL,...]",
+            help="hypervisor and its parameters for this instance"),
+        Opt("-O", "--os-parameters", dest="osparams", metavar="KEY=VAL",
+            help="OS parameters"),
+        Opt("--os-parameters-private", dest="osparams_private",
+            metavar="KEY=VAL", help="OS parameters kept out of logs"),
+        Opt("--os-parameters-secret", dest="osparams_secret",
+            metavar="KEY=VAL", help="OS parameters never stored"),
+        Opt("--file-storage-dir", metavar="DIR",
+            help="directory of file disks (relative to the cluster's)"),
+        Opt("--file-driver", choices=sorted(opcodes.FILE_DRIVERS),
+            help="driver of file disks"),
+        Opt("-n", "--node", metavar="PNODE[:SNODE]",
+            help="primary (and secondary) node"),
+        Opt("-I", "--iallocator", metavar="NAME",
+            help="let this allocator choose the nodes"),
+        Opt("-g", "--node-group", metavar="GROUP",
+            help="node group to place the instance in"),
+        Opt("-o", "--os-type", metavar="OS[+VARIANT]",
+            help="operating system to install"),
+        Opt("--ignore-ipolicy", action="store_true",
+            help="ignore instance policy violations"),
+        Opt("--no-wait-for-sync", dest="wait_for_sync", action="store_false",
+            help="do not wait for mirrored disks to sync"),
+        Opt("--tags", metavar="TAG[,TAG...]", help="tags of the instance"),
+        base.DRY_RUN_OPT,
+    ] + base.JOB_OPTS,
+    args=[Opt("instance", metavar="INSTANCE", help="name of the instance")],
+    help="create an instance")
+def add(ctx, opts):
+    ctx.run_op(create_opcode(ctx, opts))
+
+
+def create_opcode(ctx, opts):
+    """OP_INSTANCE_CREATE for ``gnt-instance add`` options."""
+    template = opts.disk_template
+    params = {
+        "instance_name": opts.instance,
+        "mode": opcodes.INSTANCE_CREATE,
+        "disks": parse_disks(opts.disk, opts.os_size, template),
+        "nics": parse_nics(opts.net, opts.no_nics),
+        "disk_template": template,
+        "beparams": base.parse_beparams(opts.beparams) or {},
+        "os_type": opts.os_type,
+        "start": opts.start,
+        "name_check": opts.name_check,
+        "ip_check": opts.ip_check,
+        "conflicts_check": opts.conflicts_check,
+        "wait_for_sync": opts.wait_for_sync,
+        "ignore_ipolicy": opts.ignore_ipolicy,
+        "forthcoming": opts.forthcoming,
+        "commit": opts.commit,
+    }
+    if opts.no_install:
+        params["no_install"] = True
+    if opts.hypervisor:
+        hv, hvparams = base.parse_hv_spec(opts.hypervisor, "-H")
+        params["hypervisor"] = hv
+        params["hvparams"] = hvparams
+    for key, option in (("osparams", "-O"),
+                        ("osparams_private", "--os-parameters-private"),
+                        ("osparams_secret", "--os-parameters-secret")):
+        value = _osparams(getattr(opts, key), option)
+        if value is not None:
+            params[key] = value
+    if opts.node and opts.iallocator:
+        raise errors.ParameterError("-n", "give either -n or -I, not both")
+    if opts.node:
+        pnode, _, snode = opts.node.partition(":")
+        if not pnode:
+            raise errors.ParameterError("-n", "no primary node in '%s'"
+                                        % opts.node)
+        params["pnode"] = pnode
+        if snode:
+            params["snode"] = snode
+    if opts.iallocator:
+        params["iallocator"] = opts.iallocator
+    if opts.node_group:
+        params["group_name"] = opts.node_group
+    if opts.file_storage_dir:
+        params["file_storage_dir"] = opts.file_storage_dir
+    if opts.file_driver:
+        params["file_driver"] = opts.file_driver
+    if opts.tags:
+        params["tags"] = base.split_list(opts.tags)
+    return ctx.opcode("OP_INSTANCE_CREATE", **params)
+
+
+# --- remove, start, stop, reboot ---------------------------------------------------
+
+@commands.command(
+    "remove",
+    opts=[Opt("--ignore-failures", action="store_true",
+              help="go on even if shutting down or removing disks fails"),
+          Opt("--shutdown-timeout", type=int,
+              default=DEFAULT_SHUTDOWN_TIMEOUT, metavar="SECONDS",
+              help="how long to wait for a clean shutdown (default 120)"),
+          base.FORCE_OPT, base.DRY_RUN_OPT] + base.JOB_OPTS,
+    args=[Opt("instance", metavar="INSTANCE")],
+    help="remove an instance and all its data")
+def remove(ctx, opts):
+    ctx.confirm("This removes the instance %s and all its disks, for"
+                " good. Continue?" % opts.instance)
+    ctx.run_op(ctx.opcode("OP_INSTANCE_REMOVE", instance_name=opts.instance,
+                          ignore_failures=opts.ignore_failures,
+                          shutdown_timeout=opts.shutdown_timeout))
+
+
+_NAMES_ARG = Opt("names", nargs="*", metavar="INSTANCE",
+                 help="instances (or nodes/tags, see the selection options)")
+
+
+@commands.command(
+    "startup", aliases=["start"],
+    opts=[base.FORCE_OPT,
+          Opt("--ignore-offline", action="store_true",
+              help="mark as started even if the primary node is offline"),
+          Opt("--no-remember", action="store_true",
+              help="start without recording it in the configuration"),
+          Opt("-H", "--hypervisor-parameters", dest="hvparams",
+              metavar="KEY=VAL[,...]",
+              help="hypervisor parameters for this start only"),
+          Opt("-B", "--backend-parameters", dest="beparams",
+              metavar="KEY=VAL[,...]",
+              help="backend parameters for this start only"),
+          Opt("--paused", action="store_true",
+              help="start paused (unpause from the console)"),
+          base.DRY_RUN_OPT] + _SELECT_OPTS + base.JOB_OPTS,
+    args=[_NAMES_ARG],
+    help="start instances")
+def startup(ctx, opts):
+    names = select_instances(ctx, opts, "startup")
+    hvparams = parse_plain_hvparams(opts.hvparams) or {}
+    beparams = base.parse_beparams(opts.beparams) or {}
+    return _run_per_instance(ctx, names, lambda name: ctx.opcode(
+        "OP_INSTANCE_STARTUP", instance_name=name, force=opts.force,
+        ignore_offline_nodes=opts.ignore_offline,
+        no_remember=opts.no_remember, hvparams=hvparams,
+        beparams=beparams, startup_paused=opts.paused))
+
+
+@commands.command(
+    "shutdown", aliases=["stop"],
+    opts=[Opt("--timeout", type=int, default=DEFAULT_SHUTDOWN_TIMEOUT,
+              metavar="SECONDS",
+              help="how long to wait for a clean shutdown before forcing it"
+              " (default 120)"),
+          base.FORCE_OPT,
+          Opt("--ignore-offline", action="store_true",
+              help="mark as stopped even if the primary node is offline"),
+          Opt("--no-remember", action="store_true",
+              help="stop without recording it in the configuration"),
+          base.DRY_RUN_OPT] + _SELECT_OPTS + base.JOB_OPTS,
+    args=[_NAMES_ARG],
+    help="stop instances")
+def shutdown(ctx, opts):
+    if opts.timeout < 0:
+        raise errors.ParameterError("--timeout", "must not be negative")
+    names = select_instances(ctx, opts, "shutdown")
+    return _run_per_instance(ctx, names, lambda name: ctx.opcode(
+        "OP_INSTANCE_SHUTDOWN", instance_name=name, force=opts.force,
+        ignore_offline_nodes=opts.ignore_offline, timeout=opts.timeout,
+        no_remember=opts.no_remember))
+
+
+@commands.command(
+    "reboot",
+    opts=[Opt("-t", "--type", dest="reboot_type",
+              choices=sorted(opcodes.REBOOT_TYPES),
+              default=opcodes.REBOOT_HARD,
+              help="soft: inside the hypervisor; hard (default): stop and"
+              " start the VM; full: shutdown and startup"),
+          Opt("--ignore-secondaries", action="store_true",
+              help="ignore errors of secondary nodes"),
+          Opt("--shutdown-timeout", type=int,
+              default=DEFAULT_SHUTDOWN_TIMEOUT, metavar="SECONDS",
+              help="how long to wait for a clean shutdown (default 120)"),
+          base.DRY_RUN_OPT] + _SELECT_OPTS + base.JOB_OPTS,
+    args=[_NAMES_ARG],
+    help="reboot instances")
+def reboot(ctx, opts):
+    names = select_instances(ctx, opts, "reboot")
+    return _run_per_instance(ctx, names, lambda name: ctx.opcode(
+        "OP_INSTANCE_REBOOT", instance_name=name,
+        reboot_type=opts.reboot_type,
+        ignore_secondaries=opts.ignore_secondaries,
+        shutdown_timeout=opts.shutdown_timeout))
+
+
+@commands.command(
+    "rename",
+    opts=[Opt("--no-ip-check", dest="ip_check", action="store_false",
+              help="do not check that the new IP is unused"),
+          Opt("--no-name-check", dest="name_check", action="store_false",
+              help="do not resolve the new name"),
+          base.FORCE_OPT, base.DRY_RUN_OPT] + base.JOB_OPTS,
+    args=[Opt("instance", metavar="INSTANCE"),
+          Opt("new_name", metavar="NEW_NAME")],
+    help="rename a (stopped) instance")
+def rename(ctx, opts):
+    result = ctx.run_op(ctx.opcode(
+        "OP_INSTANCE_RENAME", instance_name=opts.instance,
+        new_name=opts.new_name, name_check=opts.name_check,
+        ip_check=opts.ip_check))
+    if result and result != opts.new_name:
+        ctx.out("Instance '%s' renamed to '%s'" % (opts.instance, result))
+
+
+# --- modify, reinstall -------------------------------------------------------------
+
+@commands.command(
+    "modify",
+    opts=[Opt("-H", "--hypervisor-parameters", dest="hvparams",
+              metavar="KEY=VAL[,...]", help="hypervisor parameters"),
+          Opt("-B", "--backend-parameters", dest="beparams",
+              metavar="KEY=VAL[,...]", help="backend parameters"),
+          Opt("-m", "--runtime-memory", metavar="SIZE",
+              help="balloon the running instance to this memory size"),
+          Opt("--net", action="append", metavar="ACTION",
+              help="add[:KEY=VAL,...], N:add,..., ID:remove,"
+              " ID:modify,KEY=VAL (repeatable)"),
+          Opt("--disk", action="append", metavar="ACTION",
+              help="add:size=SIZE[,...], N:add,size=..., ID:remove,"
+              " ID:modify,mode=ro (repeatable)"),
+          Opt("-t", "--disk-template", choices=sorted(
+              constants.DISK_TEMPLATES), help="convert the disks"),
+          Opt("-n", "--node", dest="remote_node", metavar="NODE",
+              help="new secondary node (with -t drbd)"),
+          Opt("--new-primary", metavar="NODE",
+              help="set the primary node (disks already moved)"),
+          Opt("--os-type", "-o", dest="os_type", metavar="OS",
+              help="change the OS (no reinstall)"),
+          Opt("--force-variant", action="store_true",
+              help="accept an unknown OS variant"),
+          Opt("-O", "--os-parameters", dest="osparams", metavar="KEY=VAL",
+              help="OS parameters"),
+          Opt("--os-parameters-private", dest="osparams_private",
+              metavar="KEY=VAL", help="OS parameters kept out of logs"),
+          base.Group(Opt("--offline", dest="offline", action="store_const",
+                         const=True, help="mark the (stopped) instance"
+                         " offline"),
+                     Opt("--online", dest="offline", action="store_const",
+                         const=False, help="bring an offline instance back"
+                         " (stopped)")),
+          Opt("--ignore-ipolicy", action="store_true",
+              help="ignore instance policy violations"),
+          Opt("--hotplug", action="store_true",
+              help="apply disk/NIC changes to the running instance"),
+          Opt("--hotplug-if-possible", action="store_true",
+              help="hotplug where the hypervisor can"),
+          Opt("--no-wait-for-sync", dest="wait_for_sync",
+              action="store_false", help="do not wait for disks to sync"),
+          Opt("--file-storage-dir", metavar="DIR",
+              help="directory of file disks (with -t file)"),
+          Opt("--file-driver", choices=sorted(opcodes.FILE_DRIVERS),
+              help="driver of file disks"),
+          base.FORCE_OPT, base.DRY_RUN_OPT] + base.JOB_OPTS,
+    args=[Opt("instance", metavar="INSTANCE")],
+    help="change instance parameters, disks and NICs")
+def modify(ctx, opts):
+    params = {}
+    hvparams = parse_plain_hvparams(opts.hvparams)
+    if hvparams:
+        params["hvparams"] = hvparams
+    beparams = base.parse_beparams(opts.beparams)
+    if beparams:
+        params["beparams"] = beparams
+    if opts.runtime_memory:
+        try:
+            params["runtime_mem"] = common.parse_unit(opts.runtime_memory)
+        except errors.UnitParseError as err:
+            raise errors.ParameterError("-m", str(err))
+    nics = parse_device_mods(opts.net, "--net", _mod_nic_params)
+    if nics:
+        params["nics"] = nics
+    disks = parse_device_mods(opts.disk, "--disk", _mod_disk_params)
+    if disks:
+        params["disks"] = disks
+    if opts.disk_template:
+        params["disk_template"] = opts.disk_template
+    if opts.remote_node:
+        params["remote_node"] = opts.remote_node
+    if opts.new_primary:
+        params["pnode"] = opts.new_primary
+    if opts.os_type:
+        params["os_name"] = opts.os_type
+    osparams = _osparams(opts.osparams, "-O")
+    if osparams:
+        params["osparams"] = osparams
+    private = _osparams(opts.osparams_private, "--os-parameters-private")
+    if private:
+        params["osparams_private"] = private
+    if opts.offline is not None:
+        params["offline"] = opts.offline
+    if opts.file_storage_dir:
+        params["file_storage_dir"] = opts.file_storage_dir
+    if opts.file_driver:
+        params["file_driver"] = opts.file_driver
+    if not params:
+        raise base.CommandFailed("Please give at least one of the"
+                                 " parameters.")
+    for flag in ("force", "force_variant", "ignore_ipolicy", "hotplug",
+                 "hotplug_if_possible"):
+        if getattr(opts, flag):
+            params[flag] = True
+    if not opts.wait_for_sync:
+        params["wait_for_sync"] = False
+    result = ctx.run_op(ctx.opcode("OP_INSTANCE_SET_PARAMS",
+                                   instance_name=opts.instance, **params))
+    if result is None:
+        return base.EXIT_SUCCESS
+    if result:
+        ctx.out("Modified instance %s" % opts.instance)
+        for change in result:
+            if isinstance(change, (list, tuple)) and len(change) == 2:
+                ctx.out(" - %-5s -> %s" % (change[0], change[1]))
+            else:
+                ctx.out(" - %s" % (change,))
+        ctx.out("Most changes take effect at the next start of the instance"
+                " by Ganeti (a reboot from inside it is not enough).")
+    else:
+        ctx.out("Nothing changed on instance %s" % opts.instance)
+
+
+@commands.command(
+    "reinstall",
+    opts=[Opt("-o", "--os-type", metavar="OS",
+              help="install this OS instead of the current one"),
+          Opt("-O", "--os-parameters", dest="osparams", metavar="KEY=VAL",
+              help="OS parameters"),
+          Opt("--os-parameters-private", dest="osparams_private",
+              metavar="KEY=VAL", help="OS parameters kept out of logs"),
+          Opt("--os-parameters-secret", dest="osparams_secret",
+              metavar="KEY=VAL", help="OS parameters never stored"),
+          Opt("--force-variant", action="store_true",
+              help="accept an unknown OS variant"),
+          base.FORCE_OPT] + _SELECT_OPTS + base.JOB_OPTS,
+    args=[_NAMES_ARG],
+    help="reinstall the OS of (stopped) instances, erasing their disks")
+def reinstall(ctx, opts):
+    names = select_instances(ctx, opts, "reinstall")
+    if len(names) == 1:
+        ctx.confirm("This reinstalls the OS of %s, erasing its disks."
+                    " Continue?" % names[0])
+    params = {"force_variant": opts.force_variant}
+    if opts.os_type:
+        params["os_type"] = opts.os_type
+    for key, option in (("osparams", "-O"),
+                        ("osparams_private", "--os-parameters-private"),
+                        ("osparams_secret", "--os-parameters-secret")):
+        value = _osparams(getattr(opts, key), option)
+        if value is not None:
+            params[key] = value
+    return _run_per_instance(ctx, names, lambda name: ctx.opcode(
+        "OP_INSTANCE_REINSTALL", instance_name=name, **params))
+
+
+# --- disks --------------------------------------------------------------------------
+
+@commands.command(
+    "activate-disks",
+    opts=[Opt("--ignore-size", action="store_true",
+              help="ignore the recorded disk sizes"),
+          Opt("--wait-for-sync", action="store_true",
+              help="wait until mirrored disks are in sync")] + base.JOB_OPTS,
+    args=[Opt("instance", metavar="INSTANCE")],
+    help="make the disks of a stopped instance available on its node")
+def activate_disks(ctx, opts):
+    result = ctx.run_op(ctx.opcode(
+        "OP_INSTANCE_ACTIVATE_DISKS", instance_name=opts.instance,
+        ignore_size=opts.ignore_size, wait_for_sync=opts.wait_for_sync))
+    for entry in result or []:
+        ctx.out(":".join("%s" % (v,) for v in entry))
+
+
+@commands.command(
+    "deactivate-disks", opts=[base.FORCE_OPT] + base.JOB_OPTS,
+    args=[Opt("instance", metavar="INSTANCE")],
+    help="release the disks of a stopped instance")
+def deactivate_disks(ctx, opts):
+    ctx.run_op(ctx.opcode("OP_INSTANCE_DEACTIVATE_DISKS",
+                          instance_name=opts.instance, force=opts.force))
+
+
+@commands.command(
+    "grow-disk",
+    opts=[Opt("--absolute", action="store_true",
+              help="AMOUNT is the new size, not the increase"),
+          Opt("--no-wait-for-sync", dest="wait_for_sync",
+              action="store_false", help="do not wait for the resync"),
+          Opt("--ignore-ipolicy", action="store_true",
+              help="ignore instance policy violations")] + base.JOB_OPTS,
+    args=[Opt("instance", metavar="INSTANCE"),
+          Opt("disk", metavar="DISK", help="disk index"),
+          Opt("amount", metavar="AMOUNT", help="size (M, G, T suffixes)")],
+    help="grow a disk of an instance")
+def grow_disk(ctx, opts):
+    disk = _index(opts.disk, "DISK")
+    try:
+        amount = common.parse_unit(opts.amount)
+    except errors.UnitParseError as err:
+        raise errors.ParameterError("AMOUNT", str(err))
+    ctx.run_op(ctx.opcode(
+        "OP_INSTANCE_GROW_DISK", instance_name=opts.instance, disk=disk,
+        amount=amount, absolute=opts.absolute,
+        wait_for_sync=opts.wait_for_sync,
+        ignore_ipolicy=opts.ignore_ipolicy))
+
+
+@commands.command(
+    "console", opts=[Opt("--show-cmd", action="store_true",
+                         help="only print the command (we always do)")],
+    args=[Opt("instance", metavar="INSTANCE")],
+    help="show how to reach the console of an instance")
+def console(ctx, opts):
+    result = ctx.run_op(ctx.opcode("OP_INSTANCE_CONSOLE",
+                                   instance_name=opts.instance))
+    if not isinstance(result, dict):
+        raise base.CommandFailed("Failure: unexpected console data: %r"
+                                 % (result,))
+    kind = result.get("kind")
+    if kind == "message":
+        ctx.out(result.get("message", ""))
+    elif kind == "ssh":
+        command = result.get("command") or []
+        ctx.out("ssh -t %s@%s %s" % (result.get("user", "root"),
+                                     result.get("host"),
+                                     " ".join(command)))
+    elif kind in ("vnc", "spice"):
+        port = result.get("port")
+        ctx.out("Instance %s has %s listening on %s:%s%s"
+                % (opts.instance, kind.upper(), result.get("host"), port,
+                   " (display %s)" % (port - 5900)
+                   if kind == "vnc" and isinstance(port, int) else ""))
+    else:
+        ctx.out("%s" % (result,))
+
+
+# --- info and list -------------------------------------------------------------------
+
+def _param_items(custom, actual):
+    items = []
+    for key in sorted(actual or {}):
+        value = actual[key]
+        if key in (custom or {}):
+            items.append((key, _plain(value)))
+        else:
+            items.append((key, "default (%s)" % (_plain(value),)))
+    return items
+
+
+def _plain(value):
+    if isinstance(value, (list, tuple)):
+        return ", ".join("%s" % (v,) for v in value)
+    return value
+
+
+#: Local disk status values (Ganeti's LDS_*) in words
+_LDISK_TEXT = {1: "ok", 2: "unknown", 3: "faulty"}
+
+
+def _disk_status(status):
+    if not status:
+        return "N/A"
+    path, major, minor = status[0], status[1], status[2]
+    text = "%s" % (path,)
+    if major is not None and minor is not None:
+        text += " (%s:%s)" % (major, minor)
+    degraded = status[5] if len(status) > 5 else False
+    ldisk = status[6] if len(status) > 6 else None
+    text += " *DEGRADED*" if degraded else " in sync"
+    if ldisk is not None:
+        text += ", status %s" % _LDISK_TEXT.get(ldisk, ldisk)
+    return text
+
+
+def _disk_items(disks):
+    items = []
+    for idx, disk in enumerate(disks or []):
+        size = disk.get("size")
+        head = "%s, size %s" % (disk.get("dev_type"),
+                                common.format_unit(size) if size is not None
+                                else "?")
+        entry = [("access mode", disk.get("mode")),
+                 ("logical_id", _plain(disk.get("logical_id")))]
+        if disk.get("spindles") is not None:
+            entry.append(("spindles", disk.get("spindles")))
+        entry.append(("on primary", _disk_status(disk.get("pstatus"))))
+        if disk.get("sstatus"):
+            entry.append(("on secondary", _disk_status(disk.get("sstatus"))))
+        entry.append(("name", disk.get("name")))
+        entry.append(("UUID", disk.get("uuid")))
+        label = disk.get("iv_name") or "disk/%d" % idx
+        items.append([("%s" % label, head)] + entry)
+    return items
+
+
+def _nic_items(nics):
+    items = []
+    for idx, nic in enumerate(nics or []):
+        if isinstance(nic, dict):
+            nic = [nic.get(k) for k in ("name", "uuid", "ip", "mac", "mode",
+                                        "link", "vlan", "network")]
+        nic = list(nic) + [None] * (9 - len(nic))
+        name, uuid, ip, mac, mode, link, vlan, network = nic[:8]
+        items.append([("nic/%d" % idx, [
+            ("MAC", mac), ("IP", ip), ("mode", mode), ("link", link),
+            ("vlan", vlan or ""), ("network", network), ("UUID", uuid),
+            ("name", name)])])
+    return items
+
+
+def instance_info_items(data):
+    """The ``gnt-instance info`` report of one OP_INSTANCE_QUERY_DATA
+    entry."""
+    config_state = data.get("config_state")
+    run_state = data.get("run_state")
+    if run_state is None:
+        state = "configured to be %s" % config_state
+    else:
+        state = "configured to be %s, actual state is %s" % (config_state,
+                                                             run_state)
+    if data.get("forthcoming"):
+        state += " (forthcoming)"
+    pgroup = data.get("pnode_group_name")
+    nodes = [[("primary", data.get("pnode")),
+              ("group", "%s (UUID %s)" % (pgroup, data.get(
+                  "pnode_group_uuid")) if pgroup else None)],
+             [("secondaries", base.Items(
+                 "%s (group %s)" % (node, group) for node, group in
+                 zip(data.get("snodes") or [],
+                     data.get("snodes_group_names") or [])))]]
+    return [
+        ("Instance name", data.get("name")),
+        ("UUID", data.get("uuid")),
+        ("Serial number", data.get("serial_no")),
+        ("Creation time", base.format_time(data.get("ctime"))),
+        ("Modification time", base.format_time(data.get("mtime"))),
+        ("State", state),
+        ("Nodes", nodes),
+        ("Operating system", data.get("os")),
+        ("Operating system parameters",
+         _param_items(data.get("os_instance"), data.get("os_actual"))),
+        ("Allocated network port", data.get("network_port")),
+        ("Hypervisor", data.get("hypervisor")),
+        ("Hypervisor parameters",
+         _param_items(data.get("hv_instance"), data.get("hv_actual"))),
+        ("Back-end parameters",
+         _param_items(data.get("be_instance"), data.get("be_actual"))),
+        ("NICs", _nic_items(data.get("nics"))),
+        ("Disk template", data.get("disk_template")),
+        ("Disks", _disk_items(data.get("disks"))),
+    ]
+
+
+@commands.command(
+    "info",
+    opts=[Opt("-s", "--static", action="store_true",
+              help="only what the configuration says (no node queries)"),
+          Opt("--all", action="store_true", help="every instance"),
+          Opt("--roman", action="store_true",
+              help="accepted for compatibility; numbers stay arabic")],
+    args=[Opt("names", nargs="*", metavar="INSTANCE")],
+    help="show everything about instances")
+def info(ctx, opts):
+    if opts.all and opts.names:
+        raise base.UsageError("give instance names or --all, not both")
+    if not opts.all and not opts.names:
+        raise base.UsageError("no instance name given (or use --all)")
+    result = ctx.run_op(ctx.opcode("OP_INSTANCE_QUERY_DATA",
+                                   instances=list(opts.names),
+                                   static=opts.static,
+                                   use_locking=not opts.static))
+    if result is None:
+        return base.EXIT_SUCCESS
+    if isinstance(result, dict):
+        entries = [result[k] for k in sorted(result)]
+    else:
+        entries = list(result)
+    for data in entries:
+        lines = base.format_info(instance_info_items(data))
+        ctx.out("- " + lines[0])
+        for line in lines[1:]:
+            ctx.out("  " + line)
+
+
+base.list_command(commands, "instance", LIST_FIELDS,
+                  "list instances (forthcoming ones included)", "INSTANCE",
+                  "instances to show (names, globs, or one filter)")
+
+
+# --- tags ------------------------------------------------------------------------
+
+base.tag_commands(commands, constants.TAG_INSTANCE, "INSTANCE")
+
+
+def main(argv=None):
+    commands.main(argv)
+
+
+if __name__ == "__main__":
+    main()
