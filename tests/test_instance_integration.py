@@ -1,0 +1,177 @@
+"""Instance life cycle through real daemons: masterd + noded, fake hypervisor.
+
+A one-node virtual cluster on a random loopback address (the master calls
+node daemons on port 1811, so each test run gets its own address), the
+busybox OS from ``etc/os`` and file disks in the cluster's file storage
+directory.  Jobs go in over luxi like ``gnt-instance`` sends them.
+"""
+
+import os
+import random
+import shutil
+import signal
+import socket
+import tempfile
+import time
+
+from twisted.trial import unittest
+
+from ganeti import constants
+from ganeti import luxi
+from ganeti.hypervisor import state
+from ganeti.vcluster import VirtualCluster
+
+from tests.test_noded import kill_fake_instances
+
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ETC_OS = os.path.join(HERE, "etc", "os")
+INSTANCE = "inst1.example.com"
+FINAL = ("success", "error", "canceled")
+
+
+def wait_for(what, predicate, timeout=60.0, interval=0.05):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError("timed out waiting for %s" % what)
+
+
+def _port_open(address, port):
+    try:
+        with socket.create_connection((address, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+class InstanceLifeCycleTests(unittest.TestCase):
+
+    timeout = 240
+
+    def setUp(self):
+        # Short paths: UNIX socket paths are limited to 108 bytes.
+        self.base = tempfile.mkdtemp(prefix="gnt-i-", dir="/tmp")
+        self.addCleanup(shutil.rmtree, self.base, True)
+        self.vc = VirtualCluster(os.path.join(self.base, "vc"), node_count=1)
+        node = self.vc.master
+        node.ip = "127.%d.%d.%d" % (random.randint(1, 254),
+                                    random.randint(1, 254),
+                                    random.randint(2, 254))
+        store = self.vc.create(hypervisors=(constants.HT_FAKE,))
+        self.file_storage_dir = store.cluster.file_storage_dir
+        self.addCleanup(self.vc.stop_all)
+        self.addCleanup(kill_fake_instances, node.root)
+        noded = self.vc.start("noded", self.vc.twistd_command(
+            "ganeti-noded", node, "--no-mlock",
+            "--os-search-path", ETC_OS,
+            "--file-storage-dir", self.file_storage_dir))
+        wait_for("node daemon", lambda: self._alive(noded) and _port_open(
+            node.ip, constants.DEFAULT_NODED_PORT))
+        master = self.vc.start("masterd", self.vc.twistd_command(
+            "ganeti-masterd", node))
+        self.socket = node.paths.master_socket
+        wait_for("master socket", lambda: self._answers(master))
+        self.client = luxi.BlockingClient(self.socket, 60)
+        self.addCleanup(self.client.close)
+
+    def _alive(self, proc):
+        if proc.poll() is not None:
+            raise AssertionError("daemon exited with %s; see %s"
+                                 % (proc.returncode, self.vc.base))
+        return True
+
+    def _answers(self, proc):
+        self._alive(proc)
+        try:
+            with luxi.BlockingClient(self.socket, 5) as c:
+                c.call("QueryConfigValues", ["cluster_name"])
+            return True
+        except luxi.NoMasterError:
+            return False
+
+    def run_job(self, op, expect="success"):
+        job = self.client.call("SubmitJob", [op])
+        wait_for("job %s" % job, lambda: self.client.call(
+            "QueryJobs", [job], ["status"])[0][0] in FINAL, timeout=120)
+        status, result, oplog = self.client.call(
+            "QueryJobs", [job], ["status", "opresult", "oplog"])[0]
+        messages = [entry[3] for entry in oplog[0]]
+        self.assertEqual(status, expect, (result, messages))
+        return result[0], messages
+
+    def query(self):
+        result, _ = self.run_job({"OP_ID": "OP_INSTANCE_QUERY_DATA",
+                                  "instances": [INSTANCE]})
+        return result[INSTANCE]
+
+    def test_create_use_and_remove(self):
+        result, log = self.run_job({
+            "OP_ID": "OP_INSTANCE_CREATE", "instance_name": INSTANCE,
+            "mode": "create", "disk_template": "file",
+            "disks": [{"size": 64}], "nics": [{}],
+            "os_type": "busybox+default", "pnode": self.vc.master.name,
+            "beparams": {"memory": 64}, "name_check": False,
+            "ip_check": False})
+        self.assertEqual(result, [self.vc.master.name])
+        self.assertIn("* running the instance OS create scripts...", log)
+        info = self.query()
+        self.assertEqual(info["config_state"], "up")
+        self.assertEqual(info["run_state"], "up")
+        self.assertEqual(info["os"], "busybox+default")
+        disk_file = info["disks"][0]["logical_id"][1]
+        self.assertTrue(disk_file.startswith(self.file_storage_dir + "/"))
+        self.assertEqual(info["disks"][0]["pstatus"][0], disk_file)
+        self.assertTrue(os.path.isfile(disk_file))
+        self.assertEqual(os.path.getsize(disk_file), 64 * 1024 * 1024)
+        with open(disk_file, "rb") as f:
+            head = f.read(8192).decode("utf-8", "replace")
+        # the OS create script ran on the node with the instance's data
+        self.assertTrue(head.startswith("GANETI-BUSYBOX-OS v1"), head[:80])
+        self.assertIn("INSTANCE_NAME=%s" % INSTANCE, head)
+
+        self.run_job({"OP_ID": "OP_INSTANCE_SHUTDOWN",
+                      "instance_name": INSTANCE, "timeout": 10})
+        info = self.query()
+        self.assertEqual((info["config_state"], info["run_state"]),
+                         ("down", "down"))
+
+        self.run_job({"OP_ID": "OP_INSTANCE_STARTUP",
+                      "instance_name": INSTANCE})
+        self.assertEqual(self.query()["run_state"], "up")
+
+        for rtype in ("soft", "hard", "full"):
+            self.run_job({"OP_ID": "OP_INSTANCE_REBOOT",
+                          "instance_name": INSTANCE, "reboot_type": rtype,
+                          "shutdown_timeout": 10})
+            self.assertEqual(self.query()["run_state"], "up", rtype)
+
+        # a user shutdown cannot be recorded while the guest runs
+        _, log = self.run_job({"OP_ID": "OP_INSTANCE_SHUTDOWN",
+                               "instance_name": INSTANCE,
+                               "admin_state_source": "user"},
+                              expect="error")
+
+        # the user powers the guest off from inside: the domain is kept,
+        # the watcher's opcode records it and cleans up (seed 004)
+        rt = state.RuntimeDir(self.vc.master.root, "fake")
+        os.kill(state.read_pid_file(rt.pid_path(INSTANCE)), signal.SIGUSR1)
+        wait_for("user shutdown", lambda: self.query()["run_state"] == "down")
+        self.run_job({"OP_ID": "OP_INSTANCE_SHUTDOWN",
+                      "instance_name": INSTANCE,
+                      "admin_state_source": "user"})
+        info = self.query()
+        self.assertEqual((info["config_state"], info["run_state"],
+                          info["admin_state_source"]),
+                         ("down", "user down", "user"))
+        self.run_job({"OP_ID": "OP_INSTANCE_STARTUP",
+                      "instance_name": INSTANCE})
+        self.assertEqual(self.query()["run_state"], "up")
+
+        self.run_job({"OP_ID": "OP_INSTANCE_REMOVE",
+                      "instance_name": INSTANCE, "shutdown_timeout": 10})
+        self.assertFalse(os.path.exists(disk_file))
+        self.run_job({"OP_ID": "OP_INSTANCE_QUERY_DATA",
+                      "instances": [INSTANCE]}, expect="error")
