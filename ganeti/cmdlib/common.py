@@ -49,7 +49,7 @@ _SIZE_UNITS = {"": 1, "m": 1, "mb": 1, "mib": 1, "g": 1024, "gb": 1024,
                "gib": 1024, "t": 1024 ** 2, "tb": 1024 ** 2, "tib": 1024 ** 2}
 
 
-# --- RPC ---------------------------------------------------------------------
+# --- RPC --------------------------------------------------------------------
 
 def rpc_client(lu):
     client = lu.ctx.rpc
@@ -100,7 +100,7 @@ async def try_call_node(lu, node_uuid, procedure, args, timeout=None):
     return await rpc_client(lu).call(name, procedure, args, timeout)
 
 
-# --- locks ---------------------------------------------------------------------
+# --- locks ------------------------------------------------------------------
 
 def lock_owner(glm, level, name):
     """The owner holding lock ``name`` at ``level`` exclusively, or None.
@@ -130,7 +130,7 @@ async def remove_instance_lock(lu, instance_uuid):
     await glm.remove(locking.LEVEL_INSTANCE, [instance_uuid], owner)
 
 
-# --- state checks ----------------------------------------------------------
+# --- state checks -----------------------------------------------------------
 
 def check_node_online(cfg, node_uuid, msg=None):
     node = cfg.get_node(node_uuid)
@@ -208,7 +208,7 @@ async def check_not_running(lu, instance, msg):
                                    % (instance.name, msg), errors.ECODE_STATE)
 
 
-# --- parameters ----------------------------------------------------------------
+# --- parameters -------------------------------------------------------------
 
 def parse_size(value, field):
     """A size in MiB from an int or a string with an optional unit."""
@@ -235,7 +235,7 @@ def parse_size(value, field):
 
 
 def update_params(current, changes):
-    """``current`` updated by ``changes``; the value "default" removes a key."""
+    """``current`` updated by ``changes``; "default" removes a key."""
     result = dict(current or {})
     for key, value in (changes or {}).items():
         if value == constants.VALUE_DEFAULT:
@@ -449,7 +449,7 @@ def check_unique_ips(cfg, nics, except_instance=None):
                 % (idx, nic.ip, owner), errors.ECODE_NOTUNIQUE)
 
 
-# --- disks ------------------------------------------------------------------------
+# --- disks ------------------------------------------------------------------
 
 def check_template(cluster, template, field="disk_template"):
     if template not in cluster.enabled_disk_templates:
@@ -686,7 +686,8 @@ async def assemble_disks(lu, instance, disks=None, ignore_failures=False):
             if primary:
                 info.append((node_name(cfg, node_uuid), disk.iv_name,
                              (result.payload or {}).get("path")))
-    if not instance.disks_active:
+    current = cfg.instances.get(instance.uuid)
+    if current is not None and not current.disks_active:
         cfg.set_instance_disks_active(instance.uuid, True)
     return info
 
@@ -718,7 +719,7 @@ async def shutdown_disks(lu, instance, pairs=None, ignore_failures=False):
     return not failed
 
 
-# --- what nodes get -----------------------------------------------------------------
+# --- what nodes get ---------------------------------------------------------
 
 def instance_spec(cfg, instance, hvparams=None, beparams=None, disks=None):
     """The ``instance_start``/``instance_reboot`` specification.

@@ -61,7 +61,7 @@ class InstanceLU(LogicalUnit):
         return self.cfg.get_instance(self.instance_uuid)
 
 
-# --- start / stop / reboot ----------------------------------------------------
+# --- start / stop / reboot --------------------------------------------------
 
 @mcpu.register
 class LUInstanceStartup(InstanceLU):
@@ -286,7 +286,7 @@ class LUInstanceReboot(InstanceLU):
         return None
 
 
-# --- remove / rename / reinstall ----------------------------------------------------
+# --- remove / rename / reinstall --------------------------------------------
 
 @mcpu.register
 class LUInstanceRemove(InstanceLU):
@@ -436,7 +436,7 @@ class LUInstanceReinstall(InstanceLU):
         return None
 
 
-# --- query ------------------------------------------------------------------------------
+# --- query ------------------------------------------------------------------
 
 def _nic_tuple(cfg, nic, group):
     filled = objects.fill_nicparams(cfg.cluster, nic, group)

@@ -42,7 +42,7 @@ _HTS_REQ_PORT = frozenset([constants.HT_KVM, constants.HT_XEN_HVM])
 class LUInstanceCreate(LogicalUnit):
     OP_ID = "OP_INSTANCE_CREATE"
 
-    # --- arguments and locks ----------------------------------------------
+    # --- arguments and locks ------------------------------------------------
 
     def check_arguments(self):
         op = self.op
@@ -170,7 +170,7 @@ class LUInstanceCreate(LogicalUnit):
             d.addErrback(lambda f: log.failure("removing the lock of a new"
                                                " instance", f))
 
-    # --- prerequisites -----------------------------------------------------
+    # --- prerequisites ------------------------------------------------------
 
     def check_prereq(self):
         try:
@@ -428,7 +428,7 @@ class LUInstanceCreate(LogicalUnit):
             nodes = cur.all_nodes or nodes
         return [common.node_name(self.cfg, n) for n in nodes]
 
-    # --- execution --------------------------------------------------------------
+    # --- execution ----------------------------------------------------------
 
     async def exec_(self):
         try:
@@ -457,7 +457,6 @@ class LUInstanceCreate(LogicalUnit):
             "Checking hypervisor parameters", prereq=True)
 
     async def _exec_new(self):
-        op = self.op
         cfg = self.cfg
         inst = self.new_instance
         disks = self.new_disks

@@ -299,7 +299,7 @@ class LUInstanceSetParams(LogicalUnit):
                 self.disk_plan.append((_REMOVE, idx, disk, params))
         return current
 
-    # --- execution ----------------------------------------------------------------
+    # --- execution ----------------------------------------------------------
 
     async def exec_(self):
         op = self.op

@@ -1,6 +1,5 @@
 """Instance disk operations: activate, deactivate, grow."""
 
-from ganeti import constants
 from ganeti import errors
 from ganeti import locking
 from ganeti import mcpu
@@ -134,7 +133,4 @@ class LUInstanceGrowDisk(_DiskLU):
                        self.op.disk, inst.name))
         self.cfg.modify_disk(disk.uuid, check_resources=False,
                              size=self.target)
-        if disk.dev_type in constants.DTS_INT_MIRROR and \
-                self.op.wait_for_sync:
-            self.log_info("Waiting for the disk to sync")
         return None
