@@ -1,0 +1,258 @@
+"""gnt-node: look at and change the nodes of the cluster."""
+
+from ganeti import constants
+from ganeti import errors
+from ganeti import opcodes
+from ganeti.cli import base
+from ganeti.cli import common
+from ganeti.cli.base import Opt
+
+PROGRAM = "gnt-node"
+commands = base.CommandTable(PROGRAM, "Node administration.")
+
+LIST_FIELDS = ["name", "dtotal", "dfree", "mtotal", "mnode", "mfree",
+               "pinst_cnt", "sinst_cnt"]
+INFO_FIELDS = ["name", "pip", "sip", "master_candidate", "drained",
+               "offline", "master_capable", "vm_capable", "powered", "group",
+               "ndparams", "custom_ndparams", "pinst_list", "sinst_list"]
+
+STORAGE_FIELDS = ["node", "type", "name", "size", "used", "free",
+                  "allocatable"]
+_STORAGE_TITLES = {"node": "Node", "type": "Type", "name": "Name",
+                   "size": "Size", "used": "Used", "free": "Free",
+                   "allocatable": "Allocatable"}
+_STORAGE_UNITS = frozenset(["size", "used", "free"])
+_STORAGE_BOOLS = frozenset(["allocatable"])
+
+#: The storage type behind each disk template (for list-storage's default)
+DT_STORAGE_TYPE = {
+    constants.DT_PLAIN: "lvm-vg", constants.DT_DRBD8: "lvm-vg",
+    constants.DT_FILE: "file", constants.DT_SHARED_FILE: "sharedfile",
+    constants.DT_GLUSTER: "gluster", constants.DT_RBD: "rados",
+    constants.DT_EXT: "ext", constants.DT_BLOCK: "blockdev",
+    constants.DT_DISKLESS: "diskless",
+}
+
+base.list_command(commands, "node", LIST_FIELDS, "list nodes", "NODE",
+                  "nodes to show (names, globs, or one filter)")
+
+
+def _yes_no_opt(*flags, **kwargs):
+    dest = kwargs.pop("dest")
+    return Opt(*flags, dest=dest, type=base.yes_no(flags[-1].lstrip("-")),
+               metavar="yes|no", **kwargs)
+
+
+# --- info -------------------------------------------------------------------------
+
+#: marks an info line that is a sentence, not "key: value"
+_HEADLINE = object()
+
+
+def _instances_item(label, names):
+    if not names:
+        return ("%s for no instances" % label, _HEADLINE)
+    return ("%s for instances" % label, base.Items(names))
+
+
+def node_info_items(values):
+    """The ``gnt-node info`` report of one node (values of INFO_FIELDS)."""
+    row = dict(zip(INFO_FIELDS, values))
+    custom = row.get("custom_ndparams") or {}
+    ndparams = [(key, value if key in custom else "default (%s)" % (value,))
+                for key, value in sorted((row.get("ndparams") or {}).items())]
+    items = [("primary ip", row.get("pip")),
+             ("secondary ip", row.get("sip")),
+             ("master candidate", row.get("master_candidate")),
+             ("drained", row.get("drained")),
+             ("offline", row.get("offline")),
+             ("master_capable", row.get("master_capable")),
+             ("vm_capable", row.get("vm_capable")),
+             ("powered", row.get("powered")),
+             ("node group", row.get("group"))]
+    for label, key in (("primary", "pinst_list"),
+                       ("secondary", "sinst_list")):
+        items.append(_instances_item(label, row.get(key)))
+    items.append(("node parameters", ndparams))
+    return [("Node name", row.get("name"))], items
+
+
+@commands.command("info", args=[Opt("names", nargs="*", metavar="NODE",
+                                    help="nodes to show (default: all)")],
+                  help="show details of nodes")
+def info(ctx, opts):
+    qfilter = base.make_query_filter(opts.names)
+    response = ctx.client.query("node", INFO_FIELDS, qfilter)
+    for row in response["data"]:
+        values = [value if status == 0 else None for status, value in row]
+        head, items = node_info_items(values)
+        ctx.out("Node name: %s" % head[0][1])
+        for key, value in items:
+            if value is _HEADLINE:
+                ctx.out("  %s" % key)
+            else:
+                for line in base.format_info([(key, value)], indent=2):
+                    ctx.out(line)
+
+
+# --- add, remove, modify ----------------------------------------------------------
+
+@commands.command(
+    "add",
+    opts=[Opt("--readd", action="store_true",
+              help="add a node that was in the cluster before"),
+          Opt("-p", "--primary-ip", metavar="IP",
+              help="the node's primary IP (we do no DNS lookups)"),
+          Opt("-s", "--secondary-ip", metavar="IP",
+              help="the node's IP on the replication network"),
+          Opt("-g", "--node-group", metavar="GROUP",
+              help="node group of the new node"),
+          _yes_no_opt("--master-capable", dest="master_capable",
+                      help="may the node become master (candidate)"),
+          _yes_no_opt("--vm-capable", dest="vm_capable",
+                      help="may the node run instances"),
+          Opt("--node-parameters", dest="ndparams", metavar="KEY=VAL[,...]",
+              help="node parameters")] + base.JOB_OPTS,
+    args=[Opt("node", metavar="NODE", help="name of the new node")],
+    help="add a node to the cluster")
+def add(ctx, opts):
+    params = {"node_name": opts.node, "readd": opts.readd}
+    for key in ("primary_ip", "secondary_ip", "master_capable",
+                "vm_capable"):
+        value = getattr(opts, key)
+        if value is not None:
+            params[key] = value
+    if opts.node_group:
+        params["group"] = opts.node_group
+    ndparams = base.parse_ndparams(opts.ndparams)
+    if ndparams:
+        params["ndparams"] = ndparams
+    ctx.run_op(ctx.opcode("OP_NODE_ADD", **params))
+
+
+@commands.command("remove", opts=base.JOB_OPTS,
+                  args=[Opt("node", metavar="NODE")],
+                  help="remove a node (it must have no instances)")
+def remove(ctx, opts):
+    ctx.run_op(ctx.opcode("OP_NODE_REMOVE", node_name=opts.node))
+
+
+@commands.command(
+    "modify",
+    opts=[base.FORCE_OPT,
+          _yes_no_opt("-C", "--master-candidate", dest="master_candidate",
+                      help="make the node a master candidate or not"),
+          _yes_no_opt("-D", "--drained", dest="drained",
+                      help="no new instances on the node"),
+          _yes_no_opt("-O", "--offline", dest="offline",
+                      help="the node is out of service"),
+          _yes_no_opt("--master-capable", dest="master_capable",
+                      help="may the node become master (candidate)"),
+          _yes_no_opt("--vm-capable", dest="vm_capable",
+                      help="may the node run instances"),
+          Opt("--auto-promote", action="store_true",
+              help="promote another node when demoting a candidate"),
+          Opt("-s", "--secondary-ip", metavar="IP",
+              help="new secondary IP"),
+          Opt("--node-parameters", dest="ndparams", metavar="KEY=VAL[,...]",
+              help="node parameters"),
+          _yes_no_opt("--node-powered", dest="powered",
+                      help="record whether the node is powered")]
+    + [base.DRY_RUN_OPT] + base.JOB_OPTS,
+    args=[Opt("node", metavar="NODE")],
+    help="change the role and parameters of a node")
+def modify(ctx, opts):
+    params = {}
+    for key in ("master_candidate", "drained", "offline", "master_capable",
+                "vm_capable", "secondary_ip", "powered"):
+        value = getattr(opts, key)
+        if value is not None:
+            params[key] = value
+    ndparams = base.parse_ndparams(opts.ndparams)
+    if ndparams:
+        params["ndparams"] = ndparams
+    if not params:
+        raise base.CommandFailed("Please give at least one of the"
+                                 " parameters.")
+    if sum(1 for key in ("master_candidate", "drained", "offline")
+           if params.get(key)) > 1:
+        raise errors.ParameterError(
+            "roles", "only one of --master-candidate, --drained and"
+            " --offline can be yes")
+    if opts.force:
+        params["force"] = True
+    if opts.auto_promote:
+        params["auto_promote"] = True
+    result = ctx.run_op(ctx.opcode("OP_NODE_SET_PARAMS",
+                                   node_name=opts.node, **params))
+    if result:
+        ctx.out("Modified node %s" % opts.node)
+        for change in result:
+            if isinstance(change, (list, tuple)) and len(change) == 2:
+                ctx.out(" - %-5s -> %s" % (change[0], change[1]))
+            else:
+                ctx.out(" - %s" % (change,))
+
+
+# --- storage ------------------------------------------------------------------------
+
+def _default_storage_type(ctx):
+    info = ctx.client.query_cluster_info()
+    templates = info.get("enabled_disk_templates") or []
+    if not templates:
+        raise base.CommandFailed("Failure: the cluster has no enabled disk"
+                                 " template; give --storage-type")
+    return DT_STORAGE_TYPE.get(templates[0], templates[0])
+
+
+@commands.command(
+    "list-storage",
+    opts=[base.NOHDR_OPT, base.SEP_OPT, base.UNITS_OPT,
+          Opt("--human-readable", action="store_true",
+              help="sizes with units even with --separator"),
+          Opt("-t", "--storage-type", choices=sorted(opcodes.STORAGE_TYPES),
+              help="storage type (default: that of the cluster's default"
+              " disk template)"),
+          base.fields_opt(STORAGE_FIELDS)],
+    args=[Opt("names", nargs="*", metavar="NODE",
+              help="nodes to show (default: all)")],
+    help="list the storage units of nodes")
+def list_storage(ctx, opts):
+    storage_type = opts.storage_type or _default_storage_type(ctx)
+    fields = common.select_fields(STORAGE_FIELDS, opts.output)
+    result = ctx.run_op(ctx.opcode(
+        "OP_NODE_QUERY_STORAGE", nodes=list(opts.names),
+        storage_type=storage_type, output_fields=fields))
+    units = opts.units or ("h" if opts.human_readable else
+                           base.default_units(opts.separator, None))
+    rows = []
+    for row in result or []:
+        cells = []
+        for field, value in zip(fields, row):
+            if field in _STORAGE_UNITS and isinstance(value, (int, float)) \
+                    and not isinstance(value, bool):
+                cells.append(common.format_unit(value, units))
+            elif field in _STORAGE_BOOLS:
+                cells.append(base.format_bool(value))
+            else:
+                cells.append("" if value is None else "%s" % (value,))
+        rows.append(cells)
+    numeric = set(i for i, f in enumerate(fields) if f in _STORAGE_UNITS)
+    for line in common.format_table(
+            [_STORAGE_TITLES.get(f, f) for f in fields], rows,
+            separator=opts.separator, no_headers=opts.no_headers,
+            numeric=numeric):
+        ctx.out(line)
+
+
+# --- tags ------------------------------------------------------------------------
+
+base.tag_commands(commands, constants.TAG_NODE, "NODE")
+
+
+def main(argv=None):
+    commands.main(argv)
+
+
+if __name__ == "__main__":
+    main()
