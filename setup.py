@@ -32,6 +32,11 @@ setup(
     entry_points={
         "console_scripts": [
             "ganeti-confd-client = ganeti.confd.cli:main",
+            "gnt-cluster = ganeti.cli.gnt_cluster:main",
+            "gnt-instance = ganeti.cli.gnt_instance:main",
+            "gnt-node = ganeti.cli.gnt_node:main",
+            "gnt-job = ganeti.cli.gnt_job:main",
+            "gnt-os = ganeti.cli.gnt_os:main",
         ],
     },
 )
