@@ -47,7 +47,8 @@ def _port_open(address, port):
         return False
 
 
-class InstanceLifeCycleTests(unittest.TestCase):
+class DaemonsTestCase(unittest.TestCase):
+    """A one-node cluster with its node daemon and master daemon running."""
 
     timeout = 240
 
@@ -106,6 +107,10 @@ class InstanceLifeCycleTests(unittest.TestCase):
         result, _ = self.run_job({"OP_ID": "OP_INSTANCE_QUERY_DATA",
                                   "instances": [INSTANCE]})
         return result[INSTANCE]
+
+
+
+class InstanceLifeCycleTests(DaemonsTestCase):
 
     def test_create_use_and_remove(self):
         result, log = self.run_job({
@@ -175,3 +180,53 @@ class InstanceLifeCycleTests(unittest.TestCase):
         self.assertFalse(os.path.exists(disk_file))
         self.run_job({"OP_ID": "OP_INSTANCE_QUERY_DATA",
                       "instances": [INSTANCE]}, expect="error")
+
+
+class GanetiClientTests(DaemonsTestCase):
+    """Ganeti 3.0's own gnt-instance / gnt-os drive our master."""
+
+    def setUp(self):
+        from tests import ganeti_peer
+        reason = ganeti_peer.unavailable_reason()
+        if reason:
+            raise unittest.SkipTest(reason)
+        self.peer = ganeti_peer
+        DaemonsTestCase.setUp(self)
+
+    def gnt(self, command, *args):
+        import subprocess
+        node = self.vc.master
+        env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": self.peer.GANETI_LIB,
+               "GANETI_ROOTDIR": node.root, "GANETI_HOSTNAME": node.name,
+               "LANG": "C.UTF-8"}
+        out = subprocess.run(
+            [self.peer.GANETI_PYTHON,
+             os.path.join(self.peer.GANETI_LIB, command)] + list(args),
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            timeout=120)
+        return out.returncode, out.stdout.decode("utf-8", "replace")
+
+    def test_gnt_instance_and_gnt_os(self):
+        code, out = self.gnt("gnt-os", "diagnose")
+        self.assertEqual(code, 0, out)
+        self.assertIn("OS: busybox [global status: valid]", out)
+        code, out = self.gnt(
+            "gnt-instance", "add", "-t", "file", "-o", "busybox+default",
+            "-n", self.vc.master.name, "--disk", "0:size=64M",
+            "-B", "memory=64M", "--no-name-check", "--no-ip-check", INSTANCE)
+        self.assertEqual(code, 0, out)
+        code, out = self.gnt("gnt-instance", "info", INSTANCE)
+        self.assertEqual(code, 0, out)
+        self.assertIn("Instance name: %s" % INSTANCE, out)
+        self.assertIn("State: configured to be up, actual state is up", out)
+        self.assertIn("Operating system: busybox+default", out)
+        self.assertIn("on primary: %s/%s/" % (self.file_storage_dir,
+                                              INSTANCE), out)
+        for args in (("shutdown", "--timeout", "10"), ("startup",),
+                     ("reboot", "--type", "hard")):
+            code, out = self.gnt("gnt-instance", args[0], *(
+                list(args[1:]) + [INSTANCE]))
+            self.assertEqual(code, 0, out)
+        code, out = self.gnt("gnt-instance", "remove", "-f",
+                             "--shutdown-timeout", "10", INSTANCE)
+        self.assertEqual(code, 0, out)
