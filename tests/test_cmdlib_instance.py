@@ -41,6 +41,7 @@ class FakeRpc(object):
         self.domains = {}
         self.files = {}
         self.fail = {}
+        self.hold = {}
         self.os_list = {NODE1: [dict(BUSYBOX)], NODE2: [dict(BUSYBOX)]}
         self.memory_free = 4096
 
@@ -60,6 +61,11 @@ class FakeRpc(object):
             return defer.succeed(RpcResult(
                 node=node, procedure=procedure, success=False,
                 fail_msg="node %s: %s" % (node, msg)))
+        held = self.hold.pop(procedure, None)
+        if held is not None:
+            # the node answers when the test fires ``held``
+            return held.addCallback(lambda _: self.call(node, procedure,
+                                                        args, timeout))
         try:
             payload = getattr(self, "_" + procedure)(node, *args)
         except NodeFailure as err:
@@ -428,6 +434,51 @@ class CreateTests(InstanceTestCase):
         self.create("inst2.example.com", disk_template="diskless", disks=[])
         self.assertEqual(self.cfg.instance_disks(
             self.inst("inst2.example.com")), [])
+
+
+class CreateLockTests(InstanceTestCase):
+
+    def test_new_instance_is_locked_while_being_built(self):
+        gate = self.rpc.hold["instance_os_add"] = defer.Deferred()
+        create = self.run_op(create_op())
+        self.assertNoResult(create)
+        inst = self.inst()           # in the config already, admin down
+        self.assertEqual(inst.admin_state, "down")
+        owners = [lock["owners"] for lock in self.glm.query_locks()
+                  if lock["name"] == "instance/%s" % inst.uuid]
+        self.assertEqual(owners, [["job-1/op-0"]])
+        tags = self.run_op({"OP_ID": "OP_TAGS_SET", "kind": "instance",
+                            "name": "inst1.example.com", "tags": ["web"]})
+        self.assertNoResult(tags)    # waits for the instance lock
+        gate.callback(None)
+        self.assertEqual(self.successResultOf(create), [NODE1])
+        self.successResultOf(tags)
+        self.assertEqual(self.inst().tags, {"web"})
+
+    def test_lock_set_held_by_another_job(self):
+        # Somebody holds every instance lock: the new lock is added once
+        # they are done, and the creation goes on then.
+        self.glm.acquire(locking.LEVEL_CLUSTER, [locking.BGL], "other",
+                         shared=True)
+        self.glm.acquire(locking.LEVEL_INSTANCE, locking.ALL_SET, "other",
+                         shared=True)
+        create = self.run_op(create_op())
+        self.assertNoResult(create)
+        self.assertEqual(self.cfg.instances, {})
+        self.glm.release_all("other")
+        self.assertEqual(self.successResultOf(create), [NODE1])
+        self.assertIn(self.inst().uuid, self.instance_locks())
+
+    def test_two_creates_on_one_node_run_one_after_the_other(self):
+        gate = self.rpc.hold["blockdev_create"] = defer.Deferred()
+        first = self.run_op(create_op())
+        second = self.run_op(create_op("inst2.example.com"))
+        self.assertNoResult(second)
+        self.assertEqual(len(self.cfg.instances), 1)
+        gate.callback(None)
+        self.successResultOf(first)
+        self.successResultOf(second)
+        self.assertEqual(len(self.cfg.instances), 2)
 
 
 class ForthcomingTests(InstanceTestCase):
