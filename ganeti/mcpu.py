@@ -9,6 +9,8 @@ prerequisites and executes.  Locks are always released at the end, whatever
 happened.
 """
 
+import inspect
+
 import attr
 from twisted.internet import defer
 from twisted.logger import Logger
@@ -54,6 +56,12 @@ def make_lock_manager(cfg, clock):
         clock=clock)
 
 
+async def _maybe_await(value):
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
 class Processor(object):
     """Runs opcodes for the job queue (its ``executor``)."""
 
@@ -84,15 +92,19 @@ class Processor(object):
             raise errors.OpCodeUnknown(
                 "opcode %s is not implemented by this master" % op.OP_ID)
         lu = lu_class(self.ctx, op, feedback_fn)
+        # The lock owner, for LUs that add or delete locks themselves.
+        lu.owner = owner
         try:
             lu.check_arguments()
             lu.expand_names()
             await self._acquire_locks(lu, owner)
             if notify_running is not None:
                 notify_running()
-            lu.check_prereq()
+            # check_prereq and dry_run_result may be coroutines: some checks
+            # need a node's answer.
+            await _maybe_await(lu.check_prereq())
             if op.dry_run:
-                return lu.dry_run_result()
+                return await _maybe_await(lu.dry_run_result())
             return await lu.exec_()
         finally:
             self.ctx.glm.release_all(owner)

@@ -11,7 +11,8 @@ A logical unit (LU) executes one opcode.  Its life, driven by
    that depend on what was decided at earlier levels (e.g. the nodes of an
    instance);
 4. ``check_prereq()``: with the locks held; raise OpPrereqError to refuse
-   (nothing has been changed yet);
+   (nothing has been changed yet); may be a coroutine when a check needs a
+   node's answer;
 5. ``exec_()``: do the work (async), return the opcode's result.
 """
 
@@ -32,6 +33,7 @@ class LogicalUnit(object):
         self._feedback = feedback_fn
         self.needed_locks = {}
         self.share_locks = {}
+        self.owner = None  # set by the processor before expand_names
 
     # --- hooks for subclasses -------------------------------------------
 
@@ -51,7 +53,8 @@ class LogicalUnit(object):
         raise errors.ProgrammerError("%s has no exec_" % type(self).__name__)
 
     def dry_run_result(self):
-        """What a dry run returns once the prerequisites passed."""
+        """What a dry run returns once the prerequisites passed (may be a
+        coroutine)."""
         return None
 
     # --- helpers ------------------------------------------------------------
