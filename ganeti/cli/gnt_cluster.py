@@ -448,6 +448,11 @@ def init(ctx, opts):
     cluster_params.update((k, v) for k, v in optional.items()
                           if v is not None)
 
+    try:
+        # the certificate needs a DNS name; check before writing anything
+        crypto._check_cluster_name(name)
+    except errors.X509CertError as err:
+        raise errors.ParameterError("cluster name", str(err))
     if os.path.exists(paths.config_file):
         raise base.CommandFailed(
             "Failure: this node is already part of a cluster: %s exists"

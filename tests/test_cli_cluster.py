@@ -1,0 +1,414 @@
+"""gnt-cluster: init (without daemons), ssconf, modify, info and friends."""
+
+import json
+import os
+import shutil
+import stat
+import tempfile
+
+from twisted.trial import unittest
+
+from ganeti import config
+from ganeti import constants
+from ganeti import errors
+from ganeti import pathutils
+from ganeti.cli import gnt_cluster
+from ganeti.cmdlib.cluster import cluster_info
+
+from tests.test_cli_fakes import FakeClient, run, encoded
+
+
+def gnt(client, *argv, **kwargs):
+    return run(gnt_cluster.commands, argv, client, **kwargs)
+
+
+class InitTests(unittest.TestCase):
+    """``init --no-start``: the files, without any daemon."""
+
+    def setUp(self):
+        self.base = tempfile.mkdtemp(prefix="gnt-", dir="/tmp")
+        self.addCleanup(shutil.rmtree, self.base, True)
+        self.root = os.path.join(self.base, "node1.example.com")
+        self.paths = pathutils.Paths(self.root)
+
+    def init(self, *extra):
+        return gnt(None, "init", "--root", self.root, "--no-start",
+                   "--node-name", "node1.example.com", "--node-ip",
+                   "127.0.0.1", *extra)
+
+    def test_files_of_a_new_cluster(self):
+        code, out, err = self.init(
+            "--enabled-hypervisors", "fake,kvm", "--enabled-disk-templates",
+            "file,diskless", "-H", "kvm:kernel_path=/boot/k,acpi=no",
+            "-B", "memory=256M,vcpus=2", "-N", "link=br0", "--uid-pool",
+            "1000-1009,2000", "--candidate-pool-size", "3", "--mac-prefix",
+            "AA:11:22", "--master-netdev", "eth0", "--user-shutdown", "yes",
+            "cluster.example.com")
+        self.assertEqual(code, 0, err)
+        self.assertIn("Initialised cluster cluster.example.com", out)
+        self.assertIn("Daemons not started", out)
+        store = config.ConfigStore.load(self.paths.config_file)
+        c = store.cluster
+        self.assertEqual(c.cluster_name, "cluster.example.com")
+        self.assertEqual(store.master_node.name, "node1.example.com")
+        self.assertEqual(store.master_node.primary_ip, "127.0.0.1")
+        self.assertEqual(c.enabled_hypervisors, ["fake", "kvm"])
+        self.assertEqual(c.default_hypervisor, "fake")
+        self.assertEqual(c.enabled_disk_templates, ["file", "diskless"])
+        self.assertEqual(c.hvparams["kvm"]["kernel_path"], "/boot/k")
+        self.assertIs(c.hvparams["kvm"]["acpi"], False)
+        self.assertEqual((c.beparams["default"]["maxmem"],
+                          c.beparams["default"]["minmem"],
+                          c.beparams["default"]["vcpus"]), (256, 256, 2))
+        self.assertEqual(c.nicparams["default"]["link"], "br0")
+        self.assertEqual(c.uid_pool, [[1000, 1009], [2000, 2000]])
+        self.assertEqual(c.candidate_pool_size, 3)
+        self.assertEqual(c.mac_prefix, "aa:11:22")
+        self.assertEqual(c.master_netdev, "eth0")
+        self.assertIs(c.enabled_user_shutdown, True)
+        self.assertEqual(c.file_storage_dir, os.path.join(
+            self.root, "srv/ganeti/file-storage"))
+        self.assertTrue(os.path.isdir(c.file_storage_dir))
+        self.assertEqual(list(c.candidate_certs), [store.master_node.uuid])
+        # key, certificate
+        with open(self.paths.hmac_key_file) as f:
+            self.assertRegex(f.read(), r"^[0-9a-f]{40}\n$")
+        self.assertTrue(os.path.exists(os.path.join(self.paths.data_dir,
+                                                    "server.pem")))
+        # ssconf (PROTOCOLS 7.1)
+        ss = self.ssconf
+        self.assertEqual(ss("cluster_name"), "cluster.example.com\n")
+        self.assertEqual(ss("master_node"), "node1.example.com\n")
+        self.assertEqual(ss("master_ip"), "127.0.0.1\n")
+        self.assertEqual(ss("node_list"), "node1.example.com\n")
+        self.assertEqual(ss("node_primary_ips"),
+                         "node1.example.com 127.0.0.1\n")
+        self.assertEqual(ss("master_candidates"), "node1.example.com\n")
+        self.assertEqual(ss("master_candidates_ips"), "127.0.0.1\n")
+        self.assertEqual(ss("online_nodes"), "node1.example.com\n")
+        self.assertEqual(ss("offline_nodes"), "")
+        self.assertEqual(ss("release_version"), "3.0.2\n")
+        self.assertEqual(ss("uid_pool"), "1000-1009\n2000\n")
+        self.assertEqual(ss("hypervisor_list"), "fake\nkvm\n")
+        self.assertEqual(ss("enabled_user_shutdown"), "True\n")
+        self.assertEqual(ss("instance_list"), "")
+        self.assertEqual(ss("file_storage_dir"), c.file_storage_dir + "\n")
+        group = list(store.nodegroups.values())[0]
+        self.assertEqual(ss("nodegroups"), "%s default\n" % group.uuid)
+        self.assertIn("acpi=False\n", ss("hvparams_kvm"))
+        self.assertIn("kernel_path=/boot/k\n", ss("hvparams_kvm"))
+        for hv in ("chroot", "fake", "kvm", "lxc", "xen-hvm", "xen-pvm"):
+            self.assertTrue(os.path.exists(self.paths.ssconf_file(
+                "hvparams_%s" % hv)))
+        mode = stat.S_IMODE(os.stat(self.paths.ssconf_file(
+            "cluster_name")).st_mode)
+        self.assertEqual(mode, 0o444)
+        certs = ss("master_candidates_certs")
+        self.assertRegex(certs, r"^%s=([0-9A-F]{2}:){19}[0-9A-F]{2}\n$"
+                         % store.master_node.uuid)
+
+    def ssconf(self, key):
+        with open(self.paths.ssconf_file(key)) as f:
+            return f.read()
+
+    def test_ganeti_defaults(self):
+        code, _, err = self.init("cluster.example.com")
+        self.assertEqual(code, 0, err)
+        c = config.ConfigStore.load(self.paths.config_file).cluster
+        self.assertEqual(c.enabled_hypervisors, ["xen-pvm"])
+        self.assertEqual(c.enabled_disk_templates, ["drbd", "plain"])
+        self.assertEqual(c.volume_group_name, "xenvg")
+        self.assertEqual(c.master_netmask, 32)
+        self.assertEqual(c.mac_prefix, "aa:00:00")
+
+    def test_refuses_an_existing_cluster(self):
+        self.assertEqual(self.init("cluster.example.com")[0], 0)
+        with open(self.paths.config_file, "rb") as f:
+            before = f.read()
+        code, out, err = self.init("other.example.com")
+        self.assertEqual(code, 1)
+        self.assertIn("already part of a cluster: %s exists"
+                      % self.paths.config_file, err)
+        with open(self.paths.config_file, "rb") as f:
+            self.assertEqual(f.read(), before)
+
+    def test_bad_options_write_nothing(self):
+        for args, message in [
+                (["--enabled-hypervisors", "vmware"],
+                 "unknown hypervisor(s) vmware"),
+                (["--enabled-disk-templates", "tape"],
+                 "unknown disk template(s) tape"),
+                (["-B", "memory=lots"], "-B memory"),
+                (["-B", "colour=red"], "unknown backend parameter"),
+                (["-N", "mode=tunnel"], "not a NIC mode"),
+                (["--uid-pool", "5-1"], "--uid-pool"),
+                (["--node-ip", "localhost"], "not an IP address"),
+                (["--mac-prefix", "zz"], "XX:XX:XX"),
+                (["-H", "kvm:acpi=perhaps"], "acpi")]:
+            code, out, err = self.init(*(args + ["cluster.example.com"]))
+            self.assertEqual(code, 1, args)
+            self.assertIn(message, err, args)
+            self.assertFalse(os.path.exists(self.paths.data_dir)
+                             and os.listdir(self.paths.data_dir), args)
+
+    def test_bad_cluster_name_leaves_no_files(self):
+        code, out, err = self.init("not a name")
+        self.assertEqual(code, 1)
+        self.assertIn("not a valid DNS name", err)
+        self.assertFalse(os.path.exists(self.paths.data_dir))
+
+
+class SsconfTests(unittest.TestCase):
+
+    def test_lists_sorted_nicely_offline_nodes(self):
+        from ganeti import objects
+        store = config.ConfigStore.create(None, "c.example.com", "node10",
+                                          "10.0.0.10")
+        for name, ip, offline in (("node2", "10.0.0.2", True),
+                                  ("node1", "10.0.0.1", False)):
+            store.add_node(objects.Node(name=name, primary_ip=ip,
+                                        secondary_ip=ip, offline=offline,
+                                        master_candidate=False))
+        values = gnt_cluster.ssconf_values(store)
+        self.assertEqual(values["node_list"], ["node1", "node2", "node10"])
+        self.assertEqual(values["offline_nodes"], ["node2"])
+        self.assertEqual(values["online_nodes"], ["node1", "node10"])
+        self.assertEqual(values["master_candidates"], ["node10"])
+        self.assertEqual(values["node_vm_capable"],
+                         ["node1=True", "node2=True", "node10=True"])
+        self.assertEqual(values["primary_ip_family"], "2")
+
+
+def _cluster_info():
+    store = config.ConfigStore.create(
+        None, "cluster.example.com", "node1.example.com", "127.0.0.1",
+        enabled_hypervisors=["fake"], uid_pool=[(1000, 1009)])
+    store.cluster.tags.update(["b", "a"])
+    return json.loads(json.dumps(cluster_info(store)))
+
+
+class InfoTests(unittest.TestCase):
+
+    def test_info(self):
+        client = FakeClient()
+        client.cluster_info = _cluster_info()
+        code, out, err = gnt(client, "info")
+        self.assertEqual(code, 0, err)
+        lines = out.splitlines()
+        self.assertEqual(lines[0], "Cluster name: cluster.example.com")
+        for expected in [
+                "Master node: node1.example.com",
+                "Tags: a, b",
+                "Default hypervisor: fake",
+                "Enabled hypervisors: fake",
+                "Hypervisor parameters: ",
+                "  fake: ",
+                "    migration_mode: live",
+                "Cluster parameters: ",
+                "  candidate pool size: 10",
+                "  uid pool: 1000-1009",
+                "  compression tools: ",
+                "    - gzip",
+                "Default instance parameters: ",
+                "  default: ",
+                "    maxmem: 128",
+                "Instance policy - limits for instances: ",
+                "  bounds specs: ",
+                "    - max/0: ",
+                "        cpu-count: 8",
+                "      min/0: ",
+                "  vcpu-ratio: 4.0"]:
+            self.assertIn(expected, lines)
+
+    def test_version_and_getmaster(self):
+        client = FakeClient()
+        client.cluster_info = _cluster_info()
+        code, out, _ = gnt(client, "version")
+        self.assertEqual(out.splitlines()[:2], ["Software version: 3.0.2",
+                                                "Internode protocol:"
+                                                " 3000000"])
+        client.config_values["master_node"] = "node1.example.com"
+        base = tempfile.mkdtemp(prefix="gnt-", dir="/tmp")
+        self.addCleanup(shutil.rmtree, base, True)
+        code, out, _ = gnt(client, "getmaster", "--root", base)
+        self.assertEqual(out, "node1.example.com\n")
+        # ssconf first, as Ganeti's tool does
+        paths = pathutils.Paths(base)
+        os.makedirs(paths.data_dir)
+        with open(paths.ssconf_file("master_node"), "w") as f:
+            f.write("node7\n")
+        code, out, _ = gnt(client, "getmaster", "--root", base)
+        self.assertEqual(out, "node7\n")
+
+    def test_queue(self):
+        client = FakeClient()
+        gnt(client, "queue", "drain")
+        gnt(client, "queue", "undrain")
+        client.config_values["drain_flag"] = True
+        code, out, _ = gnt(client, "queue", "info")
+        self.assertEqual(out, "The drain flag is set\n")
+        self.assertEqual([c for c in client.calls if c[0] == "SetDrainFlag"],
+                         [("SetDrainFlag", [True]),
+                          ("SetDrainFlag", [False])])
+
+    def test_watcher(self):
+        client = FakeClient()
+        code, out, _ = gnt(client, "watcher", "pause", "1h")
+        self.assertEqual(code, 0)
+        self.assertIn("paused until", out)
+        gnt(client, "watcher", "continue")
+        self.assertEqual(client.calls[-1], ("SetWatcherPause", [None]))
+        code, out, _ = gnt(client, "watcher", "info")
+        self.assertEqual(out, "The watcher is not paused.\n")
+
+
+class JobCommandTests(unittest.TestCase):
+
+    def test_verify(self):
+        client = FakeClient()
+        client.results["OP_CLUSTER_VERIFY_CONFIG"] = True
+        client.logs["OP_CLUSTER_VERIFY_CONFIG"] = ["Verifying cluster"
+                                                   " config"]
+        code, out, _ = gnt(client, "verify")
+        self.assertEqual(code, 0)
+        self.assertIn("Verifying cluster config", out)
+        client.results["OP_CLUSTER_VERIFY_CONFIG"] = False
+        code, out, _ = gnt(client, "verify", "--error-codes", "-I",
+                           "ENODEVERSION")
+        self.assertEqual(code, 1)
+        op = client.op()
+        self.assertEqual((op["error_codes"], op["ignore_errors"]),
+                         (True, ["ENODEVERSION"]))
+
+    def test_modify(self):
+        client = FakeClient()
+        code, out, err = gnt(
+            client, "modify", "-H", "kvm:kernel_path=/k,serial_speed=9600",
+            "-H", "fake:migration_mode=non-live", "-B", "maxmem=1G",
+            "-N", "mode=routed,link=100", "--uid-pool", "1000-2000",
+            "--add-uids", "3000", "--remove-uids", "1500-1600",
+            "--candidate-pool-size", "5", "--max-running-jobs", "3",
+            "--enabled-user-shutdown", "yes", "--default-iallocator",
+            "hail", "--default-iallocator-params", "x=1",
+            "--enabled-hypervisors", "kvm,fake", "--enabled-disk-templates",
+            "file", "--maintain-node-health", "no", "--reserved-lvs",
+            "xenvg/a,xenvg/b", "--enabled-data-collectors", "cpu-avg-load="
+            "no", "--data-collector-interval", "cpu-avg-load=5",
+            "--hidden-os", "add:debian,remove:lenny", "--master-netmask",
+            "24")
+        self.assertEqual(code, 0, err)
+        op = client.op()
+        self.assertEqual(op["OP_ID"], "OP_CLUSTER_SET_PARAMS")
+        self.assertEqual(op["hvparams"], {
+            "kvm": {"kernel_path": "/k", "serial_speed": 9600},
+            "fake": {"migration_mode": "non-live"}})
+        self.assertEqual(op["beparams"], {"maxmem": 1024})
+        self.assertEqual(op["nicparams"], {"mode": "routed", "link": "100"})
+        self.assertEqual(op["uid_pool"], [[1000, 2000]])
+        self.assertEqual(op["add_uids"], [[3000, 3000]])
+        self.assertEqual(op["remove_uids"], [[1500, 1600]])
+        self.assertEqual((op["candidate_pool_size"],
+                          op["max_running_jobs"]), (5, 3))
+        self.assertIs(op["enabled_user_shutdown"], True)
+        self.assertIs(op["maintain_node_health"], False)
+        self.assertEqual(op["default_iallocator"], "hail")
+        self.assertEqual(op["default_iallocator_params"], {"x": "1"})
+        self.assertEqual(op["enabled_hypervisors"], ["kvm", "fake"])
+        self.assertEqual(op["enabled_disk_templates"], ["file"])
+        self.assertEqual(op["reserved_lvs"], ["xenvg/a", "xenvg/b"])
+        self.assertEqual(op["enabled_data_collectors"],
+                         {"cpu-avg-load": False})
+        self.assertEqual(op["data_collector_interval"],
+                         {"cpu-avg-load": 5000000})
+        self.assertEqual(op["hidden_os"], [["add", "debian"],
+                                           ["remove", "lenny"]])
+        self.assertEqual(op["master_netmask"], 24)
+        # untouched parameters stay unset
+        self.assertIsNone(op["vg_name"])
+        self.assertIsNone(op["file_storage_dir"])
+
+    def test_modify_errors(self):
+        client = FakeClient()
+        code, _, err = gnt(client, "modify")
+        self.assertEqual((code, err), (1, "Please give at least one of the"
+                                       " parameters.\n"))
+        code, _, err = gnt(client, "modify", "-B", "memory=zz")
+        self.assertEqual(code, 1)
+        self.assertIn("Failure: invalid value for -B memory", err)
+        code, _, err = gnt(client, "modify", "--enabled-user-shutdown",
+                           "maybe")
+        self.assertEqual(code, 2)
+        self.assertIn("expected yes or no", err)
+        code, _, err = gnt(client, "modify", "--add-uids", "x")
+        self.assertEqual(code, 1)
+        self.assertIn("--add-uids", err)
+        self.assertEqual(client.jobs, {})
+        # the master's refusal is printed as Ganeti does
+        client.errors["OP_CLUSTER_SET_PARAMS"] = encoded(
+            errors.OpPrereqError("candidate_pool_size: too big",
+                                 errors.ECODE_INVAL))
+        code, _, err = gnt(client, "modify", "-C", "99")
+        self.assertEqual(code, 1)
+        self.assertIn("error type: wrong_input, error details:\n"
+                      "candidate_pool_size: too big", err)
+
+    def test_tags(self):
+        client = FakeClient()
+        gnt(client, "add-tags", "env:test", "web")
+        op = client.op()
+        self.assertEqual((op["OP_ID"], op["kind"], op["name"], op["tags"]),
+                         ("OP_TAGS_SET", "cluster", None,
+                          ["env:test", "web"]))
+        client.tags[("cluster", "")] = ["web", "env:test"]
+        code, out, _ = gnt(client, "list-tags")
+        self.assertEqual(out, "env:test\nweb\n")
+        client.results["OP_TAGS_SEARCH"] = [["/cluster", "web"],
+                                            ["/nodes/node1", "webby"]]
+        code, out, _ = gnt(client, "search-tags", "web")
+        self.assertEqual((code, out), (0, "/cluster web\n/nodes/node1"
+                                       " webby\n"))
+        client.results["OP_TAGS_SEARCH"] = []
+        code, out, _ = gnt(client, "search-tags", "nothing")
+        self.assertEqual((code, out), (1, ""))
+
+    def test_redist_conf(self):
+        client = FakeClient()
+        code, _, _ = gnt(client, "redist-conf")
+        self.assertEqual((code, client.op()["OP_ID"]),
+                         (0, "OP_CLUSTER_REDIST_CONF"))
+
+    def test_destroy(self):
+        client = FakeClient()
+        code, _, err = gnt(client, "destroy")
+        self.assertEqual(code, 1)
+        self.assertIn("--yes-do-it", err)
+        self.assertEqual(client.jobs, {})
+        client.errors["OP_CLUSTER_DESTROY"] = encoded(errors.OpCodeUnknown(
+            "opcode OP_CLUSTER_DESTROY is not implemented by this master"))
+        code, _, err = gnt(client, "destroy", "--yes-do-it")
+        self.assertEqual(code, 1)
+        self.assertEqual(err, "Failure: this master daemon does not"
+                         " implement cluster destruction"
+                         " (OP_CLUSTER_DESTROY); nothing was changed\n")
+
+    def test_destroy_when_the_master_agrees(self):
+        base = tempfile.mkdtemp(prefix="gnt-", dir="/tmp")
+        self.addCleanup(shutil.rmtree, base, True)
+        root = os.path.join(base, "node1")
+        code, _, err = gnt(None, "init", "--root", root, "--no-start",
+                           "--node-name", "node1", "--enabled-hypervisors",
+                           "fake", "c.example.com")
+        self.assertEqual(code, 0, err)
+        paths = pathutils.Paths(root)
+        client = FakeClient()
+        code, out, err = gnt(client, "destroy", "--yes-do-it", "--root",
+                             root)
+        self.assertEqual(code, 0, err)
+        self.assertTrue(client.closed)
+        self.assertEqual(sorted(os.listdir(paths.data_dir)), [])
+        # and init works again
+        code, _, err = gnt(None, "init", "--root", root, "--no-start",
+                           "--node-name", "node1", "--enabled-hypervisors",
+                           "fake", "c.example.com")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(constants.RELEASE_VERSION, "3.0.2")
