@@ -74,18 +74,10 @@ def _state(pid):
     return data.rsplit(")", 1)[-1].split()[0]
 
 
-def _reap(pid):
-    """Collect our own exited child so it does not linger as a zombie."""
-    try:
-        os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
-    except OSError:
-        pass
-
-
 def _alive(pid):
-    _reap(pid)
+    # A zombie (an exited child of whoever started it, not yet collected)
+    # counts as dead; we never collect it ourselves, so its parent still
+    # gets its exit status.
     state = _state(pid)
     if state is None:
         try:
