@@ -241,6 +241,10 @@ class LifecycleTests(unittest.TestCase):
         code, _, err = self.gnt("shutdown", "a", "b")
         self.assertEqual(code, 13)
         self.assertIn("will operate on 2 instances", err)
+        # --force of startup/shutdown is not "do not ask"
+        code, _, err = self.gnt("startup", "--force", "a", "b")
+        self.assertEqual(code, 13)
+        self.assertEqual(self.client.jobs, {})
         code, _, err = self.gnt("shutdown", "--force-multiple", "a", "b")
         self.assertEqual(code, 0, err)
         submitted = [c for c in self.client.calls

@@ -309,9 +309,10 @@ class Context(object):
         return self._client
 
     # confirmation
-    def confirm(self, question):
-        """Ask a yes/no question on a terminal; without one, refuse."""
-        if getattr(self.opts, "force", False):
+    def confirm(self, question, skip=False):
+        """Ask a yes/no question on a terminal (unless ``skip``, the value
+        of the option that says not to ask); without a terminal, refuse."""
+        if skip:
             return True
         isatty = getattr(self.stdin, "isatty", lambda: False)
         if not isatty():

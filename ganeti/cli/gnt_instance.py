@@ -245,10 +245,11 @@ def select_instances(ctx, opts, action):
         names = [row[0][1] for row in response["data"] if row[0][0] == 0]
         if not names:
             raise base.CommandFailed("Failure: no instance selected")
-    if len(names) > 1 and not getattr(opts, "force_multiple", False):
+    if len(names) > 1:
         ctx.confirm("The %s will operate on %d instances:\n%s\nContinue?"
                     % (action, len(names),
-                       "\n".join("  %s" % n for n in names)))
+                       "\n".join("  %s" % n for n in names)),
+                    skip=getattr(opts, "force_multiple", False))
     return names
 
 
@@ -400,7 +401,7 @@ def create_opcode(ctx, opts):
     help="remove an instance and all its data")
 def remove(ctx, opts):
     ctx.confirm("This removes the instance %s and all its disks, for"
-                " good. Continue?" % opts.instance)
+                " good. Continue?" % opts.instance, skip=opts.force)
     ctx.run_op(ctx.opcode("OP_INSTANCE_REMOVE", instance_name=opts.instance,
                           ignore_failures=opts.ignore_failures,
                           shutdown_timeout=opts.shutdown_timeout))
@@ -641,7 +642,7 @@ def reinstall(ctx, opts):
     names = select_instances(ctx, opts, "reinstall")
     if len(names) == 1:
         ctx.confirm("This reinstalls the OS of %s, erasing its disks."
-                    " Continue?" % names[0])
+                    " Continue?" % names[0], skip=opts.force)
     params = {"force_variant": opts.force_variant}
     if opts.os_type:
         params["os_type"] = opts.os_type

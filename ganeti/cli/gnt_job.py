@@ -245,7 +245,7 @@ def _job_args(ctx, opts):
             ctx.out("No jobs selected.")
             return []
         ctx.confirm("The following jobs are selected: %s. Continue?"
-                    % ", ".join(str(i) for i in ids))
+                    % ", ".join(str(i) for i in ids), skip=opts.force)
         return ids
     if not opts.job_ids:
         raise base.UsageError("no job ID given")
