@@ -514,7 +514,7 @@ def init(ctx, opts):
     try:
         start_node_daemons(paths, node_ip, opts.os_search_path or (),
                            storage_dirs, ctx=ctx)
-    except daemon_util.DaemonError as err:
+    except (daemon_util.DaemonError, errors.GenericError) as err:
         remove_cluster_files(paths)
         raise base.CommandFailed(
             "Failure: cannot start the daemons: %s\nThe configuration was"
