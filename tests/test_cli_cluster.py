@@ -12,6 +12,7 @@ from ganeti import config
 from ganeti import constants
 from ganeti import errors
 from ganeti import pathutils
+from ganeti import ssconf
 from ganeti.cli import gnt_cluster
 from ganeti.cmdlib.cluster import cluster_info
 
@@ -169,7 +170,7 @@ class SsconfTests(unittest.TestCase):
             store.add_node(objects.Node(name=name, primary_ip=ip,
                                         secondary_ip=ip, offline=offline,
                                         master_candidate=False))
-        values = gnt_cluster.ssconf_values(store)
+        values = ssconf.ssconf_values(store)
         self.assertEqual(values["node_list"], ["node1", "node2", "node10"])
         self.assertEqual(values["offline_nodes"], ["node2"])
         self.assertEqual(values["online_nodes"], ["node1", "node10"])

@@ -72,6 +72,12 @@ class JobTests(MasterdTestCase):
         job = c.call("SubmitJob", [{"OP_ID": "OP_TEST_DELAY",
                                     "duration": 0.1, "repeat": 2}])
         wait_for("job end", lambda: self.job_status(c, job) == "success")
+        # The master keeps its ssconf files current.
+        c.call("SubmitJob", [{"OP_ID": "OP_TAGS_SET", "kind": "cluster",
+                              "tags": ["ssconf-check"]}])
+        path = self.vc.master.paths.ssconf_file("cluster_tags")
+        wait_for("ssconf_cluster_tags", lambda: os.path.exists(path) and
+                 "ssconf-check" in open(path).read())
         status, result, log, summary = c.call(
             "QueryJobs", [job], ["status", "opresult", "oplog",
                                  "summary"])[0]

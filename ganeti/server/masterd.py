@@ -26,6 +26,7 @@ from ganeti import opcodes
 from ganeti import pathutils
 from ganeti import query
 from ganeti import rpc
+from ganeti import ssconf
 from ganeti.cmdlib.cluster import cluster_info
 from ganeti.query.rpclive import RpcLiveData
 
@@ -197,6 +198,10 @@ class MasterService(service.Service):
             log.info("configuration upgraded to version {v}",
                      v=constants.CONFIG_VERSION)
             self.cfg.save()
+        # Keep the master's ssconf files in step with every change.
+        # (Shipping them to the other nodes comes with replication.)
+        self.cfg.write_listeners.append(self._write_ssconf)
+        self._write_ssconf(self.cfg)
         glm = mcpu.make_lock_manager(self.cfg, self.reactor)
         ctx = mcpu.MasterContext(cfg=self.cfg, glm=glm, clock=self.reactor,
                                  rpc=self._rpc_client(), paths=self.paths)
@@ -216,6 +221,12 @@ class MasterService(service.Service):
                         MasterLuxiHandler(self))
         d.addCallback(self._listening)
         return d
+
+    def _write_ssconf(self, store):
+        try:
+            ssconf.write_ssconf(self.paths, store)
+        except (OSError, errors.GenericError):
+            log.failure("writing the ssconf files failed")
 
     def query_context(self):
         live = (RpcLiveData(self.cfg, self.ctx.rpc)
