@@ -3,10 +3,11 @@
     python -m ganeti.demo [--base DIR] [--nodes N] [--once]
 
 Builds a cluster of N nodes on 127.0.0.1..N (one root directory per node),
-writes its configuration with a few instances and a forthcoming reservation,
-starts every daemon this checkout provides on every node that should run it,
-prints where to look, and keeps running until interrupted (``--once``: check
-that the daemons came up, print, stop them and exit).
+starts the node daemons (mutual TLS), the master daemon and confd, creates
+one instance per node (fake hypervisor, a file disk installed by the busybox
+OS definition in etc/os) and a forthcoming reservation, all through jobs as
+an admin would, prints where to look, and keeps running until interrupted
+(``--once``: do all that, print, stop the daemons and exit).
 """
 
 import argparse
@@ -31,6 +32,7 @@ OS_DIR = os.path.join(HERE, "etc", "os")
 DAEMONS = [
     ("ganeti-noded", "all", ["--os-search-path", OS_DIR],
      ("tcp", constants.DEFAULT_NODED_PORT)),
+    ("ganeti-masterd", "master", [], ("luxi", None)),
     ("ganeti-confd", "candidates",
      ["--port", str(constants.DEFAULT_CONFD_PORT)],
      ("udp", constants.DEFAULT_CONFD_PORT)),
@@ -42,16 +44,22 @@ def available_plugins():
     return {p.tapname for p in getPlugins(IServiceMaker)}
 
 
-def populate(store):
-    """A few instances in the configuration, and one reservation."""
-    nodes = sorted(store.nodes.values(), key=lambda n: n.name)
-    for node in nodes:
-        # What a node daemon reports about itself, until one does.
+def set_capacity(store):
+    """What each node offers, as its daemon would report it (the config
+    accounting checks new instances against it)."""
+    for node in sorted(store.nodes.values(), key=lambda n: n.name):
         store.set_node_params(node.uuid,
                               hv_state={"fake": {"mem_total": 4096,
                                                  "cpu_total": 4}},
                               disk_state={"file": {"default":
                                                    {"total": 102400}}})
+
+
+def populate(store):
+    """A few instances straight into the configuration, and a reservation
+    (for tests that need a populated config without node daemons)."""
+    set_capacity(store)
+    nodes = sorted(store.nodes.values(), key=lambda n: n.name)
     for i, node in enumerate(nodes):
         inst = objects.Instance(
             name="inst%d.example.com" % (i + 1), primary_node=node.uuid,
@@ -69,6 +77,56 @@ def populate(store):
         objects.Instance(forthcoming=True, primary_node=nodes[0].uuid,
                          beparams={"maxmem": 1024, "vcpus": 2}),
         [objects.Disk(dev_type=constants.DT_FILE, size=4096)])
+
+
+def create_instances(vc):
+    """One instance per node and a reservation, submitted as jobs."""
+    from ganeti import luxi
+    jobs = []
+    with luxi.BlockingClient(vc.master.paths.master_socket, 60) as c:
+        for i, node in enumerate(vc.nodes):
+            jobs.append(("inst%d.example.com" % (i + 1), c.call(
+                "SubmitJob", [{
+                    "OP_ID": "OP_INSTANCE_CREATE", "mode": "create",
+                    "instance_name": "inst%d.example.com" % (i + 1),
+                    "pnode": node.name, "disk_template": "file",
+                    "disks": [{"size": 256}],
+                    "nics": [{"mode": "routed", "link": "100",
+                              "ip": "192.0.2.%d" % (10 + i)}],
+                    "os_type": "busybox+default",
+                    "hypervisor": constants.HT_FAKE,
+                    "beparams": {"memory": 512}, "name_check": False,
+                    "ip_check": False}])))
+        jobs.append(("a forthcoming reservation", c.call("SubmitJob", [{
+            "OP_ID": "OP_INSTANCE_CREATE", "mode": "create",
+            "forthcoming": True, "instance_name": "reserved.example.com",
+            "pnode": vc.master.name, "disk_template": "file",
+            "disks": [{"size": 4096}], "nics": [],
+            "os_type": "busybox+default", "hypervisor": constants.HT_FAKE,
+            "beparams": {"memory": 1024, "vcpus": 2}, "name_check": False,
+            "ip_check": False}])))
+        failures = []
+        for what, job in jobs:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                status, result = c.call("QueryJobs", [job],
+                                        ["status", "opresult"])[0]
+                if status in ("success", "error", "canceled"):
+                    break
+                c.call("WaitForJobChange", job, ["status"], None, -1, 5)
+            print("  job %s (%s): %s" % (job, what, status))
+            if status != "success":
+                failures.append("%s: %s" % (what, result))
+    return failures
+
+
+def run_cli(vc, tool, *args):
+    argv = [sys.executable, "-m", "ganeti.cli.%s" % tool.replace("-", "_"),
+            "--root", vc.master.root] + list(args)
+    out = subprocess.run(argv, env=dict(os.environ, PYTHONPATH=HERE),
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         timeout=60)
+    return out.stdout.decode("utf-8", "replace").rstrip()
 
 
 def print_summary(vc, store, started):
@@ -119,6 +177,14 @@ def print_summary(vc, store, started):
               " holding the cluster certificate (%s) are answered."
               % (constants.DEFAULT_NODED_PORT,
                  os.path.join(vc.master.paths.data_dir, "server.pem")))
+    print()
+    print("Drive it (our tools; Ganeti's own gnt-* work too with"
+          " GANETI_ROOTDIR and GANETI_HOSTNAME set as above):")
+    for cmd in ("gnt-instance list", "gnt-instance shutdown inst1.example.com",
+                "gnt-node list", "gnt-job list", "gnt-cluster info"):
+        tool, rest = cmd.split(" ", 1)
+        print("  .tox/demo/bin/%s --root %s %s" % (tool, vc.master.root,
+                                                   rest))
     missing = [d for d, _, _, _ in DAEMONS if d not in available_plugins()]
     if missing:
         print()
@@ -133,7 +199,15 @@ def wait_until_up(proc, ip, check, timeout=20.0):
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             return False
-        if kind == "tcp":
+        if kind == "luxi":
+            from ganeti import luxi
+            try:
+                with luxi.BlockingClient(port, 5) as c:
+                    c.call("QueryConfigValues", ["cluster_name"])
+                return True
+            except luxi.NoMasterError:
+                pass
+        elif kind == "tcp":
             try:
                 socket.create_connection((ip, port), timeout=1).close()
                 return True
@@ -160,9 +234,11 @@ def confd_answer(vc):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--base", default=os.path.abspath("demo-cluster"),
+    # A short default: the master's UNIX socket path (under the base) must
+    # fit in 108 bytes, which a deep checkout path could exceed.
+    parser.add_argument("--base", default="/tmp/ganeti-demo",
                         help="directory for the nodes' roots"
-                        " (default: ./demo-cluster)")
+                        " (default: /tmp/ganeti-demo; it is recreated)")
     parser.add_argument("--nodes", type=int, default=3)
     parser.add_argument("--once", action="store_true",
                         help="start, check, print, stop and exit")
@@ -172,7 +248,7 @@ def main(argv=None):
 
     vc = VirtualCluster(args.base, node_count=args.nodes)
     store = vc.create()
-    populate(store)
+    set_capacity(store)
     vc.distribute()
 
     plugins = available_plugins()
@@ -186,20 +262,37 @@ def main(argv=None):
                        [n for n in vc.nodes
                         if store.get_node(n.name).master_candidate]
                        if where == "candidates" else [vc.master])
+            if plugin == "ganeti-noded":
+                # The cluster's file storage directory (under the master's
+                # root in a virtual cluster) is where file disks go.
+                extra = extra + ["--file-storage-dir",
+                                 store.cluster.file_storage_dir]
             for node in targets:
+                node_check = check
+                if check[0] == "luxi":
+                    node_check = ("luxi", node.paths.master_socket)
                 proc = vc.start("%s@%s" % (plugin, node.ip),
                                 vc.twistd_command(plugin, node, *extra))
-                started.append((plugin, proc, node, check))
+                started.append((plugin, proc, node, node_check))
         for desc, proc, node, check in started:
             if not wait_until_up(proc, node.ip, check):
                 failed.append("%s on %s (exit %s; see its log and %s)"
                               % (desc, node.ip, proc.poll(),
                                  os.path.join(vc.base, "%s@%s.stderr"
                                               % (desc, node.ip))))
-        print_summary(vc, store, started)
         if failed:
-            print()
             print("FAILED to start: %s" % "; ".join(failed))
+            return 1
+        print("Creating instances through jobs:")
+        job_failures = create_instances(vc)
+        store = vc.load()
+        print_summary(vc, store, started)
+        print()
+        print("gnt-instance list:")
+        print(run_cli(vc, "gnt-instance", "list"))
+        if job_failures:
+            print()
+            print("FAILED jobs: %s" % "; ".join(job_failures))
             return 1
         if args.once:
             return 0

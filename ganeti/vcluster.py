@@ -148,8 +148,43 @@ class VirtualCluster(object):
         self.processes.append((description, proc))
         return proc
 
-    def stop_all(self, timeout=10.0):
-        """Stop every process we started, by PID; SIGKILL stragglers."""
+    def instance_pids(self):
+        """PIDs of instance processes (fake guests, qemu) on our nodes.
+
+        They are detached from the node daemons on purpose (instances
+        survive a daemon restart), so they are found through the
+        hypervisors' pid files under each node's root.
+        """
+        pids = []
+        for node in self.nodes:
+            for hv in (constants.HT_FAKE, constants.HT_KVM):
+                pid_dir = os.path.join(node.paths.run_dir,
+                                       "%s-hypervisor" % hv, "pid")
+                if not os.path.isdir(pid_dir):
+                    continue
+                for name in os.listdir(pid_dir):
+                    try:
+                        with open(os.path.join(pid_dir, name)) as f:
+                            pids.append(int(f.read().strip()))
+                    except (OSError, ValueError):
+                        pass
+        return pids
+
+    def kill_instances(self):
+        """SIGKILL every instance process of this virtual cluster."""
+        for pid in self.instance_pids():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+    def stop_all(self, timeout=10.0, instances=True):
+        """Stop every process we started, by PID; SIGKILL stragglers.
+
+        With ``instances`` the cluster's instance processes go too.
+        """
+        if instances:
+            self.kill_instances()
         for _, proc in self.processes:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)

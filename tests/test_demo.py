@@ -1,8 +1,10 @@
 """The README's first command: the demo cluster comes up and answers."""
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 
 from twisted.trial import unittest
 
@@ -12,7 +14,9 @@ HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 class DemoTests(unittest.TestCase):
 
     def test_demo_once_starts_daemons_and_confd_answers(self):
-        base = os.path.abspath(self.mktemp())
+        # Short path: the master's UNIX socket path must fit 108 bytes.
+        base = tempfile.mkdtemp(prefix="gnt-demo-", dir="/tmp")
+        self.addCleanup(shutil.rmtree, base, True)
         env = dict(os.environ, PYTHONPATH=HERE)
         out = subprocess.run([sys.executable, "-m", "ganeti.demo", "--base",
                               base, "--once", "--nodes", "2"],
@@ -23,7 +27,13 @@ class DemoTests(unittest.TestCase):
         self.assertIn('"answer": "node1.example.com"', text)
         self.assertIn("inst2.example.com", text)
         self.assertIn("(forthcoming)", text)
+        # Instances were created through jobs and run on their nodes.
+        self.assertIn("job 3 (a forthcoming reservation): success", text)
+        rows = [line.split() for line in text.splitlines()]
+        self.assertIn(["inst2.example.com", "fake", "busybox+default",
+                       "node2.example.com", "running", "512M"], rows)
         self.assertEqual(text.count("ganeti-noded      pid"), 2, text)
+        self.assertEqual(text.count("\n  job "), 3, text)
         # Every node got the cluster's secrets and configuration.
         for node in ("node1.example.com", "node2.example.com"):
             data = os.path.join(base, node, "var", "lib", "ganeti")
