@@ -162,6 +162,15 @@ def start_daemon(root_or_paths, daemon, bind, extra_args=(), env=None):
                                 stdin=subprocess.DEVNULL, stdout=err,
                                 stderr=err, start_new_session=True,
                                 close_fds=True)
+    # Until the child has exec'd, /proc shows our own command line, and
+    # running_pid() would take the fresh daemon for a stranger; wait for the
+    # exec (or the death) so checks right after a start are meaningful.
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and proc.poll() is None:
+        args = _cmdline(proc.pid)
+        if args is None or daemon in args:
+            break
+        time.sleep(0.01)
     tmp = pidfile_path(paths, daemon) + ".new"
     with open(tmp, "w") as f:
         f.write("%d\n" % proc.pid)
