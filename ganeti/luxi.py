@@ -16,6 +16,7 @@ Two clients: :class:`LuxiClient` (Twisted, for daemons) and
 :class:`BlockingClient` (plain sockets, for command-line tools).
 """
 
+import abc
 import errno
 import json
 import os
@@ -75,6 +76,9 @@ REQ_QUERY_CLUSTER_INFO = "QueryClusterInfo"
 REQ_QUERY_TAGS = "QueryTags"
 REQ_SET_DRAIN_FLAG = "SetDrainFlag"
 REQ_SET_WATCHER_PAUSE = "SetWatcherPause"
+# Not in Ganeti: which opcodes this master can run (RAPI answers 501 for
+# resources whose opcode is missing).
+REQ_QUERY_IMPLEMENTED_OPCODES = "QueryImplementedOpcodes"
 
 log = Logger()
 
@@ -284,6 +288,10 @@ class ILuxiHandler(Interface):
 
     def delete_filter(uuid):
         """DeleteFilter (optional)."""
+
+    def query_implemented_opcodes():
+        """QueryImplementedOpcodes (not in Ganeti): the sorted OP_IDs this
+        master has a logical unit for."""
 
 
 # --- Argument checks --------------------------------------------------------
@@ -522,6 +530,7 @@ METHODS = {m.name: m for m in [
         Arg("predicates", _list_of(_any)), Arg("action", _any),
         Arg("reason", _list_of(_any)))),
     Method(REQ_DELETE_FILTER, "delete_filter", (Arg("uuid", _str),)),
+    Method(REQ_QUERY_IMPLEMENTED_OPCODES, "query_implemented_opcodes"),
 ]}
 
 # Ganeti method name -> handler method name
@@ -775,11 +784,12 @@ def _op_dicts(ops):
             for op in ops]
 
 
-class _Methods(object):
+class _Methods(abc.ABC):
     """Convenience wrappers over ``call``; same names as the handler."""
 
+    @abc.abstractmethod
     def call(self, method, *args):
-        raise NotImplementedError
+        """Send ``method`` with ``args``; the clients define how."""
 
     def submit_job(self, ops):
         return self.call(REQ_SUBMIT_JOB, _op_dicts(ops))
@@ -856,6 +866,9 @@ class _Methods(object):
 
     def delete_filter(self, uuid):
         return self.call(REQ_DELETE_FILTER, uuid)
+
+    def query_implemented_opcodes(self):
+        return self.call(REQ_QUERY_IMPLEMENTED_OPCODES)
 
 
 def _no_master(path, err):

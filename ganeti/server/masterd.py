@@ -162,6 +162,9 @@ class MasterLuxiHandler(object):
         self.master.watcher_pause = until
         return until
 
+    def query_implemented_opcodes(self):
+        return sorted(mcpu.LU_REGISTRY)
+
 
 def _as_dict(op):
     return op.to_dict() if isinstance(op, opcodes.OpCode) else op
