@@ -9,6 +9,8 @@ that returns the value or one of the status markers :data:`UNAVAIL`,
 :data:`NODATA`, :data:`OFFLINE`.
 """
 
+import abc
+
 from ganeti import errors
 from ganeti import qlang
 from ganeti.qlang import (QFT_UNKNOWN, QFT_TEXT, QFT_BOOL, QFT_NUMBER,
@@ -185,7 +187,7 @@ def param_kind(value, size=False):
     return QFT_OTHER
 
 
-class Resource(object):
+class Resource(abc.ABC):
     """What can be queried: a field table plus how to find the items.
 
     Subclasses set ``name``, ``fields`` and ``namefield`` and implement
@@ -201,15 +203,16 @@ class Resource(object):
     #: Rows come from a provider of the context (jobs, locks)
     from_provider = False
 
+    @abc.abstractmethod
     def items(self, run, names):
         """Every item (``names`` None), or the items with these names.
 
         Unknown names raise OpPrereqError naming them.
         """
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def item_name(self, item):
-        raise NotImplementedError
+        """The name rows are sorted and looked up by."""
 
     def sort_key(self, item):
         return nice_sort_key(self.item_name(item))
