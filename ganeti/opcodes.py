@@ -584,6 +584,9 @@ class Param(object):
     type = attr.ib()
     default = attr.ib(default=None)
     required = attr.ib(default=False)
+    #: this project's addition: left out of to_dict() while unset, so
+    #: Ganeti's strict loaders still take our opcodes
+    extension = attr.ib(default=False)
 
     def default_value(self):
         # defaults like [] and {} must not be shared between opcodes
@@ -598,6 +601,11 @@ def P(name, typ, default=None):
 def R(name, typ):
     """A parameter every opcode of its kind must carry."""
     return Param(name, typ, None, required=True)
+
+
+def X(name, typ):
+    """An optional extension parameter Ganeti does not have (None: unset)."""
+    return Param(name, typ, None, extension=True)
 
 
 # Every opcode also carries these.
@@ -731,7 +739,11 @@ _op("OP_NODE_ADD", "node_name",
     P("master_capable", maybe(BOOL)),
     P("vm_capable", maybe(BOOL)),
     P("ndparams", maybe(DICT)),
-    P("node_setup", BOOL, False))
+    P("node_setup", BOOL, False),
+    # SHA-256 fingerprint of the one-time certificate of a node daemon
+    # started with --bootstrap: the master joins the node over TLS pinned
+    # to it (docs/membership.rst)
+    X("join_fingerprint", maybe(NESTR)))
 _op("OP_NODE_EVACUATE", "node_name",
     P("early_release", BOOL, False),
     R("node_name", NESTR),
@@ -1257,7 +1269,8 @@ class OpCode(object):
         with a placeholder, for logs and job files.
         """
         data = {p.name: p.type.dump(getattr(self, p.name), redact_private)
-                for p in self.PARAMS}
+                for p in self.PARAMS
+                if not (p.extension and getattr(self, p.name) is None)}
         data["OP_ID"] = self.OP_ID
         return data
 
