@@ -1,0 +1,252 @@
+"""The RAPI Klein application.
+
+One Klein route per resource of :data:`ganeti.rapi.resources.RESOURCES`;
+every route goes through :meth:`RapiApp.dispatch`, which, in this order:
+
+1. finds the method (none: 501 "Method X is unsupported for path Y");
+2. authenticates: an ``Authorization`` header is always checked (wrong
+   credentials: 401), a method with an access list needs a user whose
+   options meet it (no user: 401, user without the right: 403), and with
+   ``require_auth`` every request needs a valid user;
+3. reads the body (only ``application/json``: 415; bad JSON: 400);
+4. checks that the master implements the method's opcodes (else 501,
+   nothing submitted);
+5. runs the handler and answers its value as JSON, or the error as
+   ``{"code", "message", "explain"}``.
+
+Errors of the master map to HTTP: wrong input 400, unknown object 404,
+unknown opcode 501, queue drained or full 503, master unreachable 502,
+master too slow 504.  Every answer closes the connection (as Ganeti's
+server does) and says ``Server: Ganeti <version>``.
+"""
+
+import re
+
+from klein import Klein
+from twisted.internet import defer
+from twisted.logger import Logger
+from werkzeug.exceptions import NotFound as WerkzeugNotFound
+from werkzeug.routing import BaseConverter
+
+from ganeti import constants
+from ganeti import errors
+from ganeti import luxi
+from ganeti.rapi import auth
+from ganeti.rapi import baserlib
+from ganeti.rapi import resources
+from ganeti.rapi.baserlib import HttpError
+from ganeti.rapi.master import ImplementedOpcodes
+
+log = Logger()
+
+SERVER = "Ganeti %s" % constants.RELEASE_VERSION
+AUTH_CHALLENGE = 'Basic realm="%s"' % auth.REALM
+
+#: path parameters that are integers; every other one is a name
+INT_PARAMS = frozenset(["job_id", "disk_index"])
+
+
+class NameConverter(BaseConverter):
+    """A Ganeti object name (or UUID) in a path."""
+    regex = r"[\w._-]+"
+
+
+def werkzeug_rule(path):
+    """``/2/jobs/{job_id}`` -> ``/2/jobs/<int:job_id>``."""
+    def repl(match):
+        name = match.group(1)
+        conv = "int" if name in INT_PARAMS else "gname"
+        return "<%s:%s>" % (conv, name)
+    return re.sub(r"\{(\w+)\}", repl, path)
+
+
+def _error_from_ganeti(err):
+    """The HttpError for an error the master (or luxi) raised."""
+    text = str(err.args[0]) if err.args else str(err)
+    if isinstance(err, errors.OpPrereqError):
+        if len(err.args) > 1 and err.args[1] == errors.ECODE_NOENT:
+            return baserlib.NotFound(explain="Nothing matches the given URI:"
+                                     " %s" % text)
+        return baserlib.BadRequest(text)
+    if isinstance(err, (errors.ParseError, errors.TagError,
+                        errors.ParameterError)):
+        return baserlib.BadRequest(text)
+    if isinstance(err, errors.OpCodeUnknown):
+        return baserlib.NotImplementedHere(text)
+    if isinstance(err, (errors.JobQueueDrainError, errors.JobQueueFull)):
+        return baserlib.ServiceUnavailable(text)
+    if isinstance(err, errors.JobLost):
+        return baserlib.NotFound(explain="Nothing matches the given URI:"
+                                 " %s" % text)
+    if isinstance(err, luxi.LuxiTimeoutError):
+        return baserlib.GatewayTimeout("The master daemon did not answer in"
+                                       " time: %s" % text)
+    if isinstance(err, (luxi.NoMasterError, luxi.ConnectionClosedError,
+                        luxi.ProtocolError)):
+        return baserlib.BadGateway("Cannot talk to the master daemon: %s"
+                                   % text)
+    if isinstance(err, errors.LuxiError):
+        return baserlib.BadRequest(text)
+    return baserlib.InternalError("%s: %s" % (type(err).__name__, text))
+
+
+class RapiApp(object):
+    """The remote API, answering from ``master`` (a luxi caller: ``call(
+    method, *args)`` returning a Deferred) for the users of ``users``."""
+
+    app = Klein()
+    app.url_map.converters["gname"] = NameConverter
+
+    def __init__(self, master, users, clock, require_auth=False,
+                 opcode_ttl=10.0):
+        self.master = master
+        self.users = users
+        self.clock = clock
+        self.require_auth = require_auth
+        self.implemented = ImplementedOpcodes(master, clock, opcode_ttl)
+
+    def resource(self):
+        return self.app.resource()
+
+    @app.handle_errors(WerkzeugNotFound)
+    def _not_found(self, request, failure):
+        return self._answer_error(request, baserlib.NotFound())
+
+    # --- dispatch -------------------------------------------------------
+
+    def dispatch(self, request, res, params):
+        return defer.Deferred.fromCoroutine(
+            self._dispatch(request, res, params))
+
+    async def _dispatch(self, request, res, params):
+        try:
+            value = await self._handle(request, res, params)
+        except HttpError as err:
+            return self._answer_error(request, err)
+        except errors.GenericError as err:
+            http_err = _error_from_ganeti(err)
+            if http_err.code >= 500:
+                log.warn("{method} {path}: {err}", method=_text(
+                    request.method), path=_text(request.path), err=err)
+            return self._answer_error(request, http_err)
+        except Exception:
+            log.failure("{method} {path} failed", method=_text(
+                request.method), path=_text(request.path))
+            return self._answer_error(request, baserlib.InternalError(
+                "Internal error; see the RAPI daemon's log"))
+        return self._answer(request, 200, value)
+
+    async def _handle(self, request, res, params):
+        verb = _text(request.method).upper()
+        method = res.methods.get(verb)
+        if method is None:
+            raise baserlib.NotImplementedHere(
+                "Method %s is unsupported for path %s"
+                % (verb, _text(request.path)))
+        user = self._authenticate(request, method)
+        raw = request.content.read() if request.content is not None else b""
+        body = baserlib.parse_body(_header(request, b"content-type"), raw)
+        if method.opcodes:
+            missing = await self.implemented.missing(method.opcodes)
+            if missing:
+                raise baserlib.NotImplementedHere(
+                    "%s %s needs %s, which this cluster's master daemon does"
+                    " not implement yet" % (verb, res.path,
+                                            ", ".join(missing)))
+        req = resources.Request(self, res, method,
+                                baserlib.QueryArgs(request.args), body,
+                                params, user)
+        return await method.handler(req)
+
+    def _authenticate(self, request, method):
+        access = method.required_access
+        header = _header(request, b"authorization")
+        user = None
+        if header is not None:
+            user = self.users.authenticate(header)
+            if user is None:
+                raise baserlib.Unauthorized(
+                    headers={"WWW-Authenticate": AUTH_CHALLENGE})
+        elif access or self.require_auth:
+            raise baserlib.Unauthorized(
+                headers={"WWW-Authenticate": AUTH_CHALLENGE})
+        if access and not (user.options & frozenset(access)):
+            raise baserlib.Forbidden()
+        return user
+
+    # --- answers --------------------------------------------------------
+
+    def _answer(self, request, code, value, headers=None):
+        data = baserlib.render_json(value)
+        request.setResponseCode(code)
+        request.setHeader(b"content-type", baserlib.JSON_TYPE)
+        request.setHeader(b"server", SERVER)
+        request.setHeader(b"content-length", b"%d" % len(data))
+        for name, text in (headers or {}).items():
+            request.setHeader(name, text)
+        # no keep-alive, as Ganeti's server
+        request.setHeader(b"connection", b"close")
+        channel = getattr(request, "channel", None)
+        if channel is not None and hasattr(channel, "persistent"):
+            channel.persistent = False
+        return data
+
+    def wait_job_end(self, job_id, timeout):
+        return defer.Deferred.fromCoroutine(
+            self._wait_job_end(job_id, timeout))
+
+    async def _wait_job_end(self, job_id, timeout):
+        """``(status, opresult)`` once the job is finished."""
+        deadline = self.clock.seconds() + timeout
+        prev = None
+        while True:
+            rows = await self.master.call(luxi.REQ_QUERY_JOBS, [job_id],
+                                          ["status", "opresult"])
+            if not rows or rows[0] is None:
+                raise baserlib.NotFound(explain="job %s vanished" % job_id)
+            status, result = rows[0]
+            if status in ("success", "error", "canceled"):
+                return status, result
+            remaining = deadline - self.clock.seconds()
+            if remaining <= 0:
+                raise baserlib.GatewayTimeout(
+                    "Job %s did not finish within %d seconds" % (job_id,
+                                                                 timeout))
+            changed = await self.master.call(
+                luxi.REQ_WAIT_FOR_JOB_CHANGE, job_id, ["status"], prev,
+                None, min(remaining, resources.WAIT_TIMEOUT))
+            if changed != luxi.JOB_NOTCHANGED and changed:
+                prev = changed[0]
+
+    def _answer_error(self, request, err):
+        return self._answer(request, err.code, err.body(), err.headers)
+
+
+def _text(value):
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) \
+        else value
+
+
+def _header(request, name):
+    value = request.getHeader(name)
+    return _text(value) if value is not None else None
+
+
+def _register(res):
+    def endpoint(self, request, **params):
+        return self.dispatch(request, res, params)
+    name = "rapi:%s" % res.path
+    endpoint.__name__ = name
+    RapiApp.app.route(werkzeug_rule(res.path), endpoint=name)(endpoint)
+
+
+for _res in resources.RESOURCES:
+    _register(_res)
+del _res
+
+
+def served_paths():
+    """``{werkzeug rule: methods}`` of every route Klein serves (for the
+    OpenAPI test)."""
+    return dict((rule.rule, rule.endpoint)
+                for rule in RapiApp.app.url_map.iter_rules())
