@@ -25,7 +25,7 @@ NODED = "ganeti-noded"
 CONFD = "ganeti-confd"
 RAPI = "ganeti-rapi"
 #: Start order on a master node; stopping goes the other way round.
-MASTER_DAEMONS = (NODED, MASTERD, CONFD)
+MASTER_DAEMONS = (NODED, MASTERD, CONFD, RAPI)
 
 
 class DaemonError(Exception):

@@ -218,7 +218,8 @@ def start_node_daemons(paths, node_ip, os_search_path=(),
     try:
         for daemon, extra in ((daemon_util.NODED, noded_args),
                               (daemon_util.MASTERD, []),
-                              (daemon_util.CONFD, [])):
+                              (daemon_util.CONFD, []),
+                              (daemon_util.RAPI, [])):
             pid = daemon_util.start_daemon(paths, daemon, node_ip, extra)
             started.append(daemon)
             if ctx is not None:
@@ -234,7 +235,8 @@ def start_node_daemons(paths, node_ip, os_search_path=(),
 def cluster_files(paths):
     """The files init writes and destroy removes (ssconf ones included)."""
     result = [paths.config_file, paths.config_file + ".bak",
-              paths.hmac_key_file, crypto.server_pem_path(paths)]
+              paths.hmac_key_file, crypto.server_pem_path(paths),
+              os.path.join(paths.data_dir, "rapi.pem")]
     try:
         names = os.listdir(paths.data_dir)
     except OSError:
@@ -404,6 +406,10 @@ def init(ctx, opts):
         cert = crypto.generate_cluster_certificate(
             crypto.server_pem_path(paths), name)
         written = True
+        # the remote API's own certificate (ganeti-rapi serves HTTPS with it)
+        rapi_pem = os.path.join(paths.data_dir, "rapi.pem")
+        if not os.path.exists(rapi_pem):
+            crypto.generate_cluster_certificate(rapi_pem, name)
         vcluster.write_hmac_key(paths.hmac_key_file)
         store.set_cluster_params(candidate_certs={
             master.uuid: crypto.certificate_digest(cert.certificate,

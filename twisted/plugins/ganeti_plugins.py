@@ -41,3 +41,7 @@ ganeti_masterd = _ServiceMaker(
     "ganeti-masterd", "ganeti.server.masterd",
     "Ganeti master daemon (config, job queue, locks; luxi on the master"
     " socket)")
+
+ganeti_rapi = _ServiceMaker(
+    "ganeti-rapi", "ganeti.server.rapi",
+    "Ganeti remote API daemon (RAPI v2 over HTTPS on TCP 5080)")
