@@ -266,20 +266,36 @@ class InfoTests(unittest.TestCase):
 class JobCommandTests(unittest.TestCase):
 
     def test_verify(self):
+        # the master answers OP_CLUSTER_VERIFY with the jobs it submitted
+        # (configuration, then one per group); the command follows them
         client = FakeClient()
         client.results["OP_CLUSTER_VERIFY_CONFIG"] = True
         client.logs["OP_CLUSTER_VERIFY_CONFIG"] = ["Verifying cluster"
                                                    " config"]
+        client.results["OP_CLUSTER_VERIFY_GROUP"] = True
+        client.logs["OP_CLUSTER_VERIFY_GROUP"] = ["* Verifying group"
+                                                  " 'default'"]
+
+        def submitted():
+            jobs = [client._make_job([{"OP_ID": "OP_CLUSTER_VERIFY_CONFIG"}]),
+                    client._make_job([{"OP_ID": "OP_CLUSTER_VERIFY_GROUP"}])]
+            client.results["OP_CLUSTER_VERIFY"] = {
+                "jobs": [[True, j] for j in jobs]}
+        submitted()
         code, out, _ = gnt(client, "verify")
         self.assertEqual(code, 0)
         self.assertIn("Verifying cluster config", out)
-        client.results["OP_CLUSTER_VERIFY_CONFIG"] = False
+        self.assertIn("* Verifying group 'default'", out)
+        client.results["OP_CLUSTER_VERIFY_GROUP"] = False
+        submitted()
         code, out, _ = gnt(client, "verify", "--error-codes", "-I",
-                           "ENODEVERSION")
+                           "ENODEVERSION", "--no-nplus1-mem")
         self.assertEqual(code, 1)
-        op = client.op()
-        self.assertEqual((op["error_codes"], op["ignore_errors"]),
-                         (True, ["ENODEVERSION"]))
+        op = [ops[0] for ops in (j.ops for j in client.jobs.values())
+              if ops[0]["OP_ID"] == "OP_CLUSTER_VERIFY"][-1]
+        self.assertEqual((op["error_codes"], op["ignore_errors"],
+                          op["skip_checks"]),
+                         (True, ["ENODEVERSION"], ["nplusone_mem"]))
 
     def test_modify(self):
         client = FakeClient()

@@ -626,17 +626,53 @@ def master_ping(ctx, opts):
               help="treat this error code as a warning (repeatable)"),
           Opt("--verbose", action="store_true", help="say more"),
           Opt("--debug-simulate-errors", action="store_true",
-              help="report errors that do not exist (for testing)")]
+              help="report errors that do not exist (for testing)"),
+          Opt("-g", "--node-group", metavar="GROUP",
+              help="verify only this node group (and not the"
+              " configuration)"),
+          Opt("--no-nplus1-mem", dest="skip_nplusone_mem",
+              action="store_true", help="skip the N+1 memory checks"),
+          Opt("--verify-ssh-clutter", action="store_true",
+              help="also check the authorized_keys files")]
     + base.JOB_OPTS,
-    help="check the cluster configuration; exit 1 if there are problems")
+    help="check the configuration and every node; exit 1 if there are"
+    " problems")
 def verify(ctx, opts):
-    op = ctx.opcode("OP_CLUSTER_VERIFY_CONFIG", error_codes=opts.error_codes,
+    # As Ganeti: the master submits one job for the configuration and one
+    # per node group; we follow them and fail if any job or check failed.
+    op = ctx.opcode("OP_CLUSTER_VERIFY", error_codes=opts.error_codes,
                     ignore_errors=opts.ignore_errors, verbose=opts.verbose,
-                    debug_simulate_errors=opts.debug_simulate_errors)
+                    debug_simulate_errors=opts.debug_simulate_errors,
+                    group_name=opts.node_group,
+                    skip_checks=(["nplusone_mem"] if opts.skip_nplusone_mem
+                                 else []),
+                    verify_clutter=opts.verify_ssh_clutter)
     result = ctx.run_op(op)
     if result is None and opts.submit_only:
         return base.EXIT_SUCCESS
-    return base.EXIT_SUCCESS if result else base.EXIT_FAILURE
+    if isinstance(result, bool):
+        # a master verifying in the opcode itself
+        return base.EXIT_SUCCESS if result else base.EXIT_FAILURE
+    bad_jobs = bad_results = 0
+    for ok, job_id in (result or {}).get("jobs", []):
+        if not ok:
+            ctx.err("Failed to submit a verification job: %s" % job_id)
+            bad_jobs += 1
+            continue
+        try:
+            results = ctx.poll_job(job_id)
+        except errors.GenericError as err:
+            msg, _ = common.format_error(err)
+            ctx.err("Job %s failed: %s" % (job_id, msg))
+            bad_jobs += 1
+            continue
+        if not (results and results[0]):
+            bad_results += 1
+    if bad_jobs:
+        ctx.out("%s job(s) failed while verifying the cluster." % bad_jobs)
+    if bad_jobs or bad_results:
+        return base.EXIT_FAILURE
+    return base.EXIT_SUCCESS
 
 
 @commands.command("redist-conf", opts=base.JOB_OPTS,

@@ -5,3 +5,4 @@ Importing this package registers every LU with the opcode processor
 """
 
 from ganeti.cmdlib import cluster, instance, os, tags, test  # noqa: F401
+from ganeti.cmdlib import cluster_ops  # noqa: F401

@@ -15,7 +15,9 @@ import attr
 from twisted.internet import defer
 from twisted.logger import Logger
 
+from ganeti import config as files_config
 from ganeti import constants
+from ganeti import crypto
 from ganeti import errors
 from ganeti import hypervisor as hv
 from ganeti import storage
@@ -291,6 +293,16 @@ class NodeProcedures(object):
         await self.instances.validate_params(hv, hvparams)
         return True
 
+    @procedure(Arg("hvs", list_of(string)), Arg("hvparams", mapping, {}))
+    async def hypervisor_verify(self, hvs, hvparams):
+        """``{hv: [problems]}``: each hypervisor's own check of this node
+        (binary present and working, runtime directory); ``hvparams`` maps
+        a hypervisor to its filled cluster parameters."""
+        result = {}
+        for name, driver in zip(hvs, self.instances.hypervisors(hvs)):
+            result[name] = list(await driver.verify(hvparams.get(name) or {}))
+        return result
+
     # -- instances ----------------------------------------------------------------
 
     @procedure(Arg("instance", mapping), Arg("startup_paused", boolean, False))
@@ -440,7 +452,12 @@ class NodeProcedures(object):
                Arg("atime", optional(number()), None),
                Arg("mtime", optional(number()), None))
     def upload_file(self, path, data, mode, uid, gid, atime, mtime):
-        """Write an allow-listed file (standard path) under the node root."""
+        """Write an allow-listed file (standard path) under the node root,
+        or an admin-listed extra file (below :attr:`extra_file_dirs`)."""
+        if path not in files.ALLOWED_UPLOADS and \
+                not str(path).startswith(DATA_DIR + "/ssconf_"):
+            self._upload_extra_file(path, data, mode)
+            return True
         files.upload_file(self.paths.root, path, data, mode, uid, gid,
                           atime, mtime)
         return True
@@ -450,6 +467,90 @@ class NodeProcedures(object):
         """Write ``ssconf_<key>`` files."""
         files.write_ssconf_files(self.paths, values)
         return True
+
+    # -- membership (docs/membership.rst) ---------------------------------------------
+
+    #: Standard directories an admin-listed extra file may be written to
+    #: (``gnt-cluster redist-conf``); ganeti-noded --extra-file-dir adds more.
+    extra_file_dirs = ("/etc/ganeti", "/etc/xen")
+    #: Called (by the daemon) once this node has left the cluster.
+    on_leave = None
+
+    def _extra_file_target(self, path):
+        """Where an admin-listed extra file goes under the root, or
+        ParameterError: only below :attr:`extra_file_dirs`, never into the
+        node's data directory (its certificate, config, keys)."""
+        if path == REDIST_EXTRA_LIST:
+            return os.path.join(self.paths.root, path.lstrip("/"))
+        if path.startswith(DATA_DIR + "/") or path == DATA_DIR:
+            raise errors.ParameterError(
+                "path", "path %s is in the node's data directory; only the"
+                " cluster files the master distributes go there" % path)
+        dirs = [d.rstrip("/") for d in self.extra_file_dirs if d]
+        parent = next((d for d in dirs if path.startswith(d + "/")), None)
+        if parent is None:
+            raise errors.ParameterError(
+                "path", "path %s is neither a cluster file (%s,"
+                " /var/lib/ganeti/ssconf_*) nor below a directory this node"
+                " accepts extra files in (%s; ganeti-noded --extra-file-dir)"
+                % (path, ", ".join(sorted(files.ALLOWED_UPLOADS)),
+                   ", ".join(dirs) or "none"))
+        root = os.path.realpath(self.paths.root)
+        allowed = os.path.join(root, parent.lstrip("/"))
+        target = os.path.join(self.paths.root, path.lstrip("/"))
+        # no symlink may lead out of the allowed directory
+        probe = os.path.dirname(target)
+        while not os.path.lexists(probe):
+            probe = os.path.dirname(probe)
+        real = os.path.realpath(probe)
+        if not (real + "/").startswith(allowed + "/") and \
+                not (allowed + "/").startswith(real + "/"):
+            raise errors.ParameterError(
+                "path", "path %s leads outside %s (symbolic link)"
+                % (path, parent))
+        return target
+
+    def _upload_extra_file(self, path, data, mode):
+        if not isinstance(path, str) or not path.startswith("/") or \
+                os.path.normpath(path) != path:
+            raise errors.ParameterError(
+                "path", "path must be an absolute, normalised file path, not"
+                " %r" % (path,))
+        target = self._extra_file_target(path)
+        content = files.decode_data(data)
+        if isinstance(mode, bool) or not 0 <= mode <= 0o7777:
+            raise errors.ParameterError("mode", "mode must be a permission"
+                                        " number, not %r" % (mode,))
+        os.makedirs(os.path.dirname(target), mode=0o755, exist_ok=True)
+        self._extra_file_target(path)  # again, now that the dirs exist
+        files_config.atomic_write(target, content, mode=mode)
+        log.info("Wrote extra file {path}", path=path)
+        return target
+
+    @procedure()
+    def node_leave(self):
+        """Leave the cluster: remove the cluster's files (certificate,
+        keys, config.data, ssconf, RAPI files); the daemon then stops, or
+        goes back to bootstrap mode if it was started with --bootstrap."""
+        removed = remove_cluster_files(self.paths)
+        log.info("Left the cluster; removed {count} files",
+                 count=len(removed))
+        if self.on_leave is not None:
+            # after the answer has gone out
+            self.reactor.callLater(0.5, self.on_leave)
+        return removed
+
+    @procedure()
+    def node_demote_from_mc(self):
+        """No longer a master candidate: config.data goes away (ssconf
+        stays), so nothing on this node can serve a stale configuration."""
+        removed = []
+        for name in ("config.data", "config.data.bak"):
+            path = os.path.join(self.paths.data_dir, name)
+            if os.path.exists(path):
+                os.unlink(path)
+                removed.append(path)
+        return removed
 
 
 def _message(err):
@@ -504,3 +605,109 @@ def node_file_storage_dirs(paths, extra=()):
                 seen.append(d)
         return seen
     return dirs
+
+
+# ---------------------------------------------------------------------------
+# Membership: leaving, and the procedures of a node not yet joined
+
+DATA_DIR = "/var/lib/ganeti"
+#: The admin's list of extra files (gnt-cluster redist-conf), also shipped.
+REDIST_EXTRA_LIST = DATA_DIR + "/redist-extra-files"
+
+
+def cluster_file_paths(paths):
+    """Every file that makes a node a member of its cluster."""
+    result = [os.path.join(paths.root, p.lstrip("/"))
+              for p in sorted(files.ALLOWED_UPLOADS)]
+    result += [os.path.join(paths.data_dir, name) for name in
+               ("server.pem", "config.data.bak", "redist-extra-files")]
+    try:
+        names = sorted(os.listdir(paths.data_dir))
+    except OSError:
+        names = []
+    result += [os.path.join(paths.data_dir, n) for n in names
+               if n.startswith("ssconf_")]
+    return result
+
+
+def remove_cluster_files(paths):
+    removed = []
+    for path in cluster_file_paths(paths):
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            continue
+        removed.append(path)
+    return removed
+
+
+class BootstrapProcedures(object):
+    """What a node daemon started with ``--bootstrap`` serves before it
+    holds the cluster certificate: ``version`` and ``join``.
+
+    ``peer_digest`` is the SHA-256 digest of the certificate the caller
+    presented in the TLS handshake; ``joined(cert)`` is called once the
+    cluster's files are written (the daemon then serves with the cluster
+    certificate only).
+    """
+
+    def __init__(self, paths, peer_digest, joined):
+        self.paths = paths
+        self.peer_digest = peer_digest
+        self._joined = joined
+        self.table = {}
+        for attr_name, member in inspect.getmembers(type(self)):
+            spec = getattr(member, "rpc_args", None)
+            if spec is not None:
+                self.table[attr_name] = (spec, getattr(self, attr_name))
+
+    names = NodeProcedures.names
+    call = NodeProcedures.call
+
+    @procedure()
+    def version(self):
+        return constants.PROTOCOL_VERSION
+
+    @procedure(Arg("cluster_pem", string), Arg("hmac_key", string),
+               Arg("cluster_name", string), Arg("node_name", string),
+               Arg("ssconf", mapping, {}), Arg("config", anything, None))
+    def join(self, cluster_pem, hmac_key, cluster_name, node_name, ssconf,
+             config):
+        """Become a member: write the cluster certificate (key included),
+        the HMAC key, ssconf and (for a master candidate) config.data.
+
+        The certificate must be the one the caller proved it holds in the
+        TLS handshake and must be issued for ``cluster_name``.
+        """
+        try:
+            cert = crypto.ClusterCertificate.from_pem(
+                cluster_pem.encode("ascii"))
+            cert.check_cluster_name(cluster_name)
+        except (errors.X509CertError, UnicodeEncodeError) as err:
+            raise errors.ParameterError("cluster_pem", "cluster_pem: %s"
+                                        % err)
+        if cert.digest() != self.peer_digest:
+            raise errors.ParameterError(
+                "cluster_pem", "cluster_pem: the certificate is not the one"
+                " the caller presented; refusing to join")
+        content = None
+        if config is not None:
+            content = files.decode_data(config, "config")
+        pem_path = crypto.server_pem_path(self.paths)
+        if os.path.exists(pem_path):
+            raise errors.GenericError("this node already holds a cluster"
+                                      " certificate (%s)" % pem_path)
+        self.paths.ensure_dirs()
+        files.write_ssconf_files(self.paths, ssconf)
+        files_config.atomic_write(self.paths.hmac_key_file,
+                                  hmac_key.encode("ascii"), mode=0o400)
+        if content is not None:
+            files_config.atomic_write(self.paths.config_file, content,
+                                      mode=0o600)
+        # last: the certificate decides whether this node is a member
+        files_config.atomic_write(pem_path, cert.key_pem + cert.cert_pem,
+                                  mode=0o400)
+        log.info("Joined cluster {cluster} as {node}", cluster=cluster_name,
+                 node=node_name)
+        self._joined(cert)
+        return True

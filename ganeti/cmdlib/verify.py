@@ -1,0 +1,516 @@
+"""Cluster verification: OP_CLUSTER_VERIFY and OP_CLUSTER_VERIFY_GROUP.
+
+As in Ganeti, ``OP_CLUSTER_VERIFY`` does no checking itself: it submits one
+job verifying the configuration (``OP_CLUSTER_VERIFY_CONFIG``, unless a
+group is named) and one ``OP_CLUSTER_VERIFY_GROUP`` job per node group (each
+depending on the configuration job) and returns ``{"jobs": [[ok, job id or
+error], ...]}``; ``gnt-cluster verify`` follows those jobs.
+
+A group verification asks every online node of the group, in parallel,
+what it has (:class:`NodeImage`: protocol version, hypervisor self-checks,
+hypervisor parameters, the instances it runs, its OS definitions, the
+dimensions of the disks it should hold), then compares that with the
+configuration node by node and instance by instance.  Findings are job log
+lines the way Ganeti writes them::
+
+      - ERROR: node node1.example.com: hypervisor kvm verify failure: '...'
+      - ERROR:ENODEHV:node:node1.example.com:hypervisor kvm verify ...
+
+(the second form with ``error_codes``).  ``ignore_errors`` turns the named
+error codes into warnings; the opcode's result is True only when no error
+was reported.
+"""
+
+import datetime
+
+from twisted.internet import defer
+
+from ganeti import constants
+from ganeti import crypto
+from ganeti import errors
+from ganeti import hypervisor
+from ganeti import locking
+from ganeti import mcpu
+from ganeti import objects
+from ganeti import opcodes
+from ganeti.cmdlib import common
+from ganeti.cmdlib.base import LogicalUnit
+
+ETYPE_ERROR = "ERROR"
+ETYPE_WARNING = "WARNING"
+
+# (item type, error code) of each finding (Ganeti's CV_E* values)
+CV_ECLUSTERCERT = ("cluster", "ECLUSTERCERT")
+CV_ENODERPC = ("node", "ENODERPC")
+CV_ENODEVERSION = ("node", "ENODEVERSION")
+CV_ENODEHV = ("node", "ENODEHV")
+CV_ENODEOS = ("node", "ENODEOS")
+CV_ENODEORPHANINSTANCE = ("node", "ENODEORPHANINSTANCE")
+CV_EINSTANCEWRONGNODE = ("instance", "EINSTANCEWRONGNODE")
+CV_EINSTANCEDOWN = ("instance", "EINSTANCEDOWN")
+CV_EINSTANCEBADNODE = ("instance", "EINSTANCEBADNODE")
+CV_EINSTANCEMISSINGDISK = ("instance", "EINSTANCEMISSINGDISK")
+CV_EINSTANCEFAULTYDISK = ("instance", "EINSTANCEFAULTYDISK")
+
+#: days of validity left below which the cluster certificate is a warning,
+#: and an error (Ganeti's SSL_CERT_EXPIRATION_WARN / _ERROR)
+CERT_WARN_DAYS = 30
+CERT_ERROR_DAYS = 7
+
+#: disk templates whose disks a node can measure (blockdev_getdimensions)
+_MEASURED = frozenset([constants.DT_FILE, constants.DT_SHARED_FILE,
+                       constants.DT_PLAIN])
+
+
+def _verify_params(op):
+    """The parameters every verify opcode passes on to its jobs."""
+    return {"debug_simulate_errors": op.debug_simulate_errors,
+            "error_codes": op.error_codes,
+            "ignore_errors": list(op.ignore_errors),
+            "verbose": op.verbose}
+
+
+@mcpu.register
+class LUClusterVerify(LogicalUnit):
+    """Submit the jobs verifying the cluster; returns their ids."""
+    OP_ID = "OP_CLUSTER_VERIFY"
+
+    def expand_names(self):
+        if self.op.group_name:
+            # refuse an unknown group now, not in the submitted job
+            self.groups = [self.cfg.get_nodegroup(self.op.group_name).name]
+        else:
+            self.groups = sorted(g.name for g in self.cfg.nodegroups.values())
+
+    def _opcode(self, op_id, **params):
+        params.update(_verify_params(self.op))
+        params["reason"] = list(self.op.reason or [])
+        params["priority"] = self.op.priority
+        return opcodes.opcode_class(op_id)(**params).to_dict()
+
+    async def exec_(self):
+        jobs = []
+        if not self.op.group_name:
+            jobs.append([self._opcode("OP_CLUSTER_VERIFY_CONFIG")])
+        for name in self.groups:
+            # every group job waits for the configuration check (a negative
+            # id counts back from the job itself), whatever its outcome
+            depends = [[-len(jobs), []]] if not self.op.group_name else None
+            jobs.append([self._opcode(
+                "OP_CLUSTER_VERIFY_GROUP", group_name=name, depends=depends,
+                skip_checks=list(self.op.skip_checks),
+                verify_clutter=self.op.verify_clutter)])
+        submit = getattr(self._feedback, "submit_jobs", None)
+        if submit is None and self.ctx.queue is not None:
+            submit = self.ctx.queue.submit_many_jobs
+        if submit is None:
+            raise errors.OpExecError("this master cannot submit jobs from an"
+                                     " opcode (no job queue)")
+        results = await defer.maybeDeferred(submit, jobs)
+        for (ok, value), ops in zip(results, jobs):
+            what = ops[0]["OP_ID"]
+            if ok:
+                self.log_info("Submitted job %s (%s)", value, what)
+            else:
+                self.log_warning("Could not submit the %s job: %s", what,
+                                 value)
+        return {"jobs": [list(r) for r in results]}
+
+
+class NodeImage(object):
+    """What one node reported, for the checks (runtime data)."""
+
+    def __init__(self, node):
+        self.node = node
+        self.name = node.name
+        self.uuid = node.uuid
+        self.offline = node.offline
+        self.vm_capable = node.vm_capable
+        #: the node could not be asked at all (its RPC failed)
+        self.rpc_fail = False
+        #: {instance name: info dict} (None: the list could not be had)
+        self.instances = None
+        #: [os dicts] of os_diagnose (None: not available)
+        self.oslist = None
+        #: [(instance, disk index, disk, dims or None)] (None: RPC failed)
+        self.disks = None
+        self.disk_error = None
+
+
+class _Reporter(object):
+    """Ganeti's error formatting and the ``bad`` flag of a verify LU."""
+
+    def __init__(self, lu):
+        self.lu = lu
+        self.op = lu.op
+        self.bad = False
+
+    def error(self, kind, item, message, *args, **kwargs):
+        """Report ``message`` about ``item`` (a name or None) as a finding
+        of ``kind`` (item type, error code); ``code`` ETYPE_WARNING makes it
+        a warning, as does the code being in ``ignore_errors``."""
+        etype = kwargs.get("code", ETYPE_ERROR)
+        if args:
+            message = message % args
+        item_type, ecode = kind
+        if ecode in (self.op.ignore_errors or []):
+            etype = ETYPE_WARNING
+        if self.op.error_codes:
+            line = "  - %s:%s:%s:%s:%s" % (etype, ecode, item_type, item,
+                                           message)
+        else:
+            line = "  - %s: %s %s: %s" % (etype, item_type,
+                                          "" if item is None else item,
+                                          message)
+        self.lu.log_info(line)
+        if etype == ETYPE_ERROR:
+            self.bad = True
+
+    def error_if(self, condition, kind, item, message, *args, **kwargs):
+        if condition or self.op.debug_simulate_errors:
+            self.error(kind, item, message, *args, **kwargs)
+
+
+def certificate_problem(path, now=None):
+    """(etype, message) for the cluster certificate at ``path``, or
+    (None, None) if it is fine: unreadable or expiring in less than
+    CERT_ERROR_DAYS is an error, in less than CERT_WARN_DAYS a warning."""
+    try:
+        cert = crypto.load_cluster_certificate(path)
+    except errors.GenericError as err:
+        return ETYPE_ERROR, "Failed to load X509 certificate %s: %s" % (
+            path, err)
+    if now is None:
+        now = datetime.datetime.now(datetime.timezone.utc)
+    left = cert.not_valid_after - now
+    days = left.days
+    if left.total_seconds() <= 0:
+        return ETYPE_ERROR, ("While verifying %s: the certificate expired"
+                             " %d days ago (%s)" % (
+                                 path, -days, cert.not_valid_after))
+    if days < CERT_ERROR_DAYS:
+        etype = ETYPE_ERROR
+    elif days < CERT_WARN_DAYS:
+        etype = ETYPE_WARNING
+    else:
+        return None, None
+    return etype, ("While verifying %s: the certificate expires in %d days"
+                   " (%s); renew it (gnt-cluster renew-crypto)"
+                   % (path, days, cert.not_valid_after))
+
+
+def _cluster_hvparams(cluster, hv_name):
+    """The cluster-level filled parameters of a hypervisor (globals
+    included), what the node checks its setup with."""
+    result = objects.fill_dict(constants.HVC_DEFAULTS.get(hv_name, {}),
+                               cluster.hvparams.get(hv_name, {}))
+    return result
+
+
+@mcpu.register
+class LUClusterVerifyGroup(LogicalUnit):
+    """Verify the nodes of one group and the instances on them."""
+    OP_ID = "OP_CLUSTER_VERIFY_GROUP"
+
+    def expand_names(self):
+        self.group_uuid = self.expand_group(self.op.group_name)
+        self.share_all()
+        self.needed_locks[locking.LEVEL_NODEGROUP] = [self.group_uuid]
+        self.needed_locks[locking.LEVEL_INSTANCE] = [
+            inst.uuid for inst in self._group_instances()]
+
+    def declare_locks(self, level):
+        if level == locking.LEVEL_NODE:
+            self.needed_locks[level] = [n.uuid for n in self._group_nodes()]
+
+    def _group_nodes(self):
+        return sorted((n for n in self.cfg.nodes.values()
+                       if n.group == self.group_uuid), key=lambda n: n.name)
+
+    def _group_instances(self):
+        uuids = set(n.uuid for n in self._group_nodes())
+        return sorted((i for i in self.cfg.instances.values()
+                       if i.primary_node in uuids),
+                      key=lambda i: i.display_name)
+
+    def check_prereq(self):
+        self.group = self.cfg.nodegroups[self.group_uuid]
+        self.nodes = self._group_nodes()
+        self.instances = self._group_instances()
+
+    # --- gathering --------------------------------------------------------
+
+    async def _call(self, image, procedure, args):
+        return await common.try_call_node(self, image.uuid, procedure, args)
+
+    async def _gather(self, image, hvs, hvparams, disks):
+        """Ask one node everything the checks need (sequentially: one
+        node's calls are cheap; nodes are asked in parallel)."""
+        result = await self._call(image, "version", [])
+        if not result.success:
+            image.rpc_fail = True
+            image.rpc_msg = result.fail_msg
+            return
+        image.version = result.payload
+        if image.version != constants.PROTOCOL_VERSION:
+            return
+        if not image.vm_capable:
+            return
+        image.hv_verify = await self._call(image, "hypervisor_verify",
+                                           [hvs, hvparams])
+        image.hv_params = []
+        for hv_name in hvs:
+            image.hv_params.append((hv_name, await self._call(
+                image, "hypervisor_validate_params",
+                [hv_name, hvparams[hv_name]])))
+        listing = await self._call(image, "all_instances_info", [hvs])
+        if listing.success and isinstance(listing.payload, dict):
+            image.instances = listing.payload
+        else:
+            image.instances_msg = listing.fail_msg or "invalid answer %r" % (
+                listing.payload,)
+        oslist = await self._call(image, "os_diagnose", [])
+        if oslist.success and isinstance(oslist.payload, list):
+            image.oslist = oslist.payload
+        else:
+            image.os_msg = oslist.fail_msg or "invalid answer"
+        if disks:
+            dims = await self._call(image, "blockdev_getdimensions",
+                                    [[d.to_dict() for _, _, d in disks]])
+            if dims.success and isinstance(dims.payload, list) and \
+                    len(dims.payload) == len(disks):
+                image.disks = [entry + (dim,) for entry, dim
+                               in zip(disks, dims.payload)]
+            else:
+                image.disk_error = dims.fail_msg or "invalid answer %r" % (
+                    dims.payload,)
+
+    def _disks_by_node(self):
+        """{node uuid: [(instance, index, disk)]} of measurable disks."""
+        result = {}
+        for inst in self.instances:
+            if inst.forthcoming:
+                continue
+            for idx, disk in enumerate(self.cfg.instance_disks(inst)):
+                if disk.dev_type not in _MEASURED or disk.forthcoming:
+                    continue
+                for node_uuid in common.disk_nodes(inst, disk):
+                    result.setdefault(node_uuid, []).append((inst, idx, disk))
+        return result
+
+    # --- checks -----------------------------------------------------------
+
+    def _verify_node(self, rep, image):
+        """The node's own state: RPC, version, hypervisors, OS
+        definitions.  False if nothing more can be checked on it."""
+        name = image.name
+        if image.rpc_fail:
+            rep.error(CV_ENODERPC, name, "while contacting node: %s",
+                      image.rpc_msg)
+            return False
+        remote = image.version
+        if not isinstance(remote, int) or isinstance(remote, bool):
+            rep.error(CV_ENODERPC, name, "connection to node returned invalid"
+                      " data (protocol version %r)", remote)
+            return False
+        if remote != constants.PROTOCOL_VERSION:
+            rep.error(CV_ENODEVERSION, name, "incompatible protocol versions:"
+                      " master %s, node %s", constants.PROTOCOL_VERSION,
+                      remote)
+            return False
+        if not image.vm_capable:
+            return True
+        hv_verify = image.hv_verify
+        if not hv_verify.success:
+            rep.error(CV_ENODEHV, name, "cannot verify the hypervisors: %s",
+                      hv_verify.fail_msg)
+        else:
+            for hv_name in sorted(hv_verify.payload or {}):
+                problems = hv_verify.payload[hv_name]
+                rep.error_if(problems, CV_ENODEHV, name,
+                             "hypervisor %s verify failure: '%s'", hv_name,
+                             "; ".join(problems or []))
+        for hv_name, result in image.hv_params:
+            rep.error_if(not result.success, CV_ENODEHV, name,
+                         "hypervisor %s parameter verify failure (source"
+                         " cluster): %s", hv_name,
+                         common._strip_node_prefix(result.fail_msg, name))
+        if image.instances is None:
+            rep.error(CV_ENODEHV, name, "node hypervisor returned no instance"
+                      " list: %s", image.instances_msg)
+        self._verify_node_os(rep, image)
+        return True
+
+    def _verify_node_os(self, rep, image):
+        name = image.name
+        if image.oslist is None:
+            rep.error(CV_ENODEOS, name, "node hasn't returned valid OS data:"
+                      " %s", image.os_msg)
+            return
+        found = {}
+        for os_data in image.oslist:
+            found.setdefault(os_data.get("name"), []).append(os_data)
+        for os_name in sorted(n for n in found if n):
+            first = found[os_name][0]
+            rep.error_if(not first.get("valid"), CV_ENODEOS, name,
+                         "Invalid OS %s (located at %s): %s", os_name,
+                         first.get("path"), first.get("status"))
+            rep.error_if(len(found[os_name]) > 1, CV_ENODEOS, name,
+                         "OS '%s' has multiple entries (first one shadows the"
+                         " rest): %s", os_name,
+                         ", ".join(str(o.get("path"))
+                                   for o in found[os_name]),
+                         code=ETYPE_WARNING)
+        # the OS definitions the node's instances need
+        needed = {}
+        for inst in self.instances:
+            if inst.primary_node == image.uuid and inst.os and \
+                    not inst.forthcoming:
+                needed.setdefault(inst.os.split("+", 1)[0], []).append(
+                    inst.name)
+        for os_name in sorted(needed):
+            entry = found.get(os_name)
+            rep.error_if(not entry, CV_ENODEOS, name,
+                         "OS '%s' of instance(s) %s is missing from the OS"
+                         " search path", os_name,
+                         ", ".join(sorted(needed[os_name])))
+
+    def _verify_node_instances(self, rep, image, by_name):
+        """Instances the node runs that are not its primaries."""
+        if image.instances is None:
+            return
+        for iname in sorted(image.instances):
+            info = image.instances[iname] or {}
+            inst = by_name.get(iname)
+            if inst is not None and inst.primary_node == image.uuid:
+                continue
+            state = info.get("state")
+            if inst is not None:
+                rep.error_if(info.get("live") or state in
+                             hypervisor.LIVE_STATES,
+                             CV_EINSTANCEWRONGNODE, iname,
+                             "instance should not run on node %s",
+                             image.name)
+            else:
+                rep.error(CV_ENODEORPHANINSTANCE, image.name,
+                          "node is running unknown instance %s%s", iname,
+                          "" if state in hypervisor.LIVE_STATES or not state
+                          else " (kept, %s)" % state)
+
+    def _verify_instance(self, rep, inst, images):
+        """One instance: running where it should, disks present."""
+        cluster = self.cfg.cluster
+        pimg = images.get(inst.primary_node)
+        pname = common.node_name(self.cfg, inst.primary_node)
+        if pimg is None:
+            return      # dangling: OP_CLUSTER_VERIFY_CONFIG reports it
+        if inst.admin_state == constants.ADMINST_UP:
+            rep.error_if(pimg.offline, CV_EINSTANCEBADNODE, inst.name,
+                         "instance is marked as running and lives on offline"
+                         " node %s", pname)
+            if not pimg.offline and pimg.instances is not None:
+                info = pimg.instances.get(inst.name)
+                state = (info or {}).get("state")
+                if state in hypervisor.LIVE_STATES:
+                    pass
+                elif state == hypervisor.SHUTDOWN and \
+                        cluster.enabled_user_shutdown and \
+                        common.user_shutdown_allowed(cluster, inst):
+                    # USER_down: the watcher records it, no error
+                    rep.error(CV_EINSTANCEDOWN, inst.name,
+                              "instance was shut down by its user on node %s"
+                              " (USER_down)", pname, code=ETYPE_WARNING)
+                else:
+                    why = ""
+                    if state:
+                        why = " (%s%s)" % (state, ", %s" % info["reason"]
+                                           if info.get("reason") else "")
+                    rep.error(CV_EINSTANCEDOWN, inst.name,
+                              "instance not running on its primary node"
+                              " %s%s", pname, why)
+        for node_uuid in inst.all_nodes:
+            img = images.get(node_uuid)
+            if img is None or img.offline or img.rpc_fail:
+                continue
+            nname = img.name
+            if img.disk_error is not None:
+                rep.error_if(inst.disks_active, CV_EINSTANCEFAULTYDISK,
+                             inst.name, "couldn't retrieve status for disks"
+                             " on %s: %s", nname, img.disk_error)
+                continue
+            for owner, idx, disk, dims in img.disks or []:
+                if owner.uuid != inst.uuid:
+                    continue
+                rep.error_if(dims is None, CV_EINSTANCEMISSINGDISK,
+                             inst.name, "disk/%d (%s) missing on node %s",
+                             idx, common.disk_path(disk) or disk.dev_type,
+                             nname)
+
+    def _verify_certificate(self, rep):
+        paths = self.ctx.paths
+        if paths is None:
+            return
+        self.log_info("* Verifying cluster certificate files")
+        path = crypto.server_pem_path(paths)
+        etype, message = certificate_problem(path)
+        rep.error_if(etype is not None, CV_ECLUSTERCERT, None,
+                     message or "certificate %s is fine" % path,
+                     code=etype or ETYPE_ERROR)
+
+    async def exec_(self):
+        rep = _Reporter(self)
+        cfg = self.cfg
+        cluster = cfg.cluster
+        verbose = self.op.verbose
+        self.log_info("* Verifying group '%s'", self.group.name)
+        if not self.nodes:
+            self.log_info("* Empty node group, skipping verification")
+            return True
+        if any(n.uuid == cluster.master_node for n in self.nodes):
+            # the certificate is on the master (issue 4: every node's)
+            self._verify_certificate(rep)
+        hvs = list(cluster.enabled_hypervisors)
+        hvparams = {hv: _cluster_hvparams(cluster, hv) for hv in hvs}
+        disks = self._disks_by_node()
+        images = {n.uuid: NodeImage(n) for n in self.nodes}
+        # nodes of other groups holding disks of our instances: ask them too
+        for inst in self.instances:
+            for node_uuid in inst.all_nodes:
+                if node_uuid not in images and node_uuid in cfg.nodes:
+                    images[node_uuid] = NodeImage(cfg.nodes[node_uuid])
+        online = [img for img in images.values() if not img.offline]
+        self.log_info("* Gathering data (%d nodes)", len(online))
+        await defer.gatherResults(
+            [defer.Deferred.fromCoroutine(self._gather(
+                img, hvs, hvparams, disks.get(img.uuid, [])))
+             for img in online], consumeErrors=True)
+
+        self.log_info("* Verifying node status")
+        by_name = {i.name: i for i in cfg.instances.values() if i.name}
+        group_uuids = set(n.uuid for n in self.nodes)
+        for node in self.nodes:
+            image = images[node.uuid]
+            if image.offline:
+                if verbose:
+                    self.log_info("* Skipping offline node %s", node.name)
+                continue
+            if verbose:
+                role = ("master" if node.uuid == cluster.master_node else
+                        "master candidate" if node.master_candidate else
+                        "drained" if node.drained else "regular")
+                self.log_info("* Verifying node %s (%s)", node.name, role)
+            if self._verify_node(rep, image) and image.vm_capable:
+                self._verify_node_instances(rep, image, by_name)
+        for uuid, image in images.items():
+            if uuid not in group_uuids and image.rpc_fail:
+                rep.error(CV_ENODERPC, image.name, "while contacting node:"
+                          " %s", image.rpc_msg)
+
+        self.log_info("* Verifying instance status")
+        for inst in self.instances:
+            if inst.forthcoming:
+                continue
+            if verbose:
+                self.log_info("* Verifying instance %s", inst.name)
+            self._verify_instance(rep, inst, images)
+        return not rep.bad

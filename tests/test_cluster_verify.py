@@ -1,0 +1,352 @@
+"""Cluster verification: the LUs with a fake RPC, then real daemons.
+
+Unit tests drive OP_CLUSTER_VERIFY / OP_CLUSTER_VERIFY_GROUP through the
+opcode processor with :class:`VerifyRpc` (node daemons as the test wants
+them) and a Clock.  The integration test runs masterd + noded (fake
+hypervisor, busybox OS, a file disk), breaks things the way they break
+(a disk file deleted, a guest process killed) and reads the findings from
+the jobs ``OP_CLUSTER_VERIFY`` submitted.
+"""
+
+import datetime
+import os
+import signal
+
+from twisted.internet import defer
+from twisted.trial import unittest
+
+from ganeti import constants
+from ganeti import crypto
+from ganeti.cmdlib import verify
+from ganeti.hypervisor import state
+
+from tests.test_cmdlib_instance import (
+    NODE1, NODE2, FakeRpc, InstanceTestCase)
+from tests.test_instance_integration import (
+    FINAL, INSTANCE, DaemonsTestCase, wait_for)
+
+INST = "inst1.example.com"
+
+
+class VerifyRpc(FakeRpc):
+    """FakeRpc plus what verification asks nodes."""
+
+    def __init__(self):
+        FakeRpc.__init__(self)
+        self.versions = {}
+        self.hv_problems = {}
+        self.extra_domains = {}
+
+    def _version(self, node):
+        return self.versions.get(node, constants.PROTOCOL_VERSION)
+
+    def _hypervisor_verify(self, node, hvs, hvparams):
+        return {hv: list(self.hv_problems.get((node, hv), [])) for hv in hvs}
+
+    def _all_instances_info(self, node, hvs):
+        result = {}
+        for (n, name), st in self.domains.items():
+            if n == node:
+                result[name] = {"name": name, "state": st,
+                                "live": st in ("running", "paused"),
+                                "hypervisor": "fake", "reason": None}
+        for (n, name), info in self.extra_domains.items():
+            if n == node:
+                result[name] = dict(info, name=name)
+        return result
+
+
+class FakeFeedback(object):
+    """The job queue's feedback for one opcode: log lines and submitted
+    jobs."""
+
+    def __init__(self):
+        self.lines = []
+        self.submitted = []
+
+    def __call__(self, msg):
+        self.lines.append(msg)
+
+    def submit_jobs(self, jobs):
+        first = 100 + len(self.submitted)
+        self.submitted.extend(jobs)
+        return defer.succeed([[True, first + i] for i in range(len(jobs))])
+
+
+class VerifyTestCase(InstanceTestCase):
+
+    def setUp(self):
+        InstanceTestCase.setUp(self)
+        self.rpc = VerifyRpc()
+        self.ctx.rpc = self.rpc
+
+    def verify_group(self, **kw):
+        """(result, finding lines) of OP_CLUSTER_VERIFY_GROUP default."""
+        op = {"OP_ID": "OP_CLUSTER_VERIFY_GROUP", "group_name": "default"}
+        op.update(kw)
+        self.log[:] = []
+        result = self.ok(op)
+        return result, [line for line in self.log if line.startswith("  - ")]
+
+
+class ClusterVerifyTests(VerifyTestCase):
+
+    def test_submits_config_then_group_jobs(self):
+        fb = FakeFeedback()
+        d = self.proc.execute(1, 0, {"OP_ID": "OP_CLUSTER_VERIFY",
+                                     "error_codes": True, "verbose": True,
+                                     "ignore_errors": ["ENODEHV"],
+                                     "skip_checks": ["nplusone_mem"]}, fb)
+        result = self.successResultOf(d)
+        self.assertEqual(result, {"jobs": [[True, 100], [True, 101]]})
+        (config_op,), (group_op,) = fb.submitted
+        self.assertEqual(config_op["OP_ID"], "OP_CLUSTER_VERIFY_CONFIG")
+        self.assertEqual(group_op["OP_ID"], "OP_CLUSTER_VERIFY_GROUP")
+        self.assertEqual(group_op["group_name"], "default")
+        # the group job waits for the configuration job, whatever its end
+        self.assertEqual(group_op["depends"], [[-1, []]])
+        for op in (config_op, group_op):
+            self.assertEqual((op["error_codes"], op["verbose"],
+                              op["ignore_errors"]),
+                             (True, True, ["ENODEHV"]))
+        self.assertEqual(group_op["skip_checks"], ["nplusone_mem"])
+
+    def test_one_group_only(self):
+        fb = FakeFeedback()
+        d = self.proc.execute(1, 0, {"OP_ID": "OP_CLUSTER_VERIFY",
+                                     "group_name": "default"}, fb)
+        self.assertEqual(self.successResultOf(d), {"jobs": [[True, 100]]})
+        ((op,),) = fb.submitted
+        self.assertEqual((op["OP_ID"], op.get("depends")),
+                         ("OP_CLUSTER_VERIFY_GROUP", None))
+        d = self.proc.execute(2, 0, {"OP_ID": "OP_CLUSTER_VERIFY",
+                                     "group_name": "nosuch"}, fb)
+        self.failureResultOf(d)
+
+
+class GroupVerifyTests(VerifyTestCase):
+
+    def setUp(self):
+        VerifyTestCase.setUp(self)
+        self.create(INST)
+
+    def test_healthy_cluster(self):
+        result, findings = self.verify_group()
+        self.assertEqual(findings, [])
+        self.assertTrue(result)
+        self.assertIn("* Verifying group 'default'", self.log)
+        self.assertIn("* Verifying instance status", self.log)
+        # every node asked, each once per procedure
+        self.assertEqual(sorted(set(c[0] for c in self.rpc.calls)),
+                         [NODE1, NODE2])
+        self.assertEqual(len(self.rpc.calls_of("blockdev_getdimensions")), 1)
+
+    def test_verbose_names_nodes_and_instances(self):
+        self.verify_group(verbose=True)
+        self.assertIn("* Verifying node %s (master)" % NODE1, self.log)
+        self.assertIn("* Verifying node %s (master candidate)" % NODE2,
+                      self.log)
+        self.assertIn("* Verifying instance %s" % INST, self.log)
+
+    def test_missing_disk(self):
+        self.rpc.files[NODE1].clear()
+        result, findings = self.verify_group()
+        self.assertFalse(result)
+        (line,) = findings
+        self.assertRegex(line, r"^  - ERROR: instance %s: disk/0 \(.*\.disk0\)"
+                         r" missing on node %s$" % (INST, NODE1))
+
+    def test_instance_down_and_error_codes(self):
+        self.rpc.domains[(NODE1, INST)] = "crashed"
+        result, findings = self.verify_group(error_codes=True)
+        self.assertFalse(result)
+        self.assertEqual(findings, [
+            "  - ERROR:EINSTANCEDOWN:instance:%s:instance not running on its"
+            " primary node %s (crashed)" % (INST, NODE1)])
+        del self.rpc.domains[(NODE1, INST)]
+        _, findings = self.verify_group()
+        self.assertEqual(findings, [
+            "  - ERROR: instance %s: instance not running on its primary node"
+            " %s" % (INST, NODE1)])
+
+    def test_ignore_errors_demotes_to_warning(self):
+        self.rpc.domains.pop((NODE1, INST))
+        result, findings = self.verify_group(ignore_errors=["EINSTANCEDOWN"])
+        self.assertTrue(result)
+        self.assertTrue(findings[0].startswith("  - WARNING: instance"))
+
+    def test_user_shutdown_is_not_an_error(self):
+        self.rpc.domains[(NODE1, INST)] = "shutdown"
+        result, findings = self.verify_group()
+        self.assertFalse(result)     # enabled_user_shutdown is off
+        self.cfg.set_cluster_params(enabled_user_shutdown=True)
+        result, findings = self.verify_group()
+        self.assertTrue(result)
+        self.assertEqual(findings, [
+            "  - WARNING: instance %s: instance was shut down by its user on"
+            " node %s (USER_down)" % (INST, NODE1)])
+
+    def test_stopped_instance_may_be_down(self):
+        self.ok({"OP_ID": "OP_INSTANCE_SHUTDOWN", "instance_name": INST})
+        result, findings = self.verify_group()
+        self.assertEqual(findings, [])
+        self.assertTrue(result)
+
+    def test_extra_and_wrong_node_instances(self):
+        self.rpc.domains[(NODE2, "ghost.example.com")] = "running"
+        self.rpc.domains[(NODE2, INST)] = "running"
+        self.rpc.extra_domains[(NODE1, "old.example.com")] = {
+            "state": "crashed", "live": False}
+        result, findings = self.verify_group()
+        self.assertFalse(result)
+        self.assertEqual(sorted(findings), sorted([
+            "  - ERROR: instance %s: instance should not run on node %s"
+            % (INST, NODE2),
+            "  - ERROR: node %s: node is running unknown instance"
+            " ghost.example.com" % NODE2,
+            "  - ERROR: node %s: node is running unknown instance"
+            " old.example.com (kept, crashed)" % NODE1]))
+
+    def test_unreachable_node(self):
+        self.rpc.fail["version"] = (lambda node, args: "connection refused"
+                                    if node == NODE2 else None)
+        result, findings = self.verify_group(error_codes=True)
+        self.assertFalse(result)
+        self.assertEqual(findings, [
+            "  - ERROR:ENODERPC:node:%s:while contacting node: node %s:"
+            " connection refused" % (NODE2, NODE2)])
+        # nothing else is asked of a node that did not answer
+        self.assertEqual([c[1] for c in self.rpc.calls if c[0] == NODE2],
+                         ["version"])
+
+    def test_protocol_mismatch(self):
+        self.rpc.versions[NODE2] = 2160000
+        _, findings = self.verify_group()
+        self.assertEqual(findings, [
+            "  - ERROR: node %s: incompatible protocol versions: master %s,"
+            " node 2160000" % (NODE2, constants.PROTOCOL_VERSION)])
+
+    def test_hypervisor_problems(self):
+        self.rpc.hv_problems[(NODE1, "kvm")] = ["qemu binary not found"]
+        self.rpc.fail["hypervisor_validate_params"] = (
+            lambda node, args: "kvm_path: /usr/bin/kvm is missing"
+            if node == NODE1 and args[0] == "kvm" else None)
+        _, findings = self.verify_group(error_codes=True)
+        self.assertEqual(findings, [
+            "  - ERROR:ENODEHV:node:%s:hypervisor kvm verify failure: 'qemu"
+            " binary not found'" % NODE1,
+            "  - ERROR:ENODEHV:node:%s:hypervisor kvm parameter verify"
+            " failure (source cluster): kvm_path: /usr/bin/kvm is missing"
+            % NODE1])
+
+    def test_os_missing_and_invalid(self):
+        self.rpc.os_list[NODE1] = []
+        self.rpc.os_list[NODE2] = [dict(self.rpc.os_list[NODE2][0],
+                                        valid=False, status="no create"
+                                        " script")]
+        _, findings = self.verify_group()
+        self.assertEqual(findings, [
+            "  - ERROR: node %s: OS 'busybox' of instance(s) %s is missing"
+            " from the OS search path" % (NODE1, INST),
+            "  - ERROR: node %s: Invalid OS busybox (located at"
+            " /etc/os/busybox): no create script" % NODE2])
+
+    def test_offline_node(self):
+        self.cfg.set_node_params(NODE2, offline=True, master_candidate=False)
+        _, findings = self.verify_group(verbose=True)
+        self.assertEqual(findings, [])
+        self.assertIn("* Skipping offline node %s" % NODE2, self.log)
+        self.assertNotIn(NODE2, [c[0] for c in self.rpc.calls])
+
+    def test_debug_simulate_errors(self):
+        result, findings = self.verify_group(debug_simulate_errors=True)
+        self.assertFalse(result)
+        self.assertTrue(findings)
+
+
+class CertificateTests(unittest.TestCase):
+
+    def check(self, days):
+        path = os.path.join(self.mktemp(), "server.pem")
+        crypto.generate_cluster_certificate(path, "cluster.example.com",
+                                            validity_days=days)
+        return verify.certificate_problem(path)
+
+    def test_valid_long_enough(self):
+        self.assertEqual(self.check(365), (None, None))
+
+    def test_expiring_soon_is_a_warning_then_an_error(self):
+        etype, msg = self.check(20)
+        self.assertEqual(etype, "WARNING")
+        self.assertIn("expires in 19 days", msg)
+        self.assertEqual(self.check(3)[0], "ERROR")
+
+    def test_expired_and_unreadable(self):
+        path = os.path.join(self.mktemp(), "server.pem")
+        crypto.generate_cluster_certificate(path, "cluster.example.com",
+                                            validity_days=1)
+        later = datetime.datetime.now(datetime.timezone.utc) + \
+            datetime.timedelta(days=3)
+        etype, msg = verify.certificate_problem(path, now=later)
+        self.assertEqual(etype, "ERROR")
+        self.assertIn("expired", msg)
+        etype, msg = verify.certificate_problem("/nonexistent/server.pem")
+        self.assertEqual(etype, "ERROR")
+        self.assertIn("Failed to load X509 certificate", msg)
+
+
+class RealDaemonsVerifyTests(DaemonsTestCase):
+    """gnt-cluster verify's opcode against masterd + noded."""
+
+    def status(self):
+        answer = self.client.call("Query", "instance", ["status"],
+                                  ["=", "name", INSTANCE])
+        return answer["data"][0][0][1]
+
+    def verify(self):
+        """(config ok, group ok, group findings) of one OP_CLUSTER_VERIFY."""
+        result, _ = self.run_job({"OP_ID": "OP_CLUSTER_VERIFY"})
+        jobs = result["jobs"]
+        self.assertEqual([ok for ok, _ in jobs], [True, True], jobs)
+        answers = []
+        for _, job in jobs:
+            wait_for("job %s" % job, lambda: self.client.call(
+                "QueryJobs", [job], ["status"])[0][0] in FINAL, timeout=120)
+            status, opresult, oplog = self.client.call(
+                "QueryJobs", [job], ["status", "opresult", "oplog"])[0]
+            self.assertEqual(status, "success", opresult)
+            answers.append((opresult[0], [e[3] for e in oplog[0]]))
+        (config_ok, _), (group_ok, group_log) = answers
+        return config_ok, group_ok, [line for line in group_log
+                                     if line.startswith("  - ")]
+
+    def test_missing_disk_and_killed_guest(self):
+        self.run_job({
+            "OP_ID": "OP_INSTANCE_CREATE", "instance_name": INSTANCE,
+            "mode": "create", "disk_template": "file",
+            "disks": [{"size": 16}], "nics": [],
+            "os_type": "busybox+default", "pnode": self.vc.master.name,
+            "beparams": {"memory": 64}, "name_check": False,
+            "ip_check": False})
+        node = self.vc.master.name
+        self.assertEqual(self.verify(), (True, True, []))
+
+        disk_file = self.query()["disks"][0]["logical_id"][1]
+        os.unlink(disk_file)
+        config_ok, group_ok, findings = self.verify()
+        self.assertTrue(config_ok)
+        self.assertFalse(group_ok)
+        self.assertEqual(findings, [
+            "  - ERROR: instance %s: disk/0 (%s) missing on node %s"
+            % (INSTANCE, disk_file, node)])
+
+        rt = state.RuntimeDir(self.vc.master.root, "fake")
+        os.kill(state.read_pid_file(rt.pid_path(INSTANCE)), signal.SIGKILL)
+        wait_for("the guest to die", lambda: self.status() == "ERROR_down")
+        _, group_ok, findings = self.verify()
+        self.assertFalse(group_ok)
+        self.assertIn(
+            "  - ERROR: instance %s: instance not running on its primary"
+            " node %s (crashed, process-exited)" % (INSTANCE, node), findings)
+        self.run_job({"OP_ID": "OP_INSTANCE_REMOVE",
+                      "instance_name": INSTANCE, "ignore_failures": True})
