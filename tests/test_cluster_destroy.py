@@ -1,0 +1,104 @@
+"""OP_CLUSTER_DESTROY and ``gnt-cluster destroy --yes-do-it`` end to end.
+
+The LU refuses while another node or any instance (forthcoming ones too)
+exists, naming them, and otherwise returns the master node's UUID (what
+Ganeti 3.0 returns); the command then stops the daemons and removes the
+cluster's files, after which ``gnt-cluster init`` works again.
+"""
+
+import os
+
+from twisted.internet import task
+from twisted.trial import unittest
+
+import ganeti.cmdlib  # noqa: F401  (registers the logical units)
+from ganeti import daemon_util
+from ganeti import errors
+from ganeti import mcpu
+from ganeti import objects
+
+from tests.test_cli_integration import NODE, ClusterTestCase
+from tests.test_config import make_store
+
+
+class DestroyLUTests(unittest.TestCase):
+
+    def setUp(self):
+        self.clock = task.Clock()
+        self.cfg = make_store(self, file_storage_dir="/srv/ganeti/fs")
+        self.glm = mcpu.make_lock_manager(self.cfg, self.clock)
+        self.proc = mcpu.Processor(mcpu.MasterContext(
+            cfg=self.cfg, glm=self.glm, clock=self.clock))
+        self.log = []
+
+    def run_op(self):
+        return self.proc.execute(1, 0, {"OP_ID": "OP_CLUSTER_DESTROY"},
+                                 self.log.append)
+
+    def refused(self):
+        return self.failureResultOf(self.run_op(), errors.OpPrereqError).value
+
+    def test_empty_one_node_cluster(self):
+        result = self.successResultOf(self.run_op())
+        self.assertEqual(result, self.cfg.cluster.master_node)
+        self.assertIn("The cluster can be destroyed; its master node is"
+                      " node1.example.com", self.log)
+
+    def test_refused_with_other_nodes(self):
+        for i in (2, 3):
+            self.cfg.add_node(objects.Node(name="node%d.example.com" % i,
+                                           primary_ip="127.0.0.%d" % i))
+        err = self.refused()
+        self.assertIn("There are still 2 node(s) in this cluster besides the"
+                      " master: node2.example.com, node3.example.com",
+                      str(err))
+        self.assertEqual(err.args[1], errors.ECODE_INVAL)
+
+    def test_refused_with_instances(self):
+        master = self.cfg.cluster.master_node
+        self.cfg.add_instance(objects.Instance(
+            name="web.example.com", primary_node=master, os="busybox",
+            hypervisor="fake", beparams={"maxmem": 128, "minmem": 128}),
+            check_resources=False)
+        self.cfg.add_instance(objects.Instance(
+            forthcoming=True, name="res.example.com", primary_node=master,
+            beparams={"maxmem": 128}), check_resources=False)
+        err = self.refused()
+        self.assertIn("There are still 2 instance(s) in this cluster:"
+                      " res.example.com (forthcoming), web.example.com",
+                      str(err))
+
+
+class DestroyCommandTests(ClusterTestCase):
+    """gnt-cluster destroy against the daemons gnt-cluster init started."""
+
+    def test_refused_then_destroyed(self):
+        self.init()
+        pids = daemon_util.status(self.root)
+        self.assertTrue(all(pids.values()), pids)
+        self.ok("gnt-instance", "add", "-t", "diskless", "-o",
+                "busybox+default", "-n", NODE, "--no-install",
+                "--no-start", "--no-name-check", "--no-ip-check",
+                "inst1")
+        code, out = self.gnt("gnt-cluster", "destroy")
+        self.assertEqual(code, 1)
+        self.assertIn("--yes-do-it", out)
+        code, out = self.gnt("gnt-cluster", "destroy", "--yes-do-it")
+        self.assertEqual(code, 1, out)
+        self.assertIn("There are still 1 instance(s) in this cluster: inst1",
+                      out)
+        # nothing was stopped or removed
+        self.assertEqual(daemon_util.status(self.root), pids)
+        self.assertTrue(os.path.exists(self.paths.config_file))
+
+        self.ok("gnt-instance", "remove", "-f", "inst1")
+        out = self.ok("gnt-cluster", "destroy", "--yes-do-it")
+        for daemon, pid in pids.items():
+            self.assertIn("Stopped %s (pid %d)" % (daemon, pid), out)
+        self.assertEqual(set(daemon_util.status(self.root).values()), {None})
+        self.assertEqual([n for n in os.listdir(self.paths.data_dir)
+                          if n != "queue"], [])
+        self.assertFalse(os.path.exists(self.paths.queue_dir))
+        # a new cluster can be made in the same place
+        self.init("--no-start")
+        self.assertTrue(os.path.exists(self.paths.config_file))
