@@ -100,7 +100,7 @@ class FileDiskTests(unittest.TestCase):
         cases = [
             ("not a dict", "disk"),
             ({}, "disk.dev_type"),
-            ({"dev_type": "drbd"}, "disk.dev_type"),
+            ({"dev_type": "rbd"}, "disk.dev_type"),
             ({"dev_type": "file", "logical_id": "x"}, "disk.logical_id"),
             ({"dev_type": "file", "logical_id": ["nfs", "/a"]},
              "disk.logical_id"),

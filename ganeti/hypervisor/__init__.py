@@ -225,6 +225,36 @@ class IHypervisor(Interface):
     def close():
         """Drop connections to instances (not the instances); Deferred."""
 
+    # -- migration (see ganeti.hypervisor.migration for the sequence) --------
+
+    def migration_info(name):
+        """On the source: Deferred JSON-able dict the target needs
+        (``spec``: the specification the instance runs with, ``started``);
+        HypervisorError if the instance is not live here."""
+
+    def accept_instance(spec, info, address, port=None):
+        """On the target: prepare ``spec`` to receive the instance's state on
+        ``address``:``port`` (``port`` None: the driver picks one); fires
+        ``{"address", "port"}``."""
+
+    def migrate_instance(name, address, port, live=True):
+        """On the source: start sending the instance to the target
+        (non-live: pause it first); fires once the transfer has started."""
+
+    def get_migration_status(name):
+        """On the source: Deferred :class:`migration.MigrationStatus`."""
+
+    def abort_migration(name):
+        """On the source: cancel a transfer in progress."""
+
+    def finalize_migration_dst(name, info, success):
+        """On the target: success lets the received instance run; failure
+        removes it."""
+
+    def finalize_migration_src(name, success, live=True):
+        """On the source: success removes the instance left behind; failure
+        lets it run again."""
+
 
 # ---------------------------------------------------------------------------
 # Registry

@@ -27,7 +27,7 @@ from zope.interface import implementer
 import ganeti
 from ganeti import errors
 from ganeti import hypervisor as hv
-from ganeti.hypervisor import params, state
+from ganeti.hypervisor import migration, params, state
 
 __all__ = ["FakeHypervisor"]
 
@@ -38,6 +38,8 @@ _PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(
     ganeti.__file__)))
 
 _STATUS = "status"
+#: ctrl file of an instance taking part in a migration (its role, status)
+_MIGRATION = "migration"
 
 
 @implementer(hv.IHypervisor)
@@ -105,7 +107,52 @@ class FakeHypervisor(object):
     def close(self):
         return defer.succeed(None)
 
+    # -- migration: the state is handed over through the runtime files -----
+
+    def migration_info(self, name):
+        return defer.maybeDeferred(self._migration_info, name)
+
+    def accept_instance(self, spec, info, address, port=None):
+        return defer.Deferred.fromCoroutine(
+            self._accept(spec, info, address, port))
+
+    def migrate_instance(self, name, address, port, live=True):
+        return defer.maybeDeferred(self._migrate, name, address, port, live)
+
+    def get_migration_status(self, name):
+        return defer.maybeDeferred(self._migration_status, name)
+
+    def abort_migration(self, name):
+        return defer.maybeDeferred(self._abort_migration, name)
+
+    def finalize_migration_dst(self, name, info, success):
+        return defer.Deferred.fromCoroutine(
+            self._finalize_dst(name, info, success))
+
+    def finalize_migration_src(self, name, success, live=True):
+        return defer.Deferred.fromCoroutine(
+            self._finalize_src(name, success, live))
+
     # -- state ---------------------------------------------------------------
+
+    def _migration_path(self, name):
+        return self._rt.ctrl_path(name, _MIGRATION)
+
+    def _read_migration(self, name):
+        try:
+            with open(self._migration_path(name)) as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            return None
+
+    def _write_migration(self, name, data):
+        state.write_atomic(self._migration_path(name), json.dumps(data))
+
+    def _drop_migration(self, name):
+        try:
+            os.unlink(self._migration_path(name))
+        except FileNotFoundError:
+            pass
 
     def _status_path(self, name):
         return self._rt.ctrl_path(name, _STATUS)
@@ -212,7 +259,7 @@ class FakeHypervisor(object):
             sys.executable, args, env=env, path="/", reactor=self._reactor)
         pid = state.read_pid_file(self._rt.pid_path(spec.name))
         if code != 0 or pid is None:
-            self._rt.remove(spec.name, (_STATUS,))
+            self._rt.remove(spec.name, (_STATUS, _MIGRATION))
             raise errors.HypervisorError(
                 "fake instance %s failed to start (exit %s): %s" %
                 (spec.name, code, err.decode("utf-8", "replace").strip()))
@@ -247,7 +294,7 @@ class FakeHypervisor(object):
         if not gone:
             raise errors.HypervisorError(
                 "could not kill instance %s (pid %s)" % (name, self._pid(name)))
-        self._rt.remove(name, (_STATUS,))
+        self._rt.remove(name, (_STATUS, _MIGRATION))
         _log.info("Stopped fake instance {name}", name=name)
 
     async def _cleanup(self, name):
@@ -256,7 +303,7 @@ class FakeHypervisor(object):
         if not await self._kill(name, signal.SIGKILL, self.KILL_WAIT):
             raise errors.HypervisorError(
                 "could not kill instance %s (pid %s)" % (name, self._pid(name)))
-        self._rt.remove(name, (_STATUS,))
+        self._rt.remove(name, (_STATUS, _MIGRATION))
         _log.info("Cleaned up fake instance {name}", name=name)
 
     def _live_pid(self, name, wanted):
@@ -275,6 +322,75 @@ class FakeHypervisor(object):
             raise errors.HypervisorError(
                 "instance %s did not %s within %ss" %
                 (name, what, self.SIGNAL_WAIT))
+
+    # -- migration -------------------------------------------------------------
+
+    def _migration_info(self, name):
+        info = self._info(name)
+        if info is None or not info.live:
+            raise errors.HypervisorError(
+                "instance %s is not running on this node (%s), cannot"
+                " migrate it" % (name, info.state if info else "unknown"))
+        record = self._rt.read(name)
+        return {"spec": record.spec.to_dict(), "started": record.started,
+                "hypervisor": self.name}
+
+    async def _accept(self, spec, info, address, port):
+        current = self._info(spec.name)
+        if current is not None and current.live:
+            raise errors.HypervisorError(
+                "instance %s is already running on this node, cannot accept"
+                " it" % spec.name)
+        # an empty instance waiting for the state: a paused guest
+        await self._start(spec, True)
+        started = (info or {}).get("started")
+        if isinstance(started, (int, float)):
+            # the guest keeps its uptime: it is the same guest
+            self._rt.update(spec.name, started=started)
+        self._write_migration(spec.name, {
+            "role": "target", "status": migration.SETUP,
+            "address": address, "port": port or 0})
+        return {"address": address, "port": port or 0}
+
+    def _migrate(self, name, address, port, live):
+        self._migration_info(name)     # live here, or an error
+        record = self._rt.read(name)
+        self._write_migration(name, {
+            "role": "source", "status": migration.COMPLETED,
+            "address": address, "port": port, "live": bool(live),
+            "ram": record.spec.memory * 1024 * 1024})
+
+    def _migration_status(self, name):
+        data = self._read_migration(name)
+        if data is None or data.get("role") != "source":
+            return migration.MigrationStatus(migration.NONE)
+        return migration.MigrationStatus(
+            data["status"], transferred_ram=data.get("ram"),
+            total_ram=data.get("ram"))
+
+    def _abort_migration(self, name):
+        data = self._read_migration(name)
+        if data is not None and data.get("role") == "source":
+            data["status"] = migration.CANCELLED
+            self._write_migration(name, data)
+
+    async def _finalize_dst(self, name, info, success):
+        if not success:
+            await self._cleanup(name)
+            return
+        current = self._info(name)
+        if current is None:
+            raise errors.HypervisorError(
+                "instance %s was not received on this node" % name)
+        if current.state == hv.PAUSED:
+            await self._resume(name)
+        self._drop_migration(name)
+
+    async def _finalize_src(self, name, success, live):
+        if success:
+            await self._stop(name, True, 0)
+        else:
+            self._drop_migration(name)
 
     async def _reboot(self, name):
         pid = self._live_pid(name, {hv.RUNNING})

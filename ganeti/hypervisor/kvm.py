@@ -26,6 +26,7 @@ import re
 import shlex
 import shutil
 import signal
+import socket
 import uuid as uuidlib
 
 import attr
@@ -37,7 +38,7 @@ from zope.interface import implementer
 
 from ganeti import errors
 from ganeti import hypervisor as hv
-from ganeti.hypervisor import params, qmp, state
+from ganeti.hypervisor import migration, params, qmp, state
 from ganeti.hypervisor.params import (
     Param, abs_path, abs_path_or_empty, boolean, integer, ip_or_empty,
     one_of, string)
@@ -195,10 +196,11 @@ def _q(value):
     return str(value).replace(",", ",,")
 
 
-def build_command(spec, binary, files, startup_paused=False):
+def build_command(spec, binary, files, startup_paused=False, incoming=None):
     """The qemu command line (argv) for ``spec``; pure, no checks of files.
 
-    ``spec.hvparams`` must have passed the syntax check.
+    ``spec.hvparams`` must have passed the syntax check.  ``incoming`` (e.g.
+    ``tcp:192.0.2.1:8102``) starts an empty VM waiting for a migration.
     """
     hvp = params.filled(PARAMETERS, spec.hvparams)
     cmd = [binary, "-name", spec.name, "-uuid", spec.uuid]
@@ -305,6 +307,8 @@ def build_command(spec, binary, files, startup_paused=False):
             cmd += ["-vga", hvp["vga"]]
 
     cmd += shlex.split(hvp["kvm_extra"])
+    if incoming:
+        cmd += ["-incoming", incoming]
     return cmd
 
 
@@ -440,6 +444,33 @@ class KvmHypervisor(object):
 
     def close(self):
         return defer.Deferred.fromCoroutine(self._close())
+
+    # -- migration (qemu's own, over TCP; see ganeti.hypervisor.migration) --
+
+    def migration_info(self, name):
+        return defer.Deferred.fromCoroutine(self._migration_info(name))
+
+    def accept_instance(self, spec, info, address, port=None):
+        return defer.Deferred.fromCoroutine(
+            self._accept(spec, info, address, port))
+
+    def migrate_instance(self, name, address, port, live=True):
+        return defer.Deferred.fromCoroutine(
+            self._migrate(name, address, port, live))
+
+    def get_migration_status(self, name):
+        return defer.Deferred.fromCoroutine(self._migration_status(name))
+
+    def abort_migration(self, name):
+        return defer.Deferred.fromCoroutine(self._abort_migration(name))
+
+    def finalize_migration_dst(self, name, info, success):
+        return defer.Deferred.fromCoroutine(
+            self._finalize_dst(name, info, success))
+
+    def finalize_migration_src(self, name, success, live=True):
+        return defer.Deferred.fromCoroutine(
+            self._finalize_src(name, success, live))
 
     # -- files and processes -------------------------------------------------
 
@@ -645,7 +676,7 @@ class KvmHypervisor(object):
 
     # -- operations ----------------------------------------------------------
 
-    async def _start(self, spec, startup_paused):
+    async def _start(self, spec, startup_paused, incoming=None):
         hv.check_instance_name(spec.name)
         self.check_parameter_syntax(spec.hvparams)
         hvp = params.filled(PARAMETERS, spec.hvparams)
@@ -675,7 +706,7 @@ class KvmHypervisor(object):
         self._rt.remove(spec.name, _CTRL_SUFFIXES)  # stale files of a crash
         self._rt.write(state.InstanceRecord(spec=spec,
                                             started=self._reactor.seconds()))
-        cmd = build_command(spec, binary, files, startup_paused)
+        cmd = build_command(spec, binary, files, startup_paused, incoming)
         _log.info("Starting instance {name}: {cmd}", name=spec.name,
                   cmd=" ".join(shlex.quote(c) for c in cmd))
         out, err, code = await getProcessOutputAndValue(
@@ -830,6 +861,144 @@ class KvmHypervisor(object):
     async def _resume(self, name):
         await self._live(name, {hv.PAUSED, hv.RUNNING})
         await self._qmp(name, "cont")
+
+    # -- migration -------------------------------------------------------------
+
+    #: seconds the target gets to leave the "inmigrate" state once the
+    #: source says the transfer completed
+    INCOMING_WAIT = 30.0
+
+    async def _migration_info(self, name):
+        record = await self._live(name, {hv.RUNNING, hv.PAUSED})
+        return {"spec": record.spec.to_dict(), "started": record.started,
+                "hypervisor": self.name,
+                "hv_version": list(await self._hv_version(find_kvm_binary(
+                    params.filled(PARAMETERS, record.spec.hvparams)
+                    ["kvm_path"])))}
+
+    async def _accept(self, spec, info, address, port):
+        hv.check_instance_name(spec.name)
+        current = await self._info(spec.name)
+        if current is not None and current.live:
+            raise errors.HypervisorError(
+                "instance %s is already running on this node, cannot accept"
+                " it" % spec.name)
+        hvp = params.filled(PARAMETERS, spec.hvparams)
+        wanted = port or hvp["migration_port"]
+        chosen = _port_free(address, wanted)
+        if chosen is None:
+            # taken (another migration to this node?): any free port will
+            # do, the source is told which
+            chosen = _port_free(address, 0)
+            if chosen is None:
+                raise errors.HypervisorError(
+                    "instance %s: cannot listen on %s for the incoming"
+                    " migration" % (spec.name, address))
+            _log.info("Migration port {wanted} busy on {address}, using"
+                      " {port}", wanted=wanted, address=address,
+                      port=chosen)
+        await self._start(spec, False, incoming=incoming_uri(address, chosen))
+        return {"address": address, "port": chosen}
+
+    async def _migrate(self, name, address, port, live):
+        record = await self._live(name, {hv.RUNNING, hv.PAUSED})
+        hvp = params.filled(PARAMETERS, record.spec.hvparams)
+        await self._qmp(name, "migrate-set-parameters", {
+            "max-bandwidth": hvp["migration_bandwidth"] * 1024 * 1024,
+            "downtime-limit": hvp["migration_downtime"]})
+        caps = [c for c in hvp["migration_caps"].split(":") if c]
+        if caps:
+            await self._qmp(name, "migrate-set-capabilities", {
+                "capabilities": [{"capability": c, "state": True}
+                                 for c in caps]})
+        if not live:
+            # non-live: the guest stops, its memory is copied once
+            await self._qmp(name, "stop")
+        _log.info("Migrating {name} to {address}:{port} ({mode})", name=name,
+                  address=address, port=port,
+                  mode="live" if live else "non-live")
+        try:
+            await self._qmp(name, "migrate",
+                            {"uri": incoming_uri(address, port)})
+        except errors.HypervisorError:
+            if not live:
+                await self._qmp(name, "cont")
+            raise
+
+    async def _migration_status(self, name):
+        if self._pid(name) is None:
+            raise errors.HypervisorError("instance %s is not running on this"
+                                         " node" % name)
+        answer = await self._qmp(name, "query-migrate")
+        ram = answer.get("ram") or {}
+        return migration.MigrationStatus(
+            answer.get("status", migration.NONE),
+            transferred_ram=ram.get("transferred"),
+            total_ram=ram.get("total"),
+            error=answer.get("error-desc"))
+
+    async def _abort_migration(self, name):
+        await self._qmp(name, "migrate_cancel")
+
+    async def _finalize_dst(self, name, info, success):
+        if not success:
+            # the received copy goes; the source keeps the instance
+            await self._cleanup(name)
+            return
+        ok = await state.wait_until(
+            self._reactor,
+            lambda: defer.Deferred.fromCoroutine(self._runstate(name))
+            .addCallback(lambda s: s not in (None, "inmigrate")),
+            self.INCOMING_WAIT)
+        runstate = await self._runstate(name)
+        if not ok or runstate is None:
+            raise errors.HypervisorError(
+                "instance %s: the incoming migration did not finish (qemu"
+                " state %s)" % (name, runstate))
+        if runstate in ("paused", "postmigrate", "finish-migrate"):
+            # a non-live migration ends paused on this side
+            await self._qmp(name, "cont")
+        elif runstate != "running":
+            raise errors.HypervisorError(
+                "instance %s is %s after the migration" % (name, runstate))
+        self._rt.update(name, intent=state.INTENT_RUN)
+
+    async def _finalize_src(self, name, success, live):
+        if success:
+            # qemu stays in "postmigrate" holding the old copy: end it
+            if self._rt.update(name, intent=state.INTENT_STOP) is None:
+                return
+            await self._destroy(name)
+            self._rt.remove(name, _CTRL_SUFFIXES)
+            return
+        if self._pid(name) is None:
+            raise errors.HypervisorError(
+                "instance %s is not running on this node any more after the"
+                " failed migration" % name)
+        runstate = await self._runstate(name)
+        if runstate in ("paused", "postmigrate", "finish-migrate"):
+            # stopped for a non-live migration, or the target failed after
+            # the switch-over: the guest runs here again
+            await self._qmp(name, "cont")
+
+
+def _port_free(address, port):
+    """Whether ``port`` can be listened on at ``address`` right now."""
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((address, port))
+        return sock.getsockname()[1]
+    except OSError:
+        return None
+    finally:
+        sock.close()
+
+
+def incoming_uri(address, port):
+    host = "[%s]" % address if ":" in address else address
+    return "tcp:%s:%d" % (host, port)
 
 
 def _rss_mib(pid):

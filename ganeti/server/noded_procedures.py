@@ -711,3 +711,9 @@ class BootstrapProcedures(object):
                  node=node_name)
         self._joined(cert)
         return True
+
+
+# Migration, disk copy, disk status and storage unit procedures live in
+# their own module (issue 4); they join the table here.
+from ganeti.server import noded_redundancy  # noqa: E402
+noded_redundancy.install(NodeProcedures)

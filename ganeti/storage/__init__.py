@@ -85,6 +85,14 @@ class IStorageUnitKind(Interface):
         """Fires ``{"type", "name", "storage_size", "storage_free"}`` (MiB)
         of the unit ``key`` (a VG name, a directory)."""
 
+    def modify_unit(name, changes):
+        """Change fields of unit ``name`` (``MODIFIABLE_FIELDS`` of the
+        kind, e.g. lvm-pv ``allocatable``); ParameterError for others."""
+
+    def execute(name, op):
+        """Run operation ``op`` (``VALID_OPERATIONS`` of the kind, e.g.
+        ``fix-consistency``) on unit ``name``; fires a list of messages."""
+
 
 @attr.s(frozen=True)
 class StorageUnitInfo(object):
@@ -103,6 +111,49 @@ class StorageUnitInfo(object):
                 "fields", "unknown storage field %r (known: %s)"
                 % (name, ", ".join(STORAGE_FIELDS)))
         return getattr(self, name)
+
+
+#: Storage unit operation repairing a unit (Ganeti's SO_FIX_CONSISTENCY)
+SO_FIX_CONSISTENCY = "fix-consistency"
+#: fields each storage type can change (Ganeti's MODIFIABLE_STORAGE_FIELDS)
+MODIFIABLE_STORAGE_FIELDS = {constants.ST_LVM_PV: frozenset([SF_ALLOCATABLE])}
+#: operations per storage type (Ganeti has lvm-vg's; file directories can
+#: be re-created here too)
+VALID_STORAGE_OPERATIONS = {
+    constants.ST_LVM_VG: frozenset([SO_FIX_CONSISTENCY]),
+    constants.ST_FILE: frozenset([SO_FIX_CONSISTENCY]),
+    constants.ST_SHARED_FILE: frozenset([SO_FIX_CONSISTENCY]),
+}
+
+#: The state of one disk on one node (what automated repairs build on)
+DISK_OK = "ok"
+DISK_DEGRADED = "degraded"
+DISK_MISSING = "missing"
+DISK_STATES = (DISK_OK, DISK_DEGRADED, DISK_MISSING)
+#: Ganeti's local disk status values (LDS_*)
+LDS_OKAY = 1
+LDS_SYNC = 2
+LDS_UNKNOWN = 3
+LDS_FAULTY = 4
+
+
+def ok_status(path):
+    """The status of a device that exists and has no mirror to watch."""
+    return {"path": path, "status": DISK_OK, "degraded": False,
+            "sync_percent": None, "estimated_time": None,
+            "ldisk": LDS_OKAY, "details": None}
+
+
+async def device_status(dev):
+    """Status dict of a block device (see ``blockdev_status``), or None if
+    it does not exist on this node.  Mirrors (drbd) report their own; other
+    devices are ok when they exist."""
+    status = getattr(dev, "status", None)
+    if status is not None:
+        return await status()
+    if await dev.dimensions() is None:
+        return None
+    return ok_status(dev.path)
 
 
 def device_mapper_available(misc="/proc/misc"):
@@ -179,13 +230,17 @@ def block_device(disk, ctx):
     if dev_type == constants.DT_DISKLESS:
         from ganeti.storage import diskless
         return diskless.DisklessDevice.from_disk(disk, ctx)
+    if dev_type == constants.DT_DRBD8:
+        from ganeti.storage import drbd
+        return drbd.DrbdDevice.from_disk(disk, ctx)
     raise errors.ParameterError(
         "disk.dev_type", "disk type %r is not supported on this node (supported:"
         " %s)" % (dev_type, ", ".join(sorted(SUPPORTED_DEV_TYPES))))
 
 
 SUPPORTED_DEV_TYPES = frozenset([constants.DT_FILE, constants.DT_SHARED_FILE,
-                                 constants.DT_PLAIN, constants.DT_DISKLESS])
+                                 constants.DT_PLAIN, constants.DT_DISKLESS,
+                                 constants.DT_DRBD8])
 
 
 def storage_unit_kind(storage_type, ctx):

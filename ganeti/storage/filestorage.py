@@ -23,7 +23,7 @@ from zope.interface import implementer
 from ganeti import constants
 from ganeti import errors
 from ganeti.storage import (IBlockDevice, IStorageUnitKind, StorageUnitInfo,
-                            check_size)
+                            check_size, SO_FIX_CONSISTENCY)
 
 __all__ = ["FileDevice", "FileStorageKind", "check_file_path",
            "FILE_DRIVERS", "FORMATS"]
@@ -240,3 +240,27 @@ class FileStorageKind(object):
             return {"type": self.storage_type, "name": key,
                     "storage_size": unit.size, "storage_free": unit.free}
         return defer.maybeDeferred(info)
+
+    def modify_unit(self, name, changes):
+        return defer.fail(errors.ParameterError(
+            "changes", "storage units of type %s have no modifiable fields"
+            % self.storage_type))
+
+    def execute(self, name, op):
+        return defer.maybeDeferred(self._execute, name, op)
+
+    def _execute(self, name, op):
+        if op != SO_FIX_CONSISTENCY:
+            raise errors.ParameterError(
+                "op", "operation %r is not valid for %s storage units (valid:"
+                " %s)" % (op, self.storage_type, SO_FIX_CONSISTENCY))
+        self._unit(name)        # one of this node's directories, or refused
+        real = os.path.realpath(name)
+        if os.path.isdir(real):
+            return ["directory %s exists, nothing to do" % name]
+        if os.path.lexists(real):
+            raise errors.StorageError(
+                "%s exists but is not a directory; move it away first"
+                % name)
+        os.makedirs(real, mode=0o750)
+        return ["created the missing directory %s" % name]

@@ -19,7 +19,7 @@ from zope.interface import implementer
 from ganeti import constants
 from ganeti import errors
 from ganeti.storage import (IBlockDevice, IStorageUnitKind, StorageUnitInfo,
-                            check_size)
+                            check_size, SF_ALLOCATABLE, SO_FIX_CONSISTENCY)
 
 __all__ = ["LogicalVolume", "VolumeGroupKind", "PhysicalVolumeKind",
            "check_lvm_name", "parse_report", "NO_DM_CONFIG"]
@@ -256,6 +256,85 @@ class VolumeGroupKind(object):
     def space_info(self, key, params=()):
         return defer.Deferred.fromCoroutine(self._space(key))
 
+    def modify_unit(self, name, changes):
+        return defer.Deferred.fromCoroutine(self._modify(name, changes))
+
+    async def _modify(self, name, changes):
+        unknown = sorted(set(changes) - {SF_ALLOCATABLE})
+        if unknown:
+            raise errors.ParameterError(
+                "changes", "fields %s of %s storage units cannot be modified"
+                " (modifiable: %s)" % (", ".join(unknown), self.storage_type,
+                                       SF_ALLOCATABLE))
+        if SF_ALLOCATABLE not in changes:
+            return
+        value = changes[SF_ALLOCATABLE]
+        if not isinstance(value, bool):
+            raise errors.ParameterError(
+                "changes", "changes/allocatable must be true or false, not %r"
+                % (value,))
+        units = await self._list(name)
+        if not units:
+            raise errors.StorageError("physical volume %s does not exist"
+                                      % name)
+        if units[0].vg is None:
+            raise errors.StorageError(
+                "physical volume %s is in no volume group; only PVs of a"
+                " volume group have an allocatable flag" % name)
+        await self._cmd.run("pvchange", "-x", "y" if value else "n", name,
+                            mutates=True)
+
+    def execute(self, name, op):
+        return defer.fail(errors.ParameterError(
+            "op", "storage units of type %s have no operations (%r)"
+            % (self.storage_type, op)))
+
+    def modify_unit(self, name, changes):
+        return defer.fail(errors.ParameterError(
+            "changes", "storage units of type %s have no modifiable fields"
+            % self.storage_type))
+
+    def execute(self, name, op):
+        return defer.Deferred.fromCoroutine(self._execute(name, op))
+
+    async def _missing_pvs(self, name):
+        result = await self._cmd.run(
+            "vgs", "--reportformat", "json", "-o", "vg_name,vg_missing_pv_count",
+            check_lvm_name("name", name), check=False)
+        if result.failed:
+            if _is_not_found(result):
+                raise errors.StorageError("volume group %s does not exist"
+                                          % name)
+            raise errors.StorageError("vgs: %s" % result.describe())
+        rows = parse_report(result.stdout, "vg")
+        return int(rows[0].get("vg_missing_pv_count") or 0) if rows else 0
+
+    async def _execute(self, name, op):
+        if op != SO_FIX_CONSISTENCY:
+            raise errors.ParameterError(
+                "op", "operation %r is not valid for %s storage units (valid:"
+                " %s)" % (op, self.storage_type, SO_FIX_CONSISTENCY))
+        missing = await self._missing_pvs(name)
+        if not missing:
+            return ["volume group %s is consistent, nothing to do" % name]
+        # Drops the PVs that are gone from the VG's metadata.  LVs with
+        # extents on them make this fail: their instances need
+        # replace-disks first (or the removal of those LVs).
+        result = await self._cmd.run("vgreduce", "--removemissing", name,
+                                     mutates=True, check=False)
+        if result.failed:
+            raise errors.StorageError(
+                "cannot remove the %d missing physical volume(s) of volume"
+                " group %s (logical volumes on them must be replaced or"
+                " removed first): %s" % (missing, name, result.describe()))
+        left = await self._missing_pvs(name)
+        if left:
+            raise errors.StorageError(
+                "volume group %s still misses %d physical volume(s) after"
+                " vgreduce" % (name, left))
+        return ["removed %d missing physical volume(s) from volume group %s"
+                % (missing, name)]
+
 
 @implementer(IStorageUnitKind)
 class PhysicalVolumeKind(object):
@@ -303,3 +382,36 @@ class PhysicalVolumeKind(object):
 
     def space_info(self, key, params=()):
         return defer.Deferred.fromCoroutine(self._space(key))
+
+    def modify_unit(self, name, changes):
+        return defer.Deferred.fromCoroutine(self._modify(name, changes))
+
+    async def _modify(self, name, changes):
+        unknown = sorted(set(changes) - {SF_ALLOCATABLE})
+        if unknown:
+            raise errors.ParameterError(
+                "changes", "fields %s of %s storage units cannot be modified"
+                " (modifiable: %s)" % (", ".join(unknown), self.storage_type,
+                                       SF_ALLOCATABLE))
+        if SF_ALLOCATABLE not in changes:
+            return
+        value = changes[SF_ALLOCATABLE]
+        if not isinstance(value, bool):
+            raise errors.ParameterError(
+                "changes", "changes/allocatable must be true or false, not %r"
+                % (value,))
+        units = await self._list(name)
+        if not units:
+            raise errors.StorageError("physical volume %s does not exist"
+                                      % name)
+        if units[0].vg is None:
+            raise errors.StorageError(
+                "physical volume %s is in no volume group; only PVs of a"
+                " volume group have an allocatable flag" % name)
+        await self._cmd.run("pvchange", "-x", "y" if value else "n", name,
+                            mutates=True)
+
+    def execute(self, name, op):
+        return defer.fail(errors.ParameterError(
+            "op", "storage units of type %s have no operations (%r)"
+            % (self.storage_type, op)))
