@@ -25,11 +25,15 @@ import os
 import socket
 
 from klein import Klein
+from OpenSSL import SSL
 from twisted.application import internet, service
 from twisted.internet import defer, endpoints
+from twisted.internet.interfaces import IOpenSSLServerConnectionCreator
+from twisted.protocols.tls import TLSMemoryBIOFactory
 from twisted.logger import Logger
 from twisted.python import usage
 from twisted.web import server
+from zope.interface import implementer
 
 from ganeti import constants
 from ganeti import crypto
@@ -95,6 +99,9 @@ class Options(usage.Options):
                 " mutually authenticated HTTPS.")
     optFlags = [
         ["no-mlock", None, "Do not lock the daemon's memory (mlockall)."],
+        ["bootstrap", None, "Run even without the cluster certificate: serve"
+         " a one-time certificate (fingerprint in the log) until the master"
+         " joins this node (gnt-node add --join-fingerprint)."],
     ]
     optParameters = [
         ["root", None, "/", "Root directory: files are under"
@@ -106,12 +113,22 @@ class Options(usage.Options):
          " certificate) [default: ROOT/var/lib/ganeti/server.pem]."],
         ["os-create-timeout", None, 24 * 3600.0, "Seconds an OS create"
          " script may run.", float],
+        ["master-fingerprint", None, None, "With --bootstrap: accept a join"
+         " only from a master presenting the cluster certificate with this"
+         " SHA-256 fingerprint (gnt-cluster info shows it)."],
     ]
 
     def __init__(self):
         usage.Options.__init__(self)
         self["os-search-path"] = []
         self["file-storage-dir"] = []
+        self["extra-file-dir"] = []
+
+    def opt_extra_file_dir(self, directory):
+        """Also accept admin-listed extra files (gnt-cluster redist-conf)
+        below this standard directory (repeatable; default /etc/ganeti and
+        /etc/xen)."""
+        self["extra-file-dir"].append(directory)
 
     def opt_os_search_path(self, directory):
         """Also look for OS definitions in this directory (repeatable; after
@@ -137,10 +154,25 @@ class Options(usage.Options):
             raise usage.UsageError("--os-create-timeout must be positive")
         paths = pathutils.Paths(self["root"])
         cert_file = self["cert-file"] or crypto.server_pem_path(paths)
+        if self["master-fingerprint"] is not None:
+            from ganeti import replication
+            try:
+                self["master-fingerprint"] = replication.parse_fingerprint(
+                    self["master-fingerprint"])
+            except errors.ParameterError as err:
+                raise usage.UsageError("--master-fingerprint: %s"
+                                       % err.args[-1])
+        for directory in self["extra-file-dir"]:
+            if not directory.startswith("/"):
+                raise usage.UsageError("--extra-file-dir: %r is not an"
+                                       " absolute path" % directory)
         try:
             self["certificate"] = crypto.load_cluster_certificate(cert_file)
         except errors.X509CertError as err:
-            raise usage.UsageError("ganeti-noded cannot start: %s" % err)
+            if self["bootstrap"] and not os.path.exists(cert_file):
+                self["certificate"] = None  # not a member yet
+            else:
+                raise usage.UsageError("ganeti-noded cannot start: %s" % err)
 
 
 # ---------------------------------------------------------------------------
@@ -162,10 +194,13 @@ class NodedHttpApi(object):
 
     app = Klein()
 
-    def __init__(self, reactor, procedures, max_body=MAX_BODY):
+    def __init__(self, reactor, procedures, max_body=MAX_BODY,
+                 procedures_for=None):
         self._reactor = reactor
         self._procedures = procedures
         self._max_body = max_body
+        # request -> the procedures this caller may use (bootstrap mode)
+        self._procedures_for = procedures_for
 
     def resource(self):
         return self.app.resource()
@@ -183,7 +218,9 @@ class NodedHttpApi(object):
         started = self._reactor.seconds()
         peer = request.getClientAddress()
         peer = getattr(peer, "host", str(peer))
-        if name not in self._procedures.table:
+        procedures = (self._procedures if self._procedures_for is None
+                      else self._procedures_for(request))
+        if name not in procedures.table:
             log.warn("RPC from {peer}: unknown procedure {name!r}", peer=peer,
                      name=name)
             return _reply(request, 404, False,
@@ -201,7 +238,7 @@ class NodedHttpApi(object):
             return _reply(request, 400, False,
                           "%s: the request body is not JSON: %s" % (name, err))
         try:
-            result = await self._procedures.call(name, body)
+            result = await procedures.call(name, body)
         except errors.ParameterError as err:
             msg = noded_procedures.error_message(err)
             log.info("RPC {name} from {peer}: bad arguments: {msg}",
@@ -222,6 +259,159 @@ class NodedHttpApi(object):
         log.debug("RPC {name} from {peer} done in {secs:.3f}s", name=name,
                   peer=peer, secs=self._reactor.seconds() - started)
         return _reply(request, 200, True, result)
+
+
+# ---------------------------------------------------------------------------
+# Bootstrap mode (--bootstrap): joining a cluster, see docs/membership.rst
+
+FINGERPRINT_FILE = "ganeti-noded.fingerprint"
+
+
+def one_time_certificate(now=None, days=7):
+    """A fresh self-signed key and certificate, kept in memory only:
+    ``(key_pem, cert_pem)``."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+    import datetime
+    if now is None:
+        now = datetime.datetime.now(datetime.timezone.utc)
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME,
+                                         "ganeti-noded-bootstrap")])
+    cert = (x509.CertificateBuilder()
+            .subject_name(name).issuer_name(name)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(days=1))
+            .not_valid_after(now + datetime.timedelta(days=days))
+            .sign(key, hashes.SHA256()))
+    enc = serialization.Encoding.PEM
+    return (key.private_bytes(enc, serialization.PrivateFormat.PKCS8,
+                              serialization.NoEncryption()),
+            cert.public_bytes(enc))
+
+
+def bootstrap_context(key_pem, cert_pem, master_digest=None):
+    """TLS server context of a node not yet joined: serves the one-time
+    certificate; requires a client certificate, which must be the one with
+    ``master_digest`` if given (else any: first come, first joined)."""
+    from twisted.internet import ssl as tssl
+    private = tssl.PrivateCertificate.loadPEM(key_pem + cert_pem)
+    options = tssl.CertificateOptions(
+        privateKey=private.privateKey.original,
+        certificate=private.original,
+        raiseMinimumTo=tssl.TLSVersion.TLSv1_2)
+    ctx = options.getContext()
+
+    def verify(conn, x509cert, errno, depth, ok):
+        if depth != 0 or master_digest is None:
+            return True
+        digest = crypto.certificate_digest(x509cert)
+        if digest != master_digest:
+            log.warn("bootstrap: refusing client certificate {digest}: not"
+                     " the master's (--master-fingerprint)",
+                     digest=digest[:23])
+            return False
+        return True
+    ctx.set_verify(SSL.VERIFY_PEER | SSL.VERIFY_FAIL_IF_NO_PEER_CERT |
+                   SSL.VERIFY_CLIENT_ONCE, verify)
+    return ctx
+
+
+def _tls_connection(request):
+    transport = getattr(request, "transport", None)
+    get_handle = getattr(transport, "getHandle", None)
+    if get_handle is None:
+        return None
+    handle = get_handle()
+    return handle if isinstance(handle, SSL.Connection) else None
+
+
+@implementer(IOpenSSLServerConnectionCreator)
+class Membership(object):
+    """TLS and procedures of a node daemon started with ``--bootstrap``.
+
+    Without the cluster certificate it serves a one-time self-signed one
+    (fingerprint logged and written to ``<run dir>/ganeti-noded.fingerprint``)
+    and only ``version`` and ``join``.  Once joined, new connections get the
+    cluster certificate's context (mutual TLS, the cluster certificate only)
+    and every procedure; a connection made in bootstrap mode never gets
+    more than the bootstrap procedures.  After ``node_leave`` it starts over
+    with a new one-time certificate.
+    """
+
+    def __init__(self, paths, procedures, certificate, master_digest=None):
+        self.paths = paths
+        self.procedures = procedures
+        self.master_digest = master_digest
+        self.context = None
+        self.cluster_context = None
+        self.fingerprint = None
+        procedures.on_leave = self.left
+        if certificate is None:
+            self.bootstrap()
+        else:
+            self.joined(certificate)
+
+    @property
+    def fingerprint_file(self):
+        return os.path.join(self.paths.run_dir, FINGERPRINT_FILE)
+
+    def bootstrap(self):
+        from ganeti import replication
+        key_pem, cert_pem = one_time_certificate()
+        from cryptography import x509
+        digest = crypto.certificate_digest(
+            x509.load_pem_x509_certificate(cert_pem))
+        self.fingerprint = replication.format_fingerprint(digest)
+        self.context = bootstrap_context(key_pem, cert_pem,
+                                         self.master_digest)
+        self.cluster_context = None
+        try:
+            os.makedirs(self.paths.run_dir, mode=0o750, exist_ok=True)
+            with open(self.fingerprint_file + ".new", "w") as f:
+                f.write(self.fingerprint + "\n")
+            os.rename(self.fingerprint_file + ".new", self.fingerprint_file)
+        except OSError as err:
+            log.warn("cannot write {path}: {err}", path=self.fingerprint_file,
+                     err=err)
+        log.info("Not a cluster member yet (bootstrap mode). One-time"
+                 " certificate fingerprint: {fp} -- on the master: gnt-node"
+                 " add --primary-ip <this node's IP> --join-fingerprint {fp}"
+                 " <node name>", fp=self.fingerprint)
+
+    def joined(self, cert):
+        self.cluster_context = crypto.server_context_factory(
+            cert).getContext()
+        self.context = self.cluster_context
+        self.fingerprint = None
+        try:
+            os.unlink(self.fingerprint_file)
+        except OSError:
+            pass
+        log.info("Serving with the cluster certificate of {name}",
+                 name=cert.cluster_name)
+
+    def left(self):
+        log.info("Left the cluster; back in bootstrap mode")
+        self.bootstrap()
+
+    def serverConnectionForTLS(self, tlsProtocol):
+        return SSL.Connection(self.context, None)
+
+    def procedures_for(self, request):
+        conn = _tls_connection(request)
+        if conn is None:
+            return self.procedures
+        if self.cluster_context is not None and \
+                conn.get_context() is self.cluster_context:
+            return self.procedures
+        peer = conn.get_peer_certificate()
+        digest = crypto.certificate_digest(peer) if peer is not None else None
+        return noded_procedures.BootstrapProcedures(self.paths, digest,
+                                                    self.joined)
 
 
 # ---------------------------------------------------------------------------
@@ -247,8 +437,9 @@ def make_procedures(reactor, root="/", os_search_path=(),
                                            os_backend)
 
 
-def make_site(reactor, procedures):
-    site = server.Site(NodedHttpApi(reactor, procedures).resource(),
+def make_site(reactor, procedures, procedures_for=None):
+    site = server.Site(NodedHttpApi(reactor, procedures,
+                                    procedures_for=procedures_for).resource(),
                        reactor=reactor)
     site.displayTracebacks = False
     return site
@@ -285,14 +476,29 @@ def makeService(options, reactor=None):
         reactor, options["root"], os_search_path=options["os-search-path"],
         file_storage_dirs=options["file-storage-dir"],
         os_create_timeout=options["os-create-timeout"])
+    if options["extra-file-dir"]:
+        procedures.extra_file_dirs = (tuple(procedures.extra_file_dirs)
+                                      + tuple(options["extra-file-dir"]))
     top = NodedService(procedures, options["bind"], options["port"],
                        mlock=not options["no-mlock"])
-    endpoint = endpoints.SSL4ServerEndpoint(
-        reactor, options["port"],
-        crypto.server_context_factory(options["certificate"]),
-        interface=options["bind"])
-    https = internet.StreamServerEndpointService(
-        endpoint, make_site(reactor, procedures))
+    if options["bootstrap"]:
+        membership = Membership(procedures.paths, procedures,
+                                options["certificate"],
+                                options["master-fingerprint"])
+        endpoint = endpoints.TCP4ServerEndpoint(
+            reactor, options["port"], interface=options["bind"])
+        factory = TLSMemoryBIOFactory(
+            membership, False,
+            make_site(reactor, procedures, membership.procedures_for))
+    else:
+        # a node that leaves the cluster stops its daemon (as Ganeti's)
+        procedures.on_leave = reactor.stop
+        endpoint = endpoints.SSL4ServerEndpoint(
+            reactor, options["port"],
+            crypto.server_context_factory(options["certificate"]),
+            interface=options["bind"])
+        factory = make_site(reactor, procedures)
+    https = internet.StreamServerEndpointService(endpoint, factory)
     https.setName("https")
     https.setServiceParent(top)
     return top

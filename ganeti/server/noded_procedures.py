@@ -490,6 +490,91 @@ class NodeProcedures(object):
         parent = next((d for d in dirs if path.startswith(d + "/")), None)
         if parent is None:
             raise errors.ParameterError(
+                "path", "path %s is not a file the master may upload: not"
+                " a cluster file (%s, /var/lib/ganeti/ssconf_*) and not below"
+                " a directory this node accepts extra files in (%s;"
+                " ganeti-noded --extra-file-dir)"
+                % (path, ", ".join(sorted(files.ALLOWED_UPLOADS)),
+                   ", ".join(dirs) or "none"))
+        root = os.path.realpath(self.paths.root)
+        allowed = os.path.join(root, parent.lstrip("/"))
+        target = os.path.join(self.paths.root, path.lstrip("/"))
+        # no symlink may lead out of the allowed directory
+        probe = os.path.dirname(target)
+        while not os.path.lexists(probe):
+            probe = os.path.dirname(probe)
+        real = os.path.realpath(probe)
+        if not (real + "/").startswith(allowed + "/") and \
+                not (allowed + "/").startswith(real + "/"):
+            raise errors.ParameterError(
+                "path", "path %s leads outside %s (symbolic link)"
+                % (path, parent))
+        return target
+
+    def _upload_extra_file(self, path, data, mode):
+        if not isinstance(path, str) or not path.startswith("/") or \
+                os.path.normpath(path) != path:
+            raise errors.ParameterError(
+                "path", "path must be an absolute, normalised file path, not"
+                " %r" % (path,))
+        target = self._extra_file_target(path)
+        content = files.decode_data(data)
+        if isinstance(mode, bool) or not 0 <= mode <= 0o7777:
+            raise errors.ParameterError("mode", "mode must be a permission"
+                                        " number, not %r" % (mode,))
+        os.makedirs(os.path.dirname(target), mode=0o755, exist_ok=True)
+        self._extra_file_target(path)  # again, now that the dirs exist
+        files_config.atomic_write(target, content, mode=mode)
+        log.info("Wrote extra file {path}", path=path)
+        return target
+
+    @procedure()
+    def node_leave(self):
+        """Leave the cluster: remove the cluster's files (certificate,
+        keys, config.data, ssconf, RAPI files); the daemon then stops, or
+        goes back to bootstrap mode if it was started with --bootstrap."""
+        removed = remove_cluster_files(self.paths)
+        log.info("Left the cluster; removed {count} files",
+                 count=len(removed))
+        if self.on_leave is not None:
+            # after the answer has gone out
+            self.reactor.callLater(0.5, self.on_leave)
+        return removed
+
+    @procedure()
+    def node_demote_from_mc(self):
+        """No longer a master candidate: config.data goes away (ssconf
+        stays), so nothing on this node can serve a stale configuration."""
+        removed = []
+        for name in ("config.data", "config.data.bak"):
+            path = os.path.join(self.paths.data_dir, name)
+            if os.path.exists(path):
+                os.unlink(path)
+                removed.append(path)
+        return removed
+
+    # -- membership (docs/membership.rst) ---------------------------------------------
+
+    #: Standard directories an admin-listed extra file may be written to
+    #: (``gnt-cluster redist-conf``); ganeti-noded --extra-file-dir adds more.
+    extra_file_dirs = ("/etc/ganeti", "/etc/xen")
+    #: Called (by the daemon) once this node has left the cluster.
+    on_leave = None
+
+    def _extra_file_target(self, path):
+        """Where an admin-listed extra file goes under the root, or
+        ParameterError: only below :attr:`extra_file_dirs`, never into the
+        node's data directory (its certificate, config, keys)."""
+        if path == REDIST_EXTRA_LIST:
+            return os.path.join(self.paths.root, path.lstrip("/"))
+        if path.startswith(DATA_DIR + "/") or path == DATA_DIR:
+            raise errors.ParameterError(
+                "path", "path %s is in the node's data directory; only the"
+                " cluster files the master distributes go there" % path)
+        dirs = [d.rstrip("/") for d in self.extra_file_dirs if d]
+        parent = next((d for d in dirs if path.startswith(d + "/")), None)
+        if parent is None:
+            raise errors.ParameterError(
                 "path", "path %s is neither a cluster file (%s,"
                 " /var/lib/ganeti/ssconf_*) nor below a directory this node"
                 " accepts extra files in (%s; ganeti-noded --extra-file-dir)"
