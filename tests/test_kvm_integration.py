@@ -1,0 +1,194 @@
+"""A real VM through the master: masterd + noded, kvm hypervisor, qemu TCG.
+
+A one-node virtual cluster (random 127.x.y.z, short /tmp root: the QMP and
+serial socket paths must fit in 108 bytes) with kvm enabled and
+``enabled_user_shutdown`` on.  Instances boot the tiny real guest
+(:mod:`ganeti.tools.tinyguest`) by direct kernel boot, software emulation
+(``kvm_flag`` disabled), with a file disk installed by the busybox OS.
+
+* ``ganeti_test=poweroff``: the guest powers itself off; the instance's
+  ``status`` becomes ``USER_down`` (not ``ERROR_down``), and the watcher's
+  step (OP_INSTANCE_SHUTDOWN with ``admin_state_source`` "user") records
+  it: admin_state down, source user (seed 004, PROTOCOLS 7.4).
+* ``ganeti_test=idle``: the qemu process is SIGKILLed; that is a crash:
+  ``ERROR_down``.
+
+Skipped with the reason when qemu or the guest cannot be had.  The guests
+boot one at a time (each takes a core for a few seconds).
+"""
+
+import os
+import random
+import shutil
+import signal
+import tempfile
+
+from twisted.trial import unittest
+
+from ganeti import constants
+from ganeti import luxi
+from ganeti.hypervisor import state
+from ganeti.vcluster import VirtualCluster
+
+from tests import guest as test_guest
+from tests.test_instance_integration import ETC_OS, FINAL, _port_open, \
+    wait_for
+
+#: seconds a TCG boot may take on a busy machine
+BOOT_DEADLINE = 90
+
+
+class KvmClusterTests(unittest.TestCase):
+
+    timeout = 300
+
+    def setUp(self):
+        self.qemu, self.guest = test_guest.guest_or_skip()
+        self.base = tempfile.mkdtemp(prefix="gnt-k-", dir="/tmp")
+        self.addCleanup(shutil.rmtree, self.base, True)
+        self.vc = VirtualCluster(os.path.join(self.base, "vc"), node_count=1)
+        node = self.vc.master
+        node.ip = "127.%d.%d.%d" % (random.randint(1, 254),
+                                    random.randint(1, 254),
+                                    random.randint(2, 254))
+        store = self.vc.create(hypervisors=(constants.HT_KVM,))
+        # registered first, run last: daemons and every qemu go
+        self.addCleanup(self.vc.stop_all)
+        noded = self.vc.start("noded", self.vc.twistd_command(
+            "ganeti-noded", node, "--no-mlock", "--os-search-path", ETC_OS,
+            "--file-storage-dir", store.cluster.file_storage_dir))
+        wait_for("node daemon", lambda: self._alive(noded) and _port_open(
+            node.ip, constants.DEFAULT_NODED_PORT))
+        master = self.vc.start("masterd", self.vc.twistd_command(
+            "ganeti-masterd", node))
+        self.socket = node.paths.master_socket
+        wait_for("master socket", lambda: self._answers(master))
+        self.client = luxi.BlockingClient(self.socket, 60)
+        self.addCleanup(self.client.close)
+        # the cluster's kvm defaults name files this node has, so that
+        # verification has nothing to say about them
+        self.run_job({"OP_ID": "OP_CLUSTER_SET_PARAMS",
+                      "enabled_user_shutdown": True,
+                      "hvparams": {"kvm": {
+                          "kernel_path": self.guest.kernel,
+                          "initrd_path": self.guest.initrd,
+                          "root_path": "", "kvm_flag": "disabled"}}})
+        self.rt = state.RuntimeDir(node.root, constants.HT_KVM)
+
+    def _alive(self, proc):
+        if proc.poll() is not None:
+            raise AssertionError("daemon exited with %s; see %s"
+                                 % (proc.returncode, self.vc.base))
+        return True
+
+    def _answers(self, proc):
+        self._alive(proc)
+        try:
+            with luxi.BlockingClient(self.socket, 5) as c:
+                c.call("QueryConfigValues", ["cluster_name"])
+            return True
+        except luxi.NoMasterError:
+            return False
+
+    def run_job(self, op, expect="success"):
+        job = self.client.call("SubmitJob", [op])
+        wait_for("job %s" % job, lambda: self.client.call(
+            "QueryJobs", [job], ["status"])[0][0] in FINAL, timeout=180)
+        status, result, oplog = self.client.call(
+            "QueryJobs", [job], ["status", "opresult", "oplog"])[0]
+        self.assertEqual(status, expect, (result, [e[3] for e in oplog[0]]))
+        return result[0]
+
+    def fields(self, name, *names):
+        answer = self.client.call("Query", "instance", list(names),
+                                  ["=", "name", name])
+        return [value for _, value in answer["data"][0]]
+
+    def status(self, name):
+        return self.fields(name, "status")[0]
+
+    def console(self, name):
+        try:
+            with open(self.rt.ctrl_path(name, "serial.log"), "rb") as f:
+                return f.read().decode("utf-8", "replace")
+        except FileNotFoundError:
+            return "(no console log)"
+
+    def wait_status(self, name, wanted, deadline=BOOT_DEADLINE):
+        seen = []
+
+        def check():
+            current = self.status(name)
+            if not seen or seen[-1] != current:
+                seen.append(current)
+            return current == wanted
+        try:
+            wait_for("%s to be %s" % (name, wanted), check, deadline, 0.25)
+        except AssertionError:
+            self.fail("%s never became %s (seen: %s); console:\n%s"
+                      % (name, wanted, " -> ".join(seen),
+                         self.console(name)))
+        return seen
+
+    def create(self, name, mode):
+        self.run_job({
+            "OP_ID": "OP_INSTANCE_CREATE", "instance_name": name,
+            "mode": "create", "hypervisor": constants.HT_KVM,
+            "disk_template": "file", "disks": [{"size": 16}], "nics": [],
+            "os_type": "busybox+default", "pnode": self.vc.master.name,
+            "beparams": {"memory": 256, "vcpus": 1},
+            "hvparams": {"kernel_path": self.guest.kernel,
+                         "initrd_path": self.guest.initrd,
+                         "root_path": "", "kvm_flag": "disabled",
+                         "kernel_args": "quiet ganeti_test=%s" % mode,
+                         "serial_speed": 115200, "user_shutdown": True},
+            "name_check": False, "ip_check": False})
+
+    def qemu_pid(self, name):
+        pid = state.read_pid_file(self.rt.pid_path(name))
+        self.assertTrue(state.process_alive(pid), "no qemu for %s" % name)
+        return pid
+
+    def test_guest_poweroff_is_a_user_shutdown(self):
+        self.create("vm1", "poweroff")
+        seen = self.wait_status("vm1", "USER_down")
+        self.assertNotIn("ERROR_down", seen)
+        self.assertIn("ganeti-test: booted, mode=poweroff",
+                      self.console("vm1"))
+        # the domain is kept (qemu still there, in its shutdown state)
+        pid = self.qemu_pid("vm1")
+        self.assertEqual(self.fields("vm1", "admin_state", "oper_state"),
+                         ["up", False])
+        # cluster verify: a user shutdown is no error, only a warning
+        ok = self.run_job({"OP_ID": "OP_CLUSTER_VERIFY_GROUP",
+                           "group_name": "default"})
+        self.assertTrue(ok)
+        # what the watcher does for a USER_down instance
+        self.run_job({"OP_ID": "OP_INSTANCE_SHUTDOWN",
+                      "instance_name": "vm1", "admin_state_source": "user",
+                      "reason": [["gnt:watcher", "user shutdown", 0]]})
+        self.assertEqual(
+            self.fields("vm1", "admin_state", "admin_state_source",
+                        "status"), ["down", "user", "USER_down"])
+        wait_for("qemu to be gone", lambda: not state.process_alive(pid),
+                 10)
+        self.run_job({"OP_ID": "OP_INSTANCE_REMOVE", "instance_name": "vm1",
+                      "shutdown_timeout": 10})
+        self.assertEqual(self.client.call("Query", "instance", ["name"],
+                                          None)["data"], [])
+
+    def test_killed_qemu_is_a_crash(self):
+        self.create("vm2", "idle")
+        self.wait_status("vm2", "running")
+        wait_for("the guest to boot", lambda: "ganeti-test: booted" in
+                 self.console("vm2"), BOOT_DEADLINE, 0.25)
+        os.kill(self.qemu_pid("vm2"), signal.SIGKILL)
+        seen = self.wait_status("vm2", "ERROR_down", 30)
+        self.assertNotIn("USER_down", seen)
+        # the watcher's user-shutdown step refuses a crashed instance
+        self.run_job({"OP_ID": "OP_INSTANCE_SHUTDOWN",
+                      "instance_name": "vm2", "admin_state_source": "user"},
+                     expect="error")
+        self.assertEqual(self.fields("vm2", "admin_state"), ["up"])
+        self.run_job({"OP_ID": "OP_INSTANCE_REMOVE", "instance_name": "vm2",
+                      "shutdown_timeout": 10})
