@@ -1,6 +1,6 @@
 """The demo: a local virtual cluster, and where to look at it.
 
-    python -m ganeti.demo [--base DIR] [--nodes N] [--once]
+    python -m ganeti.demo [--base DIR] [--nodes N] [--once] [--kvm]
 
 Builds a cluster of N nodes on 127.0.0.1..N (one root directory per node),
 starts the node daemons (mutual TLS), the master daemon and confd, creates
@@ -8,6 +8,11 @@ one instance per node (fake hypervisor, a file disk installed by the busybox
 OS definition in etc/os) and a forthcoming reservation, all through jobs as
 an admin would, prints where to look, and keeps running until interrupted
 (``--once``: do all that, print, stop the daemons and exit).
+
+With ``--kvm`` the instances are real virtual machines: the kvm hypervisor
+runs qemu with software emulation, booting the tiny guest of
+:mod:`ganeti.tools.tinyguest` (built from Debian packages on first use,
+then reused from its cache); their serial console logs are printed.
 """
 
 import argparse
@@ -79,24 +84,31 @@ def populate(store):
         [objects.Disk(dev_type=constants.DT_FILE, size=4096)])
 
 
-def create_instances(vc):
-    """One instance per node and a reservation, submitted as jobs."""
+def create_instances(vc, guest=None):
+    """One instance per node and a reservation, submitted as jobs (kvm
+    instances booting ``guest`` if given, else fake ones)."""
     from ganeti import luxi
     jobs = []
     with luxi.BlockingClient(vc.master.paths.master_socket, 60) as c:
         for i, node in enumerate(vc.nodes):
-            jobs.append(("inst%d.example.com" % (i + 1), c.call(
-                "SubmitJob", [{
-                    "OP_ID": "OP_INSTANCE_CREATE", "mode": "create",
-                    "instance_name": "inst%d.example.com" % (i + 1),
-                    "pnode": node.name, "disk_template": "file",
-                    "disks": [{"size": 256}],
-                    "nics": [{"mode": "routed", "link": "100",
-                              "ip": "192.0.2.%d" % (10 + i)}],
-                    "os_type": "busybox+default",
-                    "hypervisor": constants.HT_FAKE,
-                    "beparams": {"memory": 512}, "name_check": False,
-                    "ip_check": False}])))
+            op = {
+                "OP_ID": "OP_INSTANCE_CREATE", "mode": "create",
+                "instance_name": "inst%d.example.com" % (i + 1),
+                "pnode": node.name, "disk_template": "file",
+                "disks": [{"size": 256}],
+                "nics": [{"mode": "routed", "link": "100",
+                          "ip": "192.0.2.%d" % (10 + i)}],
+                "os_type": "busybox+default",
+                "hypervisor": constants.HT_FAKE,
+                "beparams": {"memory": 512}, "name_check": False,
+                "ip_check": False}
+            if guest is not None:
+                # a real VM; no NIC (the kvm driver wants a bridge)
+                op.update(hypervisor=constants.HT_KVM, nics=[],
+                          beparams={"memory": 256},
+                          hvparams=guest.kvm_hvparams("idle"))
+            jobs.append(("inst%d.example.com" % (i + 1),
+                         c.call("SubmitJob", [op])))
         jobs.append(("a forthcoming reservation", c.call("SubmitJob", [{
             "OP_ID": "OP_INSTANCE_CREATE", "mode": "create",
             "forthcoming": True, "instance_name": "reserved.example.com",
@@ -191,6 +203,33 @@ def print_summary(vc, store, started):
         print("Not in this checkout yet: %s" % ", ".join(missing))
 
 
+def print_consoles(vc, timeout=60.0):
+    """Where each kvm instance's serial console is, and its first words."""
+    print()
+    print("Serial consoles of the qemu instances (log; attach to the socket"
+          " with: socat - UNIX-CONNECT:<socket>):")
+    deadline = time.monotonic() + timeout
+    for i, node in enumerate(vc.nodes):
+        name = "inst%d.example.com" % (i + 1)
+        ctrl = os.path.join(node.paths.run_dir, "kvm-hypervisor", "ctrl")
+        log = os.path.join(ctrl, name + ".serial.log")
+        print("  %-20s log    %s" % (name, log))
+        print("  %-20s socket %s" % ("", os.path.join(ctrl,
+                                                      name + ".serial")))
+        booted = None
+        while booted is None and time.monotonic() < deadline:
+            try:
+                with open(log, "rb") as f:
+                    text = f.read().decode("utf-8", "replace")
+            except OSError:
+                text = ""
+            booted = next((line.strip() for line in text.splitlines()
+                           if line.startswith("ganeti-test: booted")), None)
+            if booted is None:
+                time.sleep(0.5)
+        print("  %-20s says   %s" % ("", booted or "(nothing yet)"))
+
+
 def wait_until_up(proc, ip, check, timeout=20.0):
     """True once the daemon answers (TCP connect) or stays up (UDP)."""
     kind, port = check
@@ -242,9 +281,27 @@ def main(argv=None):
     parser.add_argument("--nodes", type=int, default=3)
     parser.add_argument("--once", action="store_true",
                         help="start, check, print, stop and exit")
+    parser.add_argument("--kvm", action="store_true",
+                        help="real VMs: kvm instances (qemu, software"
+                        " emulation) booting a tiny Linux guest")
     args = parser.parse_args(argv)
     if args.nodes < 1:
         parser.error("--nodes must be at least 1")
+    guest = None
+    if args.kvm:
+        from ganeti.tools import tinyguest
+        if tinyguest.qemu_binary() is None:
+            print("--kvm needs qemu-system-x86_64 (apt-get install"
+                  " qemu-system-x86)")
+            return 1
+        print("Building (or reusing) the tiny guest in %s ..."
+              % tinyguest.cache_dir())
+        try:
+            guest = tinyguest.get_guest()
+        except tinyguest.GuestUnavailable as err:
+            print("FAILED: no guest for --kvm: %s" % err)
+            return 1
+        print("  kernel %s\n  initrd %s" % (guest.kernel, guest.initrd))
 
     vc = VirtualCluster(args.base, node_count=args.nodes)
     store = vc.create()
@@ -284,9 +341,11 @@ def main(argv=None):
             print("FAILED to start: %s" % "; ".join(failed))
             return 1
         print("Creating instances through jobs:")
-        job_failures = create_instances(vc)
+        job_failures = create_instances(vc, guest)
         store = vc.load()
         print_summary(vc, store, started)
+        if guest is not None:
+            print_consoles(vc)
         print()
         print("gnt-instance list:")
         print(run_cli(vc, "gnt-instance", "list"))

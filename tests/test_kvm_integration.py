@@ -192,3 +192,31 @@ class KvmClusterTests(unittest.TestCase):
         self.assertEqual(self.fields("vm2", "admin_state"), ["up"])
         self.run_job({"OP_ID": "OP_INSTANCE_REMOVE", "instance_name": "vm2",
                       "shutdown_timeout": 10})
+
+
+class KvmDemoTests(unittest.TestCase):
+    """``python -m ganeti.demo --kvm --once`` boots a real guest."""
+
+    timeout = 180
+
+    def test_demo_kvm_once(self):
+        test_guest.guest_or_skip()
+        import subprocess
+        import sys
+        base = tempfile.mkdtemp(prefix="gnt-dk-", dir="/tmp")
+        self.addCleanup(shutil.rmtree, base, True)
+        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        out = subprocess.run(
+            [sys.executable, "-m", "ganeti.demo", "--base", base, "--once",
+             "--nodes", "1", "--kvm"], env=dict(os.environ, PYTHONPATH=here),
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=150)
+        text = out.stdout.decode("utf-8", "replace")
+        self.assertEqual(out.returncode, 0, text)
+        log = os.path.join(base, "node1.example.com", "var", "run", "ganeti",
+                           "kvm-hypervisor", "ctrl",
+                           "inst1.example.com.serial.log")
+        self.assertIn("inst1.example.com    log    %s\n" % log, text)
+        self.assertIn("says   ganeti-test: booted, mode=idle", text)
+        rows = [line.split() for line in text.splitlines()]
+        self.assertIn(["inst1.example.com", "kvm", "busybox+default",
+                       "node1.example.com", "running", "256M"], rows)

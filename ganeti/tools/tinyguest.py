@@ -101,6 +101,15 @@ class Guest(object):
     def __repr__(self):
         return "<Guest %s>" % self.directory
 
+    def kvm_hvparams(self, mode="idle"):
+        """kvm hypervisor parameters booting this guest in ``mode``:
+        direct kernel boot, software emulation (KVM acceleration does not
+        work for Linux guests on every host), console at 115200 baud."""
+        return {"kernel_path": self.kernel, "initrd_path": self.initrd,
+                "root_path": "", "kvm_flag": "disabled",
+                "serial_speed": 115200,
+                "kernel_args": "quiet ganeti_test=%s" % mode}
+
 
 def cache_dir():
     return (os.environ.get("GANETI_GUEST_CACHE")
