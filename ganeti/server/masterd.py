@@ -25,6 +25,7 @@ from ganeti import mcpu
 from ganeti import opcodes
 from ganeti import pathutils
 from ganeti import query
+from ganeti import replication
 from ganeti import rpc
 from ganeti import ssconf
 from ganeti.cmdlib.cluster import cluster_info
@@ -208,6 +209,12 @@ class MasterService(service.Service):
         glm = mcpu.make_lock_manager(self.cfg, self.reactor)
         ctx = mcpu.MasterContext(cfg=self.cfg, glm=glm, clock=self.reactor,
                                  rpc=self._rpc_client(), paths=self.paths)
+        # config.data to master candidates, ssconf to every node, after
+        # every write (docs/membership.rst)
+        self.replicator = replication.Replicator(self.cfg, ctx.rpc,
+                                                 self.reactor)
+        self.cfg.write_listeners.append(self.replicator.config_written)
+        ctx.replicator = self.replicator
         processor = mcpu.Processor(ctx)
         max_running = (self.max_running_jobs
                        or self.cfg.cluster.max_running_jobs)
