@@ -548,6 +548,9 @@ class LUNodeSetParams(LogicalUnit):
             raise errors.OpPrereqError(
                 "The master node's role can only be changed by a master"
                 " failover", errors.ECODE_INVAL)
+        if op.master_capable is False and is_master:
+            raise errors.OpPrereqError("The master must stay master capable",
+                                       errors.ECODE_STATE)
         if op.master_candidate and not node.master_capable and \
                 op.master_capable is not True:
             raise errors.OpPrereqError(
@@ -581,9 +584,6 @@ class LUNodeSetParams(LogicalUnit):
                 "Cannot change the powered state of node %s: it has no"
                 " out-of-band program (ndparams oob_program)" % node.name,
                 errors.ECODE_STATE)
-        if op.master_capable is False and is_master:
-            raise errors.OpPrereqError("The master must stay master capable",
-                                       errors.ECODE_STATE)
         promote_self = False
         if (op.drained is False or op.offline is False or
                 (op.master_capable and not node.master_capable)):
