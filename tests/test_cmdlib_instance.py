@@ -132,6 +132,12 @@ class FakeRpc(object):
                 if d["logical_id"][1] in self.files.get(node, set())
                 else None for d in disks]
 
+    def _blockdev_status(self, node, disks):
+        return [{"path": d["logical_id"][1], "status": "ok",
+                 "degraded": False, "sync_percent": None, "ldisk": 1}
+                if d["logical_id"][1] in self.files.get(node, set())
+                else None for d in disks]
+
     def _instance_os_add(self, node, instance, reinstall, debug):
         return "/var/log/ganeti/os/add.log"
 

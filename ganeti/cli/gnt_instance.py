@@ -757,7 +757,7 @@ def _plain(value):
 
 
 #: Local disk status values (Ganeti's LDS_*) in words
-_LDISK_TEXT = {1: "ok", 2: "unknown", 3: "faulty"}
+_LDISK_TEXT = {1: "ok", 2: "syncing", 3: "unknown", 4: "faulty"}
 
 
 def _disk_status(status):

@@ -517,28 +517,32 @@ class LUInstanceQueryData(LogicalUnit):
         return result
 
     async def _disk_status(self, inst, disks):
-        """pstatus per disk (None when static, missing or unknown)."""
-        status = [None] * len(disks)
-        pnode = self.cfg.nodes.get(inst.primary_node)
-        if self.op.static or inst.forthcoming or pnode is None or \
-                pnode.offline:
-            return status
-        wanted = [(i, d) for i, d in enumerate(disks)
-                  if d.dev_type != constants.DT_DISKLESS]
-        if not wanted:
-            return status
-        result = await common.try_call_node(
-            self, inst.primary_node, "blockdev_getdimensions",
-            [[d.to_dict() for _, d in wanted]])
-        if not result.success:
-            self.log_warning("Can't compute disk status for %s: %s",
-                             inst.name, result.fail_msg)
-            return status
-        for (idx, disk), dims in zip(wanted, result.payload or []):
-            if dims is not None:
-                status[idx] = [common.disk_path(disk), None, None, None,
-                               None, False, common.LDS_OKAY]
-        return status
+        """(pstatus, sstatus, per-node status) per disk; pstatus/sstatus as
+        Ganeti's [path, major, minor, sync %, eta, degraded, ldisk] (None
+        when static or unknown), per-node status {node: ok|degraded|
+        missing} (what automated repairs use)."""
+        from ganeti.cmdlib.storage import instance_disk_status
+        empty = [(None, None, {}) for _ in disks]
+        if self.op.static or inst.forthcoming:
+            return empty
+        entries = await instance_disk_status(self, inst)
+        result = [[None, None, {}] for _ in disks]
+        secondary = inst.secondary_nodes[0] if inst.secondary_nodes \
+            else None
+        for entry in entries:
+            slot = result[entry["index"]]
+            slot[2][entry["node"]] = entry["status"]
+            if entry["status"] == "missing" and entry["path"] is None:
+                continue
+            tup = [entry["path"] or common.disk_path(
+                disks[entry["index"]]), None, None, entry["sync_percent"],
+                None, entry["status"] != "ok",
+                entry["ldisk"] or common.LDS_OKAY]
+            if entry["node_uuid"] == inst.primary_node:
+                slot[0] = tup
+            elif entry["node_uuid"] == secondary:
+                slot[1] = tup
+        return [tuple(s) for s in result]
 
     async def _instance_data(self, inst):
         cfg = self.cfg
@@ -558,13 +562,14 @@ class LUInstanceQueryData(LogicalUnit):
                     "Checking instance %s" % inst.name)
                 remote_state = run_state(cluster, inst, info)
         disks = cfg.instance_disks(inst)
-        pstatus = await self._disk_status(inst, disks)
+        statuses = await self._disk_status(inst, disks)
         out_disks = []
-        for disk, status in zip(disks, pstatus):
+        for disk, (pstatus, sstatus, per_node) in zip(disks, statuses):
             out_disks.append({
                 "iv_name": disk.iv_name, "dev_type": disk.dev_type,
                 "logical_id": disk.logical_id, "drbd_info": None,
-                "pstatus": status, "sstatus": None, "children": [],
+                "pstatus": pstatus, "sstatus": sstatus,
+                "node_status": per_node, "children": [],
                 "mode": disk.mode, "size": disk.size,
                 "spindles": disk.spindles, "name": disk.name,
                 "uuid": disk.uuid,

@@ -260,9 +260,10 @@ def _write_chunk(path, offset, data, length):
 
 
 def install(cls):
-    """Add the procedures above to the NodeProcedures class ``cls``."""
+    """Add the procedures above (and their helpers) to the NodeProcedures
+    class ``cls``; names it already has are left alone."""
     for name, member in vars(RedundancyProcedures).items():
-        if getattr(member, "rpc_args", None) is not None and \
-                not hasattr(cls, name):
-            setattr(cls, name, member)
+        if name.startswith("__") or hasattr(cls, name):
+            continue
+        setattr(cls, name, member)
     return cls
