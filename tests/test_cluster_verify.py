@@ -350,3 +350,44 @@ class RealDaemonsVerifyTests(DaemonsTestCase):
             " node %s (crashed, process-exited)" % (INSTANCE, node), findings)
         self.run_job({"OP_ID": "OP_INSTANCE_REMOVE",
                       "instance_name": INSTANCE, "ignore_failures": True})
+
+    def test_ganetis_own_gnt_cluster_verify(self):
+        """Ganeti 3.0's gnt-cluster verify: our OP_CLUSTER_VERIFY's jobs,
+        its exit code, findings in its error-code format."""
+        import subprocess
+        from tests import ganeti_peer
+        reason = ganeti_peer.unavailable_reason()
+        if reason:
+            raise unittest.SkipTest(reason)
+        node = self.vc.master
+        env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": ganeti_peer.GANETI_LIB,
+               "GANETI_ROOTDIR": node.root, "GANETI_HOSTNAME": node.name,
+               "LANG": "C.UTF-8"}
+
+        def gnt_cluster_verify():
+            out = subprocess.run(
+                [ganeti_peer.GANETI_PYTHON,
+                 os.path.join(ganeti_peer.GANETI_LIB, "gnt-cluster"),
+                 "verify", "--error-codes"], env=env,
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+            return out.returncode, out.stdout.decode("utf-8", "replace")
+        code, out = gnt_cluster_verify()
+        self.assertEqual(code, 0, out)
+        self.assertIn("* Verifying group 'default'", out)
+        # an instance whose guest is gone: exit 1 and a parseable line
+        self.run_job({
+            "OP_ID": "OP_INSTANCE_CREATE", "instance_name": INSTANCE,
+            "mode": "create", "disk_template": "diskless", "disks": [],
+            "nics": [], "os_type": "busybox+default", "no_install": True,
+            "pnode": node.name, "beparams": {"memory": 64},
+            "name_check": False, "ip_check": False})
+        self.run_job({"OP_ID": "OP_INSTANCE_STARTUP",
+                      "instance_name": INSTANCE})
+        rt = state.RuntimeDir(node.root, "fake")
+        os.kill(state.read_pid_file(rt.pid_path(INSTANCE)), signal.SIGKILL)
+        wait_for("the guest to die", lambda: self.status() == "ERROR_down")
+        code, out = gnt_cluster_verify()
+        self.assertEqual(code, 1, out)
+        self.assertIn("  - ERROR:EINSTANCEDOWN:instance:%s:instance not"
+                      " running on its primary node %s (crashed,"
+                      " process-exited)" % (INSTANCE, node.name), out)
