@@ -656,6 +656,13 @@ class LifeCycleTests(InstanceTestCase):
         data = self.ok({"OP_ID": "OP_INSTANCE_QUERY_DATA"})
         self.assertEqual(data["inst1.example.com"]["run_state"], "user down")
 
+    def test_crashed_instance_is_not_shown_up(self):
+        # The admin wants it up, the node reports a crashed domain.
+        self.rpc.domains[(NODE1, "inst1.example.com")] = "crashed"
+        data = self.ok({"OP_ID": "OP_INSTANCE_QUERY_DATA"})
+        self.assertEqual(data["inst1.example.com"]["config_state"], "up")
+        self.assertEqual(data["inst1.example.com"]["run_state"], "down")
+
     def test_reboot_types(self):
         for rtype in ("soft", "hard"):
             self.rpc.calls = []

@@ -450,12 +450,15 @@ def _nic_tuple(cfg, nic, group):
 
 def run_state(cluster, instance, info):
     """Ganeti's run_state of OP_INSTANCE_QUERY_DATA for a live answer."""
-    if info and "state" in info:
-        if info["state"] == hypervisor.SHUTDOWN:
-            allowed = cluster.enabled_user_shutdown and \
-                common.user_shutdown_allowed(cluster, instance)
-            return "user down" if allowed else "down"
+    state = (info or {}).get("state")
+    if state == hypervisor.SHUTDOWN:
+        allowed = cluster.enabled_user_shutdown and \
+            common.user_shutdown_allowed(cluster, instance)
+        return "user down" if allowed else "down"
+    if state in (hypervisor.RUNNING, hypervisor.PAUSED):
         return "up"
+    # Not live (unknown to the node, or crashed): what the admin wanted
+    # decides how it is shown.
     if instance.admin_state == constants.ADMINST_UP:
         return "down"
     if instance.admin_state == constants.ADMINST_DOWN:
