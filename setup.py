@@ -35,6 +35,7 @@ setup(
             "gnt-cluster = ganeti.cli.gnt_cluster:main",
             "gnt-instance = ganeti.cli.gnt_instance:main",
             "gnt-node = ganeti.cli.gnt_node:main",
+            "gnt-group = ganeti.cli.gnt_group:main",
             "gnt-job = ganeti.cli.gnt_job:main",
             "gnt-os = ganeti.cli.gnt_os:main",
         ],

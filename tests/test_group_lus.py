@@ -206,3 +206,107 @@ class GroupTests(GroupTestCase):
         serial = self.cfg.serial_no
         self.ok("OP_GROUP_ASSIGN_NODES", group_name="rack2", nodes=[NODE2])
         self.assertEqual(self.cfg.serial_no, serial)
+
+
+class CommandLineTests(unittest.TestCase):
+    """gnt-group (and gnt-node add --join-fingerprint) -> opcodes, with a
+    fake master."""
+
+    def setUp(self):
+        from tests.test_cli_fakes import FakeClient, field
+        self.client = FakeClient()
+        self.client.tables["group"] = (
+            [field("name", "Group"), field("node_cnt", "Nodes", "number"),
+             field("pinst_cnt", "Instances", "number"),
+             field("alloc_policy", "AllocPolicy"),
+             field("ndparams", "NDParams", "other")],
+            [["default", 2, 1, "preferred", {"spindle_count": 1}],
+             ["rack2", 1, 0, "last_resort", {}]])
+
+    def group(self, *argv):
+        from ganeti.cli import gnt_group
+        from tests.test_cli_fakes import run
+        return run(gnt_group.commands, argv, self.client)
+
+    def test_add_and_modify(self):
+        code, out, err = self.group(
+            "add", "--alloc-policy", "last_resort", "--node-parameters",
+            "spindle_count=2,exclusive_storage=yes", "-D",
+            "plain:stripes=2", "--hypervisor-state", "fake:mem_total=1024",
+            "--disk-state", "lvm-vg:xenvg:total=4096",
+            "--ipolicy-vcpu-ratio", "3", "--ipolicy-disk-templates",
+            "plain,file", "rack2")
+        self.assertEqual(code, 0, err)
+        op = self.client.op()
+        self.assertEqual(op["OP_ID"], "OP_GROUP_ADD")
+        self.assertEqual(op["group_name"], "rack2")
+        self.assertEqual(op["alloc_policy"], "last_resort")
+        self.assertEqual(op["ndparams"], {"spindle_count": 2,
+                                          "exclusive_storage": True})
+        self.assertEqual(op["diskparams"], {"plain": {"stripes": 2}})
+        self.assertEqual(op["hv_state"], {"fake": {"mem_total": 1024}})
+        self.assertEqual(op["disk_state"],
+                         {"lvm-vg": {"xenvg": {"total": 4096}}})
+        self.assertEqual(op["ipolicy"], {"vcpu-ratio": 3.0,
+                                         "disk-templates": ["plain", "file"]})
+        self.client.results["OP_GROUP_SET_PARAMS"] = [
+            ["alloc_policy", "preferred"]]
+        code, out, err = self.group("modify", "--alloc-policy", "preferred",
+                                    "rack2")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(out, "Modified node group rack2\n"
+                         " - alloc_policy -> preferred\n")
+        code, out, err = self.group("modify", "rack2")
+        self.assertEqual(code, 1)
+        self.assertIn("at least one of the parameters", err)
+        code, out, err = self.group("add", "-D", "nosuch:x=1", "g")
+        self.assertNotEqual(code, 0)
+        self.assertIn("unknown disk template 'nosuch'", err)
+
+    def test_other_commands(self):
+        for argv, expected in (
+                (("assign-nodes", "rack2", "n2", "n3"),
+                 {"OP_ID": "OP_GROUP_ASSIGN_NODES", "group_name": "rack2",
+                  "nodes": ["n2", "n3"], "force": False}),
+                (("assign-nodes", "--force", "rack2", "n2"),
+                 {"OP_ID": "OP_GROUP_ASSIGN_NODES", "nodes": ["n2"],
+                  "force": True}),
+                (("rename", "rack2", "rack9"),
+                 {"OP_ID": "OP_GROUP_RENAME", "group_name": "rack2",
+                  "new_name": "rack9"}),
+                (("remove", "rack9"),
+                 {"OP_ID": "OP_GROUP_REMOVE", "group_name": "rack9"}),
+                (("add-tags", "rack2", "a", "b"),
+                 {"OP_ID": "OP_TAGS_SET", "kind": "nodegroup",
+                  "name": "rack2", "tags": ["a", "b"]})):
+            code, out, err = self.group(*argv)
+            self.assertEqual(code, 0, (argv, err))
+            op = self.client.op()
+            for key, value in expected.items():
+                self.assertEqual(op[key], value, argv)
+
+    def test_list(self):
+        code, out, err = self.group("list")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(out.splitlines(), [
+            "Group   Nodes Instances AllocPolicy NDParams",
+            "default     2         1 preferred   spindle_count=1",
+            "rack2       1         0 last_resort (empty)"])
+
+    def test_node_add_join_fingerprint(self):
+        from ganeti.cli import gnt_node
+        from tests.test_cli_fakes import run
+        fp = "SHA256:" + ":".join(["AB"] * 32)
+        code, out, err = run(gnt_node.commands,
+                             ["add", "-p", "127.0.0.2", "--join-fingerprint",
+                              fp, "node2"], self.client)
+        self.assertEqual(code, 0, err)
+        op = self.client.op()
+        self.assertEqual((op["OP_ID"], op["node_name"], op["primary_ip"],
+                          op["join_fingerprint"]),
+                         ("OP_NODE_ADD", "node2", "127.0.0.2", fp))
+        # without a terminal nobody is asked: the master explains
+        code, out, err = run(gnt_node.commands,
+                             ["add", "-p", "127.0.0.3", "node3"], self.client)
+        self.assertEqual(code, 0, err)
+        self.assertNotIn("join_fingerprint", self.client.op())

@@ -112,7 +112,12 @@ def info(ctx, opts):
           _yes_no_opt("--vm-capable", dest="vm_capable",
                       help="may the node run instances"),
           Opt("--node-parameters", dest="ndparams", metavar="KEY=VAL[,...]",
-              help="node parameters")] + base.JOB_OPTS,
+              help="node parameters"),
+          Opt("--join-fingerprint", metavar="SHA256:...",
+              help="fingerprint of the one-time certificate the node's"
+              " ganeti-noded --bootstrap logged; the master joins the node"
+              " over TLS pinned to it (without it, on a terminal, you are"
+              " shown the node's fingerprint to confirm)")] + base.JOB_OPTS,
     args=[Opt("node", metavar="NODE", help="name of the new node")],
     help="add a node to the cluster")
 def add(ctx, opts):
@@ -127,7 +132,45 @@ def add(ctx, opts):
     ndparams = base.parse_ndparams(opts.ndparams)
     if ndparams:
         params["ndparams"] = ndparams
+    if opts.join_fingerprint:
+        params["join_fingerprint"] = opts.join_fingerprint
+    elif opts.primary_ip and getattr(ctx.stdin, "isatty", lambda: False)():
+        fingerprint = _confirm_fingerprint(ctx, opts.primary_ip)
+        if fingerprint:
+            params["join_fingerprint"] = fingerprint
     ctx.run_op(ctx.opcode("OP_NODE_ADD", **params))
+
+
+def _confirm_fingerprint(ctx, address):
+    """Show the certificate the node at ``address`` presents and ask the
+    admin to confirm it (compare with what its ganeti-noded --bootstrap
+    logged); None if it already holds the cluster certificate or cannot
+    be reached (the master then explains)."""
+    import socket
+    import ssl
+    from ganeti import crypto
+    from ganeti import replication
+    pem = crypto.server_pem_path(ctx.paths)
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    tls.check_hostname = False
+    tls.verify_mode = ssl.CERT_NONE   # we only look: the master pins it
+    try:
+        tls.load_cert_chain(pem)
+        with socket.create_connection(
+                (address, constants.DEFAULT_NODED_PORT), 10) as sock:
+            with tls.wrap_socket(sock) as conn:
+                der = conn.getpeercert(binary_form=True)
+        ours = crypto.load_cluster_certificate(pem).digest()
+    except (OSError, ssl.SSLError, errors.GenericError):
+        return None
+    digest = crypto.certificate_digest(der)
+    if digest == ours:
+        return None
+    fingerprint = replication.format_fingerprint(digest)
+    ctx.confirm("The node daemon at %s presents the certificate\n  %s\n"
+                "Is this the fingerprint its ganeti-noded --bootstrap"
+                " logged? Join it to the cluster?" % (address, fingerprint))
+    return fingerprint
 
 
 @commands.command("remove", opts=base.JOB_OPTS,

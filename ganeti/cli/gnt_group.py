@@ -1,0 +1,258 @@
+"""gnt-group: node groups (add, assign-nodes, modify, remove, rename, list,
+info, tags)."""
+
+from ganeti import constants
+from ganeti import errors
+from ganeti.cli import base
+from ganeti.cli import common
+from ganeti.cli.base import Opt
+
+PROGRAM = "gnt-group"
+commands = base.CommandTable(PROGRAM, "Node group administration.")
+
+LIST_FIELDS = ["name", "node_cnt", "pinst_cnt", "alloc_policy", "ndparams"]
+INFO_FIELDS = ["name", "ndparams", "custom_ndparams", "diskparams",
+               "custom_diskparams", "ipolicy", "custom_ipolicy"]
+
+
+def _format_dict(value):
+    if not value:
+        return "(empty)"
+    return ", ".join("%s=%s" % (k, value[k]) for k in sorted(value))
+
+
+FORMATTERS = {
+    "node_list": lambda value: ",".join(value or []),
+    "pinst_list": lambda value: ",".join(value or []),
+    "ndparams": _format_dict,
+}
+
+base.list_command(commands, "group", LIST_FIELDS, "list node groups",
+                  "GROUP", "groups to show (names, globs, or one filter)",
+                  formatters=FORMATTERS)
+
+
+# --- parameters --------------------------------------------------------------
+
+ALLOC_POLICY_OPT = Opt("--alloc-policy", choices=constants.VALID_ALLOC_POLICIES,
+                       help="allocation policy of the group")
+NDPARAMS_OPT = Opt("--node-parameters", dest="ndparams",
+                   metavar="KEY=VAL[,...]",
+                   help="node parameters of the group's nodes")
+DISKPARAMS_OPT = Opt("-D", "--disk-parameters", dest="diskparams",
+                     action="append", metavar="TEMPLATE:KEY=VAL[,...]",
+                     help="disk parameters of a disk template (repeatable)")
+HV_STATE_OPT = Opt("--hypervisor-state", dest="hv_state", action="append",
+                   metavar="HV:KEY=VAL[,...]",
+                   help="hypervisor resources (repeatable)")
+DISK_STATE_OPT = Opt("--disk-state", dest="disk_state", action="append",
+                     metavar="TYPE:NAME:KEY=VAL[,...]",
+                     help="storage resources (repeatable)")
+VCPU_RATIO_OPT = Opt("--ipolicy-vcpu-ratio", type=float, metavar="RATIO",
+                     help="instance policy: virtual CPUs per physical one")
+SPINDLE_RATIO_OPT = Opt("--ipolicy-spindle-ratio", type=float,
+                        metavar="RATIO",
+                        help="instance policy: instances per spindle")
+IPOLICY_DTS_OPT = Opt("--ipolicy-disk-templates", metavar="TEMPLATE[,...]",
+                      help="instance policy: allowed disk templates")
+
+PARAM_OPTS = [NDPARAMS_OPT, ALLOC_POLICY_OPT, DISKPARAMS_OPT, HV_STATE_OPT,
+              DISK_STATE_OPT, VCPU_RATIO_OPT, SPINDLE_RATIO_OPT,
+              IPOLICY_DTS_OPT]
+
+
+def _typed(value, default):
+    if value is None or value == constants.VALUE_DEFAULT:
+        return value
+    if isinstance(default, bool):
+        return base.parse_bool(value)
+    if isinstance(default, int):
+        return int(value)
+    if isinstance(default, float):
+        return float(value)
+    return value
+
+
+def parse_diskparams(specs, option="-D"):
+    result = {}
+    for spec in specs or []:
+        template, params = common.parse_ident_keyval(spec, option)
+        defaults = constants.DISK_DT_DEFAULTS.get(template)
+        if defaults is None:
+            raise errors.ParameterError(option, "unknown disk template '%s'"
+                                        % template)
+        try:
+            result[template] = {k: _typed(v, defaults.get(k))
+                                for k, v in params.items()}
+        except ValueError as err:
+            raise errors.ParameterError(option, "%s: %s" % (template, err))
+    return result
+
+
+def parse_hv_state(specs, option="--hypervisor-state"):
+    result = {}
+    for spec in specs or []:
+        hv, params = common.parse_ident_keyval(spec, option)
+        if hv not in constants.HYPER_TYPES:
+            raise errors.ParameterError(option, "unknown hypervisor '%s'"
+                                        % hv)
+        try:
+            result[hv] = {k: (v if v == constants.VALUE_DEFAULT else int(v))
+                          for k, v in params.items()}
+        except (TypeError, ValueError) as err:
+            raise errors.ParameterError(option, "%s: %s" % (hv, err))
+    return result
+
+
+def parse_disk_state(specs, option="--disk-state"):
+    result = {}
+    for spec in specs or []:
+        kind, _, rest = spec.partition(":")
+        name, params = common.parse_ident_keyval(rest, option)
+        if not kind or not name:
+            raise errors.ParameterError(option, "'%s' is not"
+                                        " TYPE:NAME:KEY=VAL" % spec)
+        try:
+            result.setdefault(kind, {})[name] = {
+                k: (v if v == constants.VALUE_DEFAULT else int(v))
+                for k, v in params.items()}
+        except (TypeError, ValueError) as err:
+            raise errors.ParameterError(option, "%s: %s" % (spec, err))
+    return result
+
+
+def group_params(opts):
+    """The OP_GROUP_ADD / OP_GROUP_SET_PARAMS parameters the options give."""
+    params = {}
+    ndparams = base.parse_ndparams(opts.ndparams)
+    if ndparams:
+        params["ndparams"] = ndparams
+    if opts.alloc_policy:
+        params["alloc_policy"] = opts.alloc_policy
+    for key, value in (("diskparams", parse_diskparams(opts.diskparams)),
+                       ("hv_state", parse_hv_state(opts.hv_state)),
+                       ("disk_state", parse_disk_state(opts.disk_state))):
+        if value:
+            params[key] = value
+    ipolicy = {}
+    if opts.ipolicy_vcpu_ratio is not None:
+        ipolicy[constants.IPOLICY_VCPU_RATIO] = opts.ipolicy_vcpu_ratio
+    if opts.ipolicy_spindle_ratio is not None:
+        ipolicy[constants.IPOLICY_SPINDLE_RATIO] = opts.ipolicy_spindle_ratio
+    if opts.ipolicy_disk_templates is not None:
+        dts = base.split_list(opts.ipolicy_disk_templates)
+        ipolicy[constants.IPOLICY_DTS] = (
+            constants.VALUE_DEFAULT if dts == [constants.VALUE_DEFAULT]
+            else dts)
+    if ipolicy:
+        params["ipolicy"] = ipolicy
+    return params
+
+
+# --- commands ------------------------------------------------------------------
+
+@commands.command("add", opts=PARAM_OPTS + [base.DRY_RUN_OPT] + base.JOB_OPTS,
+                  args=[Opt("group", metavar="GROUP",
+                            help="name of the new group")],
+                  help="create a node group (empty; see assign-nodes)")
+def add(ctx, opts):
+    ctx.run_op(ctx.opcode("OP_GROUP_ADD", group_name=opts.group,
+                          **group_params(opts)))
+
+
+@commands.command("assign-nodes",
+                  opts=[Opt("--force", action="store_true",
+                            help="move the nodes even if that splits"
+                            " instances between groups")] + base.JOB_OPTS,
+                  args=[Opt("group", metavar="GROUP"),
+                        Opt("nodes", nargs="+", metavar="NODE")],
+                  help="move nodes into a group")
+def assign_nodes(ctx, opts):
+    ctx.run_op(ctx.opcode("OP_GROUP_ASSIGN_NODES", group_name=opts.group,
+                          nodes=list(opts.nodes), force=opts.force))
+
+
+@commands.command("modify", opts=PARAM_OPTS + base.JOB_OPTS,
+                  args=[Opt("group", metavar="GROUP")],
+                  help="change the parameters of a group")
+def modify(ctx, opts):
+    params = group_params(opts)
+    if not params:
+        raise base.CommandFailed("Please give at least one of the"
+                                 " parameters.")
+    result = ctx.run_op(ctx.opcode("OP_GROUP_SET_PARAMS",
+                                   group_name=opts.group, **params))
+    if result:
+        ctx.out("Modified node group %s" % opts.group)
+        for param, value in result:
+            ctx.out(" - %-5s -> %s" % (param, value))
+
+
+@commands.command("remove", opts=base.JOB_OPTS,
+                  args=[Opt("group", metavar="GROUP")],
+                  help="remove an empty group (never the last one)")
+def remove(ctx, opts):
+    ctx.run_op(ctx.opcode("OP_GROUP_REMOVE", group_name=opts.group))
+
+
+@commands.command("rename", opts=base.JOB_OPTS,
+                  args=[Opt("group", metavar="OLD_NAME"),
+                        Opt("new_name", metavar="NEW_NAME")],
+                  help="rename a group")
+def rename(ctx, opts):
+    ctx.run_op(ctx.opcode("OP_GROUP_RENAME", group_name=opts.group,
+                          new_name=opts.new_name))
+
+
+def _params_info(custom, actual):
+    custom = custom or {}
+    return [(key, actual[key] if key in custom
+             else "default (%s)" % (actual[key],))
+            for key in sorted(actual or {})]
+
+
+def group_info_items(values):
+    row = dict(zip(INFO_FIELDS, values))
+    disk = []
+    for template in sorted(row.get("diskparams") or {}):
+        disk.append((template, _params_info(
+            (row.get("custom_diskparams") or {}).get(template),
+            row["diskparams"][template])))
+    policy = []
+    actual = row.get("ipolicy") or {}
+    custom = row.get("custom_ipolicy") or {}
+    for key in sorted(actual):
+        value = actual[key]
+        if key not in custom and not isinstance(value, (dict, list)):
+            value = "default (%s)" % (value,)
+        policy.append((key, value))
+    return [("Node group", row.get("name")),
+            ("Node parameters", _params_info(row.get("custom_ndparams"),
+                                             row.get("ndparams") or {})),
+            ("Disk parameters", disk),
+            ("Instance policy", policy)]
+
+
+@commands.command("info", args=[Opt("names", nargs="*", metavar="GROUP",
+                                    help="groups to show (default: all)")],
+                  help="show the parameters of groups")
+def info(ctx, opts):
+    qfilter = base.make_query_filter(opts.names)
+    response = ctx.client.query("group", INFO_FIELDS, qfilter)
+    for row in response["data"]:
+        values = [value if status == 0 else None for status, value in row]
+        items = group_info_items(values)
+        ctx.out("Node group: %s" % items[0][1])
+        for line in base.format_info(items[1:], indent=2):
+            ctx.out(line)
+
+
+base.tag_commands(commands, constants.TAG_NODEGROUP, "GROUP")
+
+
+def main(argv=None):
+    commands.main(argv)
+
+
+if __name__ == "__main__":
+    main()
