@@ -11,6 +11,7 @@ import binascii
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -38,6 +39,16 @@ class VirtualNode(object):
 def node_ip(index):
     """127.0.0.1 for the first node, then .2, .3, ... (all on loopback)."""
     return "127.0.0.%d" % (index + 1)
+
+
+def _wait(what, predicate, timeout, interval=0.05):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise RuntimeError("timed out waiting for %s" % what)
 
 
 def write_hmac_key(path):
@@ -114,6 +125,114 @@ class VirtualCluster(object):
 
     def load(self):
         return config.ConfigStore.load(self.master.paths.config_file)
+
+    # --- a cluster built the real way (docs/membership.rst) -------------
+
+    def create_master(self, hypervisors=(constants.HT_FAKE,),
+                      **cluster_params):
+        """Lay out every node's root, but configure only the master: the
+        other nodes join through :meth:`join_nodes`, so replication (not
+        copying) fills their roots."""
+        if os.path.exists(self.base):
+            shutil.rmtree(self.base)
+        for node in self.nodes:
+            node.paths.ensure_dirs()
+        m = self.master
+        params = dict(
+            enabled_disk_templates=[constants.DT_FILE,
+                                    constants.DT_SHARED_FILE,
+                                    constants.DT_DISKLESS],
+            file_storage_dir=os.path.join(m.root, "srv", "ganeti",
+                                          "file-storage"),
+            shared_file_storage_dir=os.path.join(self.base, "shared"),
+            master_netdev="lo")
+        params.update(cluster_params)
+        store = config.ConfigStore.create(
+            m.paths.config_file, self.cluster_name, m.name, m.ip,
+            enabled_hypervisors=list(hypervisors), **params)
+        write_hmac_key(m.paths.hmac_key_file)
+        cert = crypto.generate_cluster_certificate(
+            crypto.server_pem_path(m.paths), self.cluster_name)
+        store.set_cluster_params(candidate_certs={
+            store.master_node.uuid: crypto.certificate_digest(
+                cert.certificate, "sha1")})
+        return store
+
+    def start_master(self, noded_args=(), timeout=60.0):
+        """Start the master's noded and masterd; return once luxi answers."""
+        from ganeti import luxi
+        m = self.master
+        self.start("noded@" + m.name, self.twistd_command(
+            "ganeti-noded", m, "--no-mlock", *noded_args))
+        proc = self.start("masterd@" + m.name, self.twistd_command(
+            "ganeti-masterd", m))
+
+        def answers():
+            if proc.poll() is not None:
+                raise RuntimeError("ganeti-masterd exited with %s; see %s"
+                                   % (proc.returncode, self.base))
+            try:
+                with luxi.BlockingClient(m.paths.master_socket, 5) as c:
+                    c.call("QueryConfigValues", ["cluster_name"])
+                return True
+            except (luxi.NoMasterError, OSError):
+                return False
+        _wait("the master daemon", answers, timeout)
+
+    def start_bootstrap_noded(self, node, noded_args=(), timeout=60.0):
+        """Start ``ganeti-noded --bootstrap`` on a node that is not a
+        member yet; return the fingerprint of its one-time certificate."""
+        fp_file = os.path.join(node.paths.run_dir, "ganeti-noded.fingerprint")
+        if os.path.exists(fp_file):
+            os.unlink(fp_file)
+        proc = self.start("noded@" + node.name, self.twistd_command(
+            "ganeti-noded", node, "--no-mlock", "--bootstrap", *noded_args))
+
+        def ready():
+            if proc.poll() is not None:
+                raise RuntimeError("ganeti-noded of %s exited with %s; see"
+                                   " %s" % (node.name, proc.returncode,
+                                            self.base))
+            if not os.path.exists(fp_file):
+                return False
+            try:
+                socket.create_connection(
+                    (node.ip, constants.DEFAULT_NODED_PORT), 1).close()
+            except OSError:
+                return False
+            with open(fp_file) as f:
+                return f.read().strip() or False
+        return _wait("the node daemon of %s" % node.name, ready, timeout)
+
+    def join_nodes(self, nodes=None, noded_args=(), timeout=120.0, **op):
+        """Start a bootstrap noded on each node (default: all but the
+        master) and join it through the master with OP_NODE_ADD, pinned to
+        the fingerprint it logged.  Returns ``{node name: job id}``."""
+        from ganeti import luxi
+        if nodes is None:
+            nodes = self.nodes[1:]
+        jobs = {}
+        with luxi.BlockingClient(self.master.paths.master_socket, 60) as c:
+            for node in nodes:
+                fingerprint = self.start_bootstrap_noded(node, noded_args)
+                params = {"OP_ID": "OP_NODE_ADD", "node_name": node.name,
+                          "primary_ip": node.ip,
+                          "join_fingerprint": fingerprint}
+                params.update(op)
+                job = c.submit_job([params])
+                jobs[node.name] = job
+
+                def done(job=job):
+                    status = c.query_jobs([job], ["status"])[0][0]
+                    return status if status in ("success", "error",
+                                                "canceled") else False
+                status = _wait("job %s (adding %s)" % (job, node.name), done,
+                               timeout)
+                if status != "success":
+                    result = c.query_jobs([job], ["opresult"])[0][0]
+                    raise RuntimeError("adding node %s failed: %s"
+                                       % (node.name, result))
+        return jobs
 
     # --- daemons ---------------------------------------------------------
 
