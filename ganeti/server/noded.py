@@ -348,6 +348,7 @@ class Membership(object):
         self.master_digest = master_digest
         self.context = None
         self.cluster_context = None
+        self._cluster_contexts = {}
         self.fingerprint = None
         procedures.on_leave = self.left
         if certificate is None:
@@ -383,8 +384,13 @@ class Membership(object):
                  " <node name>", fp=self.fingerprint)
 
     def joined(self, cert):
-        self.cluster_context = crypto.server_context_factory(
-            cert).getContext()
+        # one context per certificate: connections made before a
+        # node_leave are good again once it joins the same cluster
+        digest = cert.digest()
+        if digest not in self._cluster_contexts:
+            self._cluster_contexts[digest] = crypto.server_context_factory(
+                cert).getContext()
+        self.cluster_context = self._cluster_contexts[digest]
         self.context = self.cluster_context
         self.fingerprint = None
         try:
