@@ -10,7 +10,7 @@ from ganeti import errors
 from ganeti import opcodes
 from ganeti.cli import base
 from ganeti.cli import common
-from ganeti.cli.base import Opt
+from ganeti.cli.base import Group, Opt
 
 PROGRAM = "gnt-instance"
 commands = base.CommandTable(PROGRAM, "Instance administration.")
@@ -735,6 +735,184 @@ def console(ctx, opts):
                    if kind == "vnc" and isinstance(port, int) else ""))
     else:
         ctx.out("%s" % (result,))
+
+
+# --- redundancy: migrate, failover, move, replace-disks, recreate-disks -----------
+
+_TARGET_NODE_OPT = Opt("-n", "--target-node", dest="target_node",
+                       metavar="NODE",
+                       help="target node (default: the master picks a node"
+                       " of the group; drbd: the secondary)")
+_IALLOCATOR_OPT = Opt("-I", "--iallocator", metavar="NAME",
+                      help="instance allocator (none is available yet)")
+_SHUTDOWN_TIMEOUT_OPT = Opt(
+    "--shutdown-timeout", type=int, default=DEFAULT_SHUTDOWN_TIMEOUT,
+    metavar="SECONDS", help="how long to wait for a clean shutdown"
+    " (default 120)")
+
+
+@commands.command(
+    "migrate",
+    opts=[base.FORCE_OPT,
+          Opt("--non-live", dest="live", action="store_false", default=None,
+              help="pause the instance while its memory is copied"),
+          Opt("--migration-mode", choices=["live", "non-live"],
+              help="live or non-live (default: the migration_mode"
+              " hypervisor parameter)"),
+          Opt("--cleanup", action="store_true",
+              help="repair an interrupted migration instead"),
+          Opt("--allow-failover", action="store_true",
+              help="fail over when the instance cannot be migrated"),
+          Opt("--no-runtime-changes", dest="allow_runtime_changes",
+              action="store_false", help="do not change the instance's"
+              " memory to make it fit"),
+          Opt("--ignore-ipolicy", action="store_true",
+              help="ignore instance policy violations"),
+          Opt("--ignore-hvversions", action="store_true",
+              help="migrate between different hypervisor versions"),
+          _TARGET_NODE_OPT, _IALLOCATOR_OPT] + base.JOB_OPTS,
+    args=[Opt("instance", metavar="INSTANCE")],
+    help="move a running instance to another node without stopping it")
+def migrate(ctx, opts):
+    if opts.live is not None and opts.migration_mode:
+        raise errors.ParameterError(
+            "--non-live", "--non-live and --migration-mode are exclusive")
+    if opts.cleanup:
+        question = ("Instance %s will be recovered from a failed migration."
+                    " Note that the migration procedure (including cleanup)"
+                    " might impact the instance if anything goes wrong"
+                    " (e.g. due to bugs in the hypervisor). Continue?"
+                    % opts.instance)
+    else:
+        question = ("Instance %s will be migrated. Note that migration might"
+                    " impact the instance if anything goes wrong (e.g. due"
+                    " to bugs in the hypervisor). Continue?" % opts.instance)
+    ctx.confirm(question, skip=opts.force)
+    ctx.run_op(ctx.opcode(
+        "OP_INSTANCE_MIGRATE", instance_name=opts.instance,
+        mode=opts.migration_mode, live=opts.live, cleanup=opts.cleanup,
+        target_node=opts.target_node, iallocator=opts.iallocator,
+        allow_failover=opts.allow_failover,
+        allow_runtime_changes=opts.allow_runtime_changes,
+        ignore_ipolicy=opts.ignore_ipolicy,
+        ignore_hvversions=opts.ignore_hvversions))
+
+
+@commands.command(
+    "failover",
+    opts=[base.FORCE_OPT,
+          Opt("--ignore-consistency", action="store_true",
+              help="go on even if the source cannot stop the instance or"
+              " the disks are degraded"),
+          Opt("--ignore-ipolicy", action="store_true",
+              help="ignore instance policy violations"),
+          _SHUTDOWN_TIMEOUT_OPT, _TARGET_NODE_OPT, _IALLOCATOR_OPT]
+    + base.JOB_OPTS,
+    args=[Opt("instance", metavar="INSTANCE")],
+    help="stop an instance and start it on another node")
+def failover(ctx, opts):
+    ctx.confirm("Failover will happen to instance %s. This requires a"
+                " shutdown of the instance. Continue?" % opts.instance,
+                skip=opts.force)
+    ctx.run_op(ctx.opcode(
+        "OP_INSTANCE_FAILOVER", instance_name=opts.instance,
+        ignore_consistency=opts.ignore_consistency,
+        shutdown_timeout=opts.shutdown_timeout,
+        target_node=opts.target_node, iallocator=opts.iallocator,
+        ignore_ipolicy=opts.ignore_ipolicy))
+
+
+@commands.command(
+    "move",
+    opts=[base.FORCE_OPT,
+          Opt("--ignore-consistency", action="store_true",
+              help="go on even if the source cannot stop the instance"),
+          Opt("--ignore-ipolicy", action="store_true",
+              help="ignore instance policy violations"),
+          Opt("--compress", default="none",
+              help="compression of the copy (accepted, not used)"),
+          _SHUTDOWN_TIMEOUT_OPT,
+          Opt("-n", "--target-node", dest="target_node", metavar="NODE",
+              required=True, help="the node to move the instance to")]
+    + base.JOB_OPTS,
+    args=[Opt("instance", metavar="INSTANCE")],
+    help="copy a stopped (or stopped for it) instance to another node")
+def move(ctx, opts):
+    ctx.confirm("Instance %s will be moved. This requires a shutdown of the"
+                " instance. Continue?" % opts.instance, skip=opts.force)
+    ctx.run_op(ctx.opcode(
+        "OP_INSTANCE_MOVE", instance_name=opts.instance,
+        target_node=opts.target_node,
+        shutdown_timeout=opts.shutdown_timeout,
+        ignore_consistency=opts.ignore_consistency,
+        ignore_ipolicy=opts.ignore_ipolicy, compress=opts.compress))
+
+
+def _disk_indices(text):
+    if not text:
+        return []
+    return [_index(item, "--disks") for item in text.split(",") if item]
+
+
+@commands.command(
+    "replace-disks",
+    opts=[Group(Opt("-p", "--on-primary", dest="mode", action="store_const",
+                    const=opcodes.REPLACE_DISK_PRI,
+                    help="new storage under the mirror on the primary"),
+                Opt("-s", "--on-secondary", dest="mode",
+                    action="store_const", const=opcodes.REPLACE_DISK_SEC,
+                    help="new storage under the mirror on the secondary"),
+                Opt("-a", "--auto", dest="mode", action="store_const",
+                    const=opcodes.REPLACE_DISK_AUTO,
+                    help="replace where the disks are faulty"),
+                Opt("-n", "--new-secondary", dest="new_secondary",
+                    metavar="NODE", help="a new secondary node"),
+                _IALLOCATOR_OPT, required=True),
+          Opt("--disks", metavar="IDX[,IDX...]",
+              help="only these disks (default: all)"),
+          Opt("--early-release", action="store_true",
+              help="release locks early (accepted)"),
+          Opt("--ignore-ipolicy", action="store_true",
+              help="ignore instance policy violations")] + base.JOB_OPTS,
+    args=[Opt("instance", metavar="INSTANCE")],
+    help="replace the storage of a drbd instance's disks")
+def replace_disks(ctx, opts):
+    mode = opts.mode
+    if opts.new_secondary or opts.iallocator:
+        mode = opcodes.REPLACE_DISK_CHG
+    ctx.run_op(ctx.opcode(
+        "OP_INSTANCE_REPLACE_DISKS", instance_name=opts.instance, mode=mode,
+        disks=_disk_indices(opts.disks), remote_node=opts.new_secondary,
+        iallocator=opts.iallocator, early_release=opts.early_release,
+        ignore_ipolicy=opts.ignore_ipolicy))
+
+
+@commands.command(
+    "recreate-disks",
+    opts=[Opt("--disk", action="append", dest="disk_specs",
+              metavar="IDX[:size=SIZE,mode=MODE]",
+              help="a disk to recreate, with new parameters (repeatable;"
+              " default: all disks)"),
+          Opt("-n", "--node", dest="nodes", metavar="NODE[:SECONDARY]",
+              help="recreate on these nodes (the instance moves there)"),
+          _IALLOCATOR_OPT] + base.JOB_OPTS,
+    args=[Opt("instance", metavar="INSTANCE")],
+    help="make missing disks of a stopped instance again (empty)")
+def recreate_disks(ctx, opts):
+    disks = []
+    for spec in opts.disk_specs or []:
+        ident, params = common.parse_ident_keyval(spec, "--disk")
+        idx = _index(ident, "--disk")
+        if params:
+            disks.append([idx, _disk_params(params, "--disk", idx)])
+        else:
+            disks.append(idx)
+    if any(isinstance(d, list) for d in disks):
+        disks = [d if isinstance(d, list) else [d, {}] for d in disks]
+    nodes = opts.nodes.split(":") if opts.nodes else []
+    ctx.run_op(ctx.opcode(
+        "OP_INSTANCE_RECREATE_DISKS", instance_name=opts.instance,
+        disks=disks, nodes=nodes, iallocator=opts.iallocator))
 
 
 # --- info and list -------------------------------------------------------------------

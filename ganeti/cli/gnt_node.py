@@ -5,7 +5,7 @@ from ganeti import errors
 from ganeti import opcodes
 from ganeti.cli import base
 from ganeti.cli import common
-from ganeti.cli.base import Opt
+from ganeti.cli.base import Group, Opt
 
 PROGRAM = "gnt-node"
 commands = base.CommandTable(PROGRAM, "Node administration.")
@@ -286,6 +286,166 @@ def list_storage(ctx, opts):
             separator=opts.separator, no_headers=opts.no_headers,
             numeric=numeric):
         ctx.out(line)
+
+
+# --- evacuate, migrate ----------------------------------------------------------
+
+def _follow_jobs(ctx, result):
+    """Wait for the jobs an opcode submitted (``{"jobs": [...]}``)."""
+    if result is None:
+        return base.EXIT_SUCCESS       # --submit
+    failed = 0
+    for ok, job_id in (result or {}).get("jobs", []):
+        if not ok:
+            ctx.err("Failed to submit a job: %s" % job_id)
+            failed += 1
+            continue
+        ctx.err("Waiting for job %s ..." % job_id)
+        try:
+            ctx.poll_job(job_id)
+        except errors.GenericError as err:
+            msg, _ = common.format_error(err)
+            ctx.err("Job %s failed: %s" % (job_id, msg))
+            failed += 1
+    if failed:
+        ctx.err("%d job(s) failed" % failed)
+        return base.EXIT_FAILURE
+    return base.EXIT_SUCCESS
+
+
+def _primary_names(ctx, node, secondaries=False):
+    fields = ["pinst_list", "sinst_list"]
+    answer = ctx.client.query("node", fields, ["=", "name", node])
+    rows = answer.get("data") or []
+    if not rows:
+        raise base.CommandFailed("Failure: node %s is not known" % node)
+    pinst, sinst = [value if status == 0 else [] for status, value in rows[0]]
+    return list(pinst or []) + (list(sinst or []) if secondaries else [])
+
+
+@commands.command(
+    "evacuate",
+    opts=[base.FORCE_OPT,
+          Group(Opt("-p", "--primary-only", dest="mode",
+                    action="store_const", const=opcodes.NODE_EVAC_PRI,
+                    help="only the instances whose primary is the node"),
+                Opt("-s", "--secondary-only", dest="mode",
+                    action="store_const", const=opcodes.NODE_EVAC_SEC,
+                    help="only the instances whose secondary is the node")),
+          Group(Opt("-n", "--new-secondary", dest="remote_node",
+                    metavar="NODE", help="the node to move instances to"),
+                Opt("-I", "--iallocator", metavar="NAME",
+                    help="instance allocator (none is available yet; by"
+                    " default the master plans)")),
+          Opt("--early-release", action="store_true",
+              help="release locks early (accepted)"),
+          Opt("--ignore-soft-errors", action="store_true",
+              help="go on with the instances that can be moved")]
+    + base.JOB_OPTS,
+    args=[Opt("node", metavar="NODE")],
+    help="move every instance off a node (migrate, fail over, move or"
+    " replace the secondary)")
+def evacuate(ctx, opts):
+    mode = opts.mode or opcodes.NODE_EVAC_ALL
+    names = _primary_names(ctx, opts.node,
+                           secondaries=mode != opcodes.NODE_EVAC_PRI)
+    if mode == opcodes.NODE_EVAC_SEC:
+        names = [n for n in names
+                 if n not in _primary_names(ctx, opts.node)]
+    if not names:
+        ctx.out("No instances to evacuate on node(s) %s, exiting."
+                % opts.node)
+        return base.EXIT_SUCCESS
+    ctx.confirm("Relocate instance(s) %s from node(s) %s?"
+                % (", ".join("'%s'" % n for n in sorted(names)), opts.node),
+                skip=opts.force)
+    params = {"node_name": opts.node, "mode": mode,
+              "remote_node": opts.remote_node,
+              "iallocator": opts.iallocator,
+              "early_release": opts.early_release}
+    if opts.ignore_soft_errors:
+        params["ignore_soft_errors"] = True
+    result = ctx.run_op(ctx.opcode("OP_NODE_EVACUATE", **params))
+    return _follow_jobs(ctx, result)
+
+
+@commands.command(
+    "migrate",
+    opts=[base.FORCE_OPT,
+          Opt("--non-live", dest="live", action="store_false", default=None,
+              help="pause the instances while their memory is copied"),
+          Opt("--migration-mode", choices=["live", "non-live"],
+              help="live or non-live"),
+          Opt("--no-runtime-changes", dest="allow_runtime_changes",
+              action="store_false", help="do not change instances' memory"),
+          Opt("--ignore-ipolicy", action="store_true",
+              help="ignore instance policy violations"),
+          Group(Opt("-n", "--target-node", dest="target_node",
+                    metavar="NODE", help="migrate every instance there"),
+                Opt("-I", "--iallocator", metavar="NAME",
+                    help="instance allocator (none is available yet)"))]
+    + base.JOB_OPTS,
+    args=[Opt("node", metavar="NODE")],
+    help="migrate every primary instance of a node (failover if the node"
+    " is offline)")
+def migrate(ctx, opts):
+    if opts.live is not None and opts.migration_mode:
+        raise errors.ParameterError(
+            "--non-live", "--non-live and --migration-mode are exclusive")
+    names = _primary_names(ctx, opts.node)
+    if not names:
+        ctx.out("No primary instances on node %s, exiting." % opts.node)
+        return base.EXIT_SUCCESS
+    ctx.confirm("Migrate instance(s) %s?"
+                % ", ".join("'%s'" % n for n in sorted(names)),
+                skip=opts.force)
+    result = ctx.run_op(ctx.opcode(
+        "OP_NODE_MIGRATE", node_name=opts.node, mode=opts.migration_mode,
+        live=opts.live, target_node=opts.target_node,
+        iallocator=opts.iallocator,
+        allow_runtime_changes=opts.allow_runtime_changes,
+        ignore_ipolicy=opts.ignore_ipolicy))
+    return _follow_jobs(ctx, result)
+
+
+# --- modify-storage, repair-storage -------------------------------------------------
+
+_STORAGE_ARGS = [Opt("node", metavar="NODE"),
+                 Opt("storage_type", metavar="STORAGE_TYPE",
+                     choices=sorted(opcodes.STORAGE_TYPES)),
+                 Opt("name", metavar="NAME")]
+
+
+@commands.command(
+    "modify-storage",
+    opts=[_yes_no_opt("--allocatable", dest="allocatable",
+                      help="may new data be put on the unit (lvm-pv)")]
+    + base.JOB_OPTS,
+    args=_STORAGE_ARGS,
+    help="change a storage unit (e.g. stop allocations on a PV)")
+def modify_storage(ctx, opts):
+    changes = {}
+    if opts.allocatable is not None:
+        changes["allocatable"] = opts.allocatable
+    if not changes:
+        raise base.CommandFailed("No changes to storage unit %s given"
+                                 % opts.name)
+    ctx.run_op(ctx.opcode("OP_NODE_MODIFY_STORAGE", node_name=opts.node,
+                          storage_type=opts.storage_type, name=opts.name,
+                          changes=changes))
+
+
+@commands.command(
+    "repair-storage",
+    opts=[Opt("--ignore-consistency", action="store_true",
+              help="repair even if instances have bad data on other"
+              " nodes")] + base.JOB_OPTS,
+    args=_STORAGE_ARGS,
+    help="repair a storage unit (e.g. drop missing PVs from a VG)")
+def repair_storage(ctx, opts):
+    ctx.run_op(ctx.opcode("OP_REPAIR_NODE_STORAGE", node_name=opts.node,
+                          storage_type=opts.storage_type, name=opts.name,
+                          ignore_consistency=opts.ignore_consistency))
 
 
 # --- tags ------------------------------------------------------------------------
