@@ -86,6 +86,8 @@ def parse_fingerprint(text):
         raise errors.ParameterError("join_fingerprint",
                                     "a fingerprint must be a string")
     value = text.strip()
+    if value.lower().startswith("sha256 fingerprint="):   # openssl x509
+        value = value.split("=", 1)[1]
     if value.lower().startswith("sha256:"):
         value = value[len("sha256:"):]
     hexdigits = value.replace(":", "")

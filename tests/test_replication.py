@@ -194,7 +194,8 @@ class FingerprintTests(unittest.TestCase):
     def test_forms(self):
         canonical = ":".join(["AB"] * 32)
         for text in ("SHA256:" + canonical, "sha256:" + canonical.lower(),
-                     canonical, "ab" * 32, "  SHA256:" + "ab" * 32 + "\n"):
+                     canonical, "ab" * 32, "  SHA256:" + "ab" * 32 + "\n",
+                     "sha256 Fingerprint=" + canonical):
             self.assertEqual(replication.parse_fingerprint(text), canonical)
         self.assertEqual(replication.format_fingerprint(canonical),
                          "SHA256:" + canonical)

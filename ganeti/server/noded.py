@@ -115,7 +115,8 @@ class Options(usage.Options):
          " script may run.", float],
         ["master-fingerprint", None, None, "With --bootstrap: accept a join"
          " only from a master presenting the cluster certificate with this"
-         " SHA-256 fingerprint (gnt-cluster info shows it)."],
+         " SHA-256 fingerprint (on the master: openssl x509 -noout"
+         " -fingerprint -sha256 -in /var/lib/ganeti/server.pem)."],
     ]
 
     def __init__(self):
