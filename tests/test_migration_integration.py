@@ -157,6 +157,21 @@ class ClusterTestCase(unittest.TestCase):
         op.update(kw)
         return self.run_job(op)
 
+    def gnt(self, program, *args):
+        module = "ganeti.cli." + program.replace("-", "_")
+        env = dict(os.environ, GANETI_ROOTDIR=self.vc.master.root,
+                   LANG="C.UTF-8", PYTHONPATH=HERE)
+        proc = subprocess.run([sys.executable, "-m", module] + list(args),
+                              env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, timeout=240, cwd="/")
+        return proc.returncode, proc.stdout.decode("utf-8", "replace")
+
+    def ok(self, program, *args):
+        code, out = self.gnt(program, *args)
+        self.assertEqual(code, 0, "%s %s failed:\n%s"
+                         % (program, " ".join(args), out))
+        return out
+
     def fake_pid(self, node, name=INSTANCE):
         rt = state.RuntimeDir(node.root, constants.HT_FAKE)
         pid = state.read_pid_file(rt.pid_path(name))

@@ -13,30 +13,13 @@ hypervisor, busybox OS:
 """
 
 import os
-import subprocess
-import sys
 
 from ganeti import constants
 
-from tests.test_migration_integration import ClusterTestCase, HERE
+from tests.test_migration_integration import ClusterTestCase
 
 
 class NodeEvacuationTests(ClusterTestCase):
-
-    def gnt(self, program, *args):
-        module = "ganeti.cli." + program.replace("-", "_")
-        env = dict(os.environ, GANETI_ROOTDIR=self.vc.master.root,
-                   LANG="C.UTF-8", PYTHONPATH=HERE)
-        proc = subprocess.run([sys.executable, "-m", module] + list(args),
-                              env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, timeout=240, cwd="/")
-        return proc.returncode, proc.stdout.decode("utf-8", "replace")
-
-    def ok(self, program, *args):
-        code, out = self.gnt(program, *args)
-        self.assertEqual(code, 0, "%s %s failed:\n%s"
-                         % (program, " ".join(args), out))
-        return out
 
     def disk_head(self, name):
         path = self.query(name)["disks"][0]["logical_id"][1]
