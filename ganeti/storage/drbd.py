@@ -501,7 +501,11 @@ class DrbdDevice(object):
                     % self.params.resource, "role": None}
         return disk_status(res, self.path)
 
-    async def disconnect_net(self):
+    def disconnect_net(self):
+        """Standalone: drop the peer (Deferred)."""
+        return defer.Deferred.fromCoroutine(self._disconnect_net())
+
+    async def _disconnect_net(self):
         res = await self.resource_status()
         if res is None:
             raise errors.BlockDeviceError("DRBD %s is not active"
@@ -514,21 +518,30 @@ class DrbdDevice(object):
             await self._run([DRBDSETUP, "del-peer", self.params.resource,
                              str(conn.peer_node_id)])
 
-    async def attach_net(self, multimaster=False):
+    def attach_net(self, multimaster=False):
+        """Connect to the peer the config names (Deferred); with
+        ``multimaster`` both sides may be primary (live migration)."""
+        return defer.Deferred.fromCoroutine(self._attach_net(multimaster))
+
+    async def _attach_net(self, multimaster):
         res = await self.resource_status()
         if res is None:
             raise errors.BlockDeviceError("DRBD %s is not active"
                                           % self.params.resource)
         if any(c.peer_node_id == self.params.remote_node_id
                for c in res.connections):
-            await self.disconnect_net()
+            await self._disconnect_net()
         await self._run_all(net_commands(self.params, multimaster) + [
             [DRBDSETUP, "connect", self.params.resource,
              str(self.params.remote_node_id)]])
 
-    async def replace_children(self, new_children):
+    def replace_children(self, new_children):
         """Swap the local storage for new LVs (replace-disks on this node);
-        the peer's data is copied over by DRBD's resync."""
+        the peer's data is copied over by DRBD's resync (Deferred)."""
+        return defer.Deferred.fromCoroutine(
+            self._replace_children(new_children))
+
+    async def _replace_children(self, new_children):
         from ganeti.storage import lvm
         if len(new_children) != 2:
             raise errors.ParameterError(
