@@ -236,6 +236,11 @@ def _fix_instance(row):
 
 
 def _fix_node(row):
+    # Ganeti reports the CPUs the node OS may use (cpu_dom0) as all of them
+    # on every hypervisor but Xen; the query layer does not say it yet, and
+    # htools need a number for every online node.
+    if row.get("cnos") is None and row.get("ctotal") is not None:
+        row["cnos"] = row["ctotal"]
     return row
 
 
@@ -768,7 +773,7 @@ resource(_instance + "/console", "instances_name_console", "Console",
 # --- Nodes ------------------------------------------------------------------
 
 async def _node_get(req):
-    row = await _one(req, "node", N_FIELDS, req.params["name"])
+    row = await _one(req, "node", N_FIELDS, req.params["name"], _fix_node)
     row["secondary_ip"] = row.get("sip")
     return row
 
@@ -869,7 +874,8 @@ async def _node_storage_repair(req):
 
 _node = "/2/nodes/{name}"
 resource("/2/nodes", "nodes", "Nodes",
-         Method("GET", _list("node", "id", "/2/nodes/%s", N_FIELDS),
+         Method("GET", _list("node", "id", "/2/nodes/%s", N_FIELDS,
+                             _fix_node),
                 "All nodes (names and URIs, or full with bulk=1)",
                 query=(BULK,), returns="list"))
 resource(_node, "nodes_name", "One node",

@@ -95,7 +95,7 @@ class RapiService(service.MultiService):
         self.master = None
         self.app = None
 
-    def privilegedStartService(self):
+    def startService(self):
         from ganeti.rapi import app as rapi_app
         from ganeti.rapi import auth
         from ganeti.rapi.master import LuxiPool
@@ -124,7 +124,7 @@ class RapiService(service.MultiService):
                  " {users}, master socket {sock})", scheme=scheme,
                  bind=opts["bind"], port=opts["port"],
                  users=opts["users-file"], sock=paths.master_socket)
-        service.MultiService.privilegedStartService(self)
+        service.MultiService.startService(self)
 
     def stopService(self):
         d = service.MultiService.stopService(self)
