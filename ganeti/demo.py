@@ -41,6 +41,7 @@ DAEMONS = [
     ("ganeti-confd", "candidates",
      ["--port", str(constants.DEFAULT_CONFD_PORT)],
      ("udp", constants.DEFAULT_CONFD_PORT)),
+    ("ganeti-rapi", "master", [], ("tcp", constants.DEFAULT_RAPI_PORT)),
 ]
 
 
@@ -189,6 +190,14 @@ def print_summary(vc, store, started):
               " holding the cluster certificate (%s) are answered."
               % (constants.DEFAULT_NODED_PORT,
                  os.path.join(vc.master.paths.data_dir, "server.pem")))
+    if any(d == "ganeti-rapi" for d, _, _, _ in started):
+        print()
+        print("Remote API (HTTPS, anonymous reads; users in %s):"
+              % vc.master.paths.rapi_users_file)
+        print("  curl -k https://%s:%d/2/instances?bulk=1"
+              % (vc.master.ip, constants.DEFAULT_RAPI_PORT))
+        print("  /usr/lib/ganeti/3.0/usr/bin/hbal -m https://%s:%d"
+              % (vc.master.ip, constants.DEFAULT_RAPI_PORT))
     print()
     print("Drive it (our tools; Ganeti's own gnt-* work too with"
           " GANETI_ROOTDIR and GANETI_HOSTNAME set as above):")

@@ -100,6 +100,9 @@ class VirtualCluster(object):
         write_hmac_key(m.paths.hmac_key_file)
         crypto.generate_cluster_certificate(
             crypto.server_pem_path(m.paths), self.cluster_name)
+        # the remote API's certificate (ganeti-rapi on the master)
+        crypto.generate_cluster_certificate(
+            os.path.join(m.paths.data_dir, "rapi.pem"), self.cluster_name)
         self.distribute()
         return store
 
