@@ -133,6 +133,29 @@ class MembershipTests(unittest.TestCase):
                          % (program, " ".join(args), out))
         return out
 
+    def gnt_on_terminal(self, answer, program, *args):
+        """Run a command with a terminal as its stdin and output, typing
+        ``answer``; (code, output)."""
+        import pty
+        master, slave = pty.openpty()
+        os.write(master, answer.encode())
+        module = "ganeti.cli." + program.replace("-", "_")
+        proc = subprocess.Popen([sys.executable, "-m", module] + list(args),
+                                env=self.env(), stdin=slave, stdout=slave,
+                                stderr=slave, cwd="/")
+        os.close(slave)
+        output = b""
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:   # EIO: the command closed the terminal
+                break
+            if not chunk:
+                break
+            output += chunk
+        os.close(master)
+        return proc.wait(180), output.decode("utf-8", "replace")
+
     def bootstrap(self, node):
         """Start node's noded in bootstrap mode; the fingerprint it logs."""
         paths = self.paths[node]
@@ -327,9 +350,13 @@ class MembershipTests(unittest.TestCase):
             self.paths[2])))
         self.assertIsNone(ssconf(self.paths[2], "node_list"))
         self.assertIsNone(serial_of(self.paths[2]))
-        # ... and can join again with its new one-time certificate
-        self.ok("gnt-node", "add", "--primary-ip", self.ips[2],
-                "--join-fingerprint", fp3b, NAMES[2])
+        # ... and can join again with its new one-time certificate, which
+        # the admin confirms on a terminal this time
+        code, out = self.gnt_on_terminal("y\n", "gnt-node", "add",
+                                         "--primary-ip", self.ips[2],
+                                         NAMES[2])
+        self.assertEqual(code, 0, out)
+        self.assertIn("presents the certificate\r\n  %s\r\n" % fp3b, out)
         self.wait_replicated(2)
         self.assertEqual(self.node_list()[2][:2], [NAMES[2], "Y"])
 
