@@ -72,7 +72,7 @@ TO_CANDIDATES = "candidates"
 TO_VM_CAPABLE = "vm_capable"
 
 
-# --- fingerprints --------------------------------------------------------------
+# --- fingerprints ------------------------------------------------------------
 
 _HEX_RE = re.compile(r"^[0-9a-fA-F]{64}$")
 
@@ -105,7 +105,7 @@ def format_fingerprint(digest):
     return "SHA256:" + digest
 
 
-# --- calls by address, pinned to a certificate ----------------------------------
+# --- calls by address, pinned to a certificate -------------------------------
 
 @attr.s(frozen=True)
 class PinnedResult(rpc.RpcResult):
@@ -224,7 +224,7 @@ def cluster_certificate(ctx):
     return crypto.load_cluster_certificate(crypto.server_pem_path(ctx.paths))
 
 
-# --- file data -----------------------------------------------------------------
+# --- file data ---------------------------------------------------------------
 
 def encode_data(data):
     """File content for upload_file: ``["zlib+base64", text]``."""
@@ -258,7 +258,7 @@ def standard_path(paths, path):
     return path
 
 
-# --- replication -------------------------------------------------------------------
+# --- replication -------------------------------------------------------------
 
 @attr.s
 class _Snapshot(object):
@@ -465,7 +465,7 @@ async def sync(lu, force=False):
     return missed
 
 
-# --- ancillary files ----------------------------------------------------------------
+# --- ancillary files ---------------------------------------------------------
 
 def read_extra_files_list(paths):
     """The admin's ``redist-extra-files`` (standard paths); ParameterError

@@ -240,7 +240,8 @@ class FilesTests(unittest.TestCase):
                           "/etc/ganeti/vnc-i1"])
         self.cfg.set_cluster_params(enabled_hypervisors=["fake", "kvm"])
         files = dict(replication.ancillary_files(self.cfg, self.paths))
-        self.assertEqual(files["/etc/ganeti/vnc-i1"], replication.TO_VM_CAPABLE)
+        self.assertEqual(files["/etc/ganeti/vnc-i1"],
+                         replication.TO_VM_CAPABLE)
         self.assertEqual(files["/var/lib/ganeti/rapi.pem"],
                          replication.TO_CANDIDATES)
         self.assertEqual(files["/var/lib/ganeti/hmac.key"], replication.TO_ALL)

@@ -34,7 +34,8 @@ base.list_command(commands, "group", LIST_FIELDS, "list node groups",
 
 # --- parameters --------------------------------------------------------------
 
-ALLOC_POLICY_OPT = Opt("--alloc-policy", choices=constants.VALID_ALLOC_POLICIES,
+ALLOC_POLICY_OPT = Opt("--alloc-policy",
+                       choices=constants.VALID_ALLOC_POLICIES,
                        help="allocation policy of the group")
 NDPARAMS_OPT = Opt("--node-parameters", dest="ndparams",
                    metavar="KEY=VAL[,...]",
@@ -149,7 +150,7 @@ def group_params(opts):
     return params
 
 
-# --- commands ------------------------------------------------------------------
+# --- commands ----------------------------------------------------------------
 
 @commands.command("add", opts=PARAM_OPTS + [base.DRY_RUN_OPT] + base.JOB_OPTS,
                   args=[Opt("group", metavar="GROUP",

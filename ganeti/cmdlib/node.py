@@ -35,7 +35,7 @@ from ganeti import ssconf
 from ganeti.cmdlib.base import LogicalUnit
 from ganeti.cmdlib.common import update_params
 
-# --- the candidate pool -------------------------------------------------------
+# --- the candidate pool ------------------------------------------------------
 
 
 def candidate_stats(cfg, exceptions=()):
@@ -111,7 +111,7 @@ def maintain_candidate_pool(lu, exceptions=()):
     return promoted
 
 
-# --- parameter checks ----------------------------------------------------------
+# --- parameter checks --------------------------------------------------------
 
 def check_ip(value, field, version=None):
     try:
@@ -206,7 +206,7 @@ def _strip(msg, address):
     return msg[len(prefix):] if msg.startswith(prefix) else msg
 
 
-# --- OP_NODE_ADD ------------------------------------------------------------------
+# --- OP_NODE_ADD -------------------------------------------------------------
 
 @mcpu.register
 class LUNodeAdd(LogicalUnit):
@@ -432,7 +432,7 @@ class LUNodeAdd(LogicalUnit):
         return None
 
 
-# --- OP_NODE_REMOVE ---------------------------------------------------------------
+# --- OP_NODE_REMOVE ----------------------------------------------------------
 
 @mcpu.register
 class LUNodeRemove(LogicalUnit):
@@ -478,9 +478,9 @@ class LUNodeRemove(LogicalUnit):
                 " ganeti-noded and remove the cluster files (server.pem,"
                 " hmac.key, config.data, ssconf_*)" % node.name)
             return None
+        digest = replication.cluster_certificate(self.ctx).digest()
         result = await replication.address_rpc(self.ctx).call(
-            node.primary_ip, replication.cluster_certificate(self.ctx).digest(),
-            "node_leave", [])
+            node.primary_ip, digest, "node_leave", [])
         if not result.success:
             self.log_warning("Node %s could not leave the cluster cleanly:"
                              " %s" % (node.name, _strip(result.fail_msg,
@@ -490,7 +490,7 @@ class LUNodeRemove(LogicalUnit):
         return None
 
 
-# --- OP_NODE_SET_PARAMS -----------------------------------------------------------
+# --- OP_NODE_SET_PARAMS ------------------------------------------------------
 
 _ROLE_CANDIDATE, _ROLE_DRAINED, _ROLE_OFFLINE, _ROLE_REGULAR = range(4)
 _FLAGS_TO_ROLE = {
@@ -702,7 +702,7 @@ class LUNodeSetParams(LogicalUnit):
         return result
 
 
-# --- OP_CLUSTER_REDIST_CONF ---------------------------------------------------------
+# --- OP_CLUSTER_REDIST_CONF --------------------------------------------------
 
 @mcpu.register
 class LUClusterRedistConf(LogicalUnit):
