@@ -310,3 +310,30 @@ class CommandLineTests(unittest.TestCase):
                              ["add", "-p", "127.0.0.3", "node3"], self.client)
         self.assertEqual(code, 0, err)
         self.assertNotIn("join_fingerprint", self.client.op())
+
+
+class GroupInfoTests(unittest.TestCase):
+
+    def test_info(self):
+        from ganeti.cli import gnt_group
+        from tests.test_cli_fakes import FakeClient, field, run
+        client = FakeClient()
+        client.tables["group"] = (
+            [field(name) for name in gnt_group.INFO_FIELDS],
+            [["rack2", {"spindle_count": 2, "ssh_port": 22},
+              {"spindle_count": 2}, {"plain": {"stripes": 1}}, {},
+              {"vcpu-ratio": 4.0, "spindle-ratio": 32.0},
+              {"vcpu-ratio": 4.0}]])
+        code, out, err = run(gnt_group.commands, ["info", "rack2"], client)
+        self.assertEqual(code, 0, err)
+        self.assertEqual(out.splitlines(), [
+            "Node group: rack2",
+            "  Node parameters: ",
+            "    spindle_count: 2",
+            "    ssh_port: default (22)",
+            "  Disk parameters: ",
+            "    plain: ",
+            "      stripes: default (1)",
+            "  Instance policy: ",
+            "    spindle-ratio: default (32.0)",
+            "    vcpu-ratio: 4.0"])

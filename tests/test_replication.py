@@ -402,3 +402,44 @@ class PinnedClientTests(unittest.TestCase):
         one_time = replication.parse_fingerprint(self.membership.fingerprint)
         result = yield self.client.call("127.0.0.1", one_time, "version")
         self.assertTrue(result.success, result.fail_msg)
+
+
+class NodedOptionsTests(unittest.TestCase):
+    """ganeti-noded's bootstrap options."""
+
+    def parse(self, *argv):
+        from ganeti.server import noded
+        options = noded.Options()
+        options.parseOptions(["--root", self.root, "--bind", "127.0.0.1"]
+                             + list(argv))
+        return options
+
+    def setUp(self):
+        self.root = os.path.abspath(self.mktemp())
+
+    def test_bootstrap_without_certificate(self):
+        from twisted.python import usage
+        err = self.assertRaises(usage.UsageError, self.parse)
+        self.assertIn("server.pem does not exist", str(err))
+        options = self.parse("--bootstrap", "--master-fingerprint",
+                             "sha256:" + "ab" * 32, "--extra-file-dir",
+                             "/srv/conf")
+        self.assertIsNone(options["certificate"])
+        self.assertEqual(options["master-fingerprint"],
+                         ":".join(["AB"] * 32))
+        self.assertEqual(options["extra-file-dir"], ["/srv/conf"])
+        err = self.assertRaises(usage.UsageError, self.parse, "--bootstrap",
+                                "--master-fingerprint", "zz")
+        self.assertIn("--master-fingerprint", str(err))
+        err = self.assertRaises(usage.UsageError, self.parse, "--bootstrap",
+                                "--extra-file-dir", "relative")
+        self.assertIn("not an absolute path", str(err))
+
+    def test_bootstrap_with_certificate_is_a_member(self):
+        cert = cluster_cert(os.path.join(self.root, "certs"))
+        paths = pathutils.Paths(self.root)
+        os.makedirs(paths.data_dir)
+        with open(os.path.join(paths.data_dir, "server.pem"), "wb") as f:
+            f.write(cert.key_pem + cert.cert_pem)
+        options = self.parse("--bootstrap")
+        self.assertEqual(options["certificate"].digest(), cert.digest())
