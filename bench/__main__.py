@@ -11,6 +11,7 @@ BENCHMARKS = {
     "locks": "bench.locks",
     "jobs": "bench.jobs",
     "confd": "bench.confd",
+    "rapi": "bench.rapi",
 }
 
 

@@ -1226,3 +1226,65 @@ class BaserlibTests(unittest.TestCase):
             {"x": ["2"]}).bool, "x")
         self.assertRaises(baserlib.BadRequest, baserlib.QueryArgs(
             {"x": ["a"]}).int, "x")
+
+
+class CoalesceTests(RapiTestCase):
+
+    def test_next_batch_semantics(self):
+        from ganeti.rapi.coalesce import Coalescer
+        c = Coalescer()
+        runs = []
+
+        async def fn():
+            d = defer.Deferred()
+            runs.append(d)
+            return await d
+        first = c.run("k", fn)
+        second = c.run("k", fn)
+        third = c.run("k", fn)
+        other = c.run("other", fn)
+        self.assertEqual(len(runs), 2)       # "k" once, "other" once
+        runs[0].callback("old")
+        self.assertEqual(self.successResultOf(first), "old")
+        # the waiters arrived during the first run: a new run serves them
+        self.assertNoResult(second)
+        self.assertEqual(len(runs), 3)
+        runs[2].callback("new")
+        self.assertEqual(self.successResultOf(second), "new")
+        self.assertEqual(self.successResultOf(third), "new")
+        runs[1].errback(RuntimeError("x"))
+        self.failureResultOf(other, RuntimeError)
+        self.assertEqual(c.pending(), 0)
+
+    @defer.inlineCallbacks
+    def test_concurrent_bulk_reads_share_one_query(self):
+        queries = []
+        real = self.handler.query
+
+        def slow_query(what, fields, qfilter):
+            queries.append(what)
+            d = defer.Deferred()
+            self.clock.callLater(1, lambda: real(what, fields, qfilter)
+                                 .chainDeferred(d))
+            return d
+        self.handler.query = slow_query
+        requests = [self.request("GET", "/2/instances?bulk=1")
+                    for _ in range(5)]
+        self.clock.advance(1)
+        self.stub.flush()
+        self.clock.advance(1)
+        self.stub.flush()
+        results = []
+        for d in requests:
+            results.append((yield d))
+        self.assertEqual(len(queries), 2)
+        self.assertTrue(all(r == results[0] for r in results))
+        self.assertEqual(results[0][0], 200)
+        # different arguments are not shared
+        d1 = self.request("GET", "/2/instances")
+        d2 = self.request("GET", "/2/instances?bulk=1")
+        self.clock.advance(1)
+        self.stub.flush()
+        yield d1
+        yield d2
+        self.assertEqual(len(queries), 4)

@@ -12,7 +12,8 @@ every route goes through :meth:`RapiApp.dispatch`, which, in this order:
 4. checks that the master implements the method's opcodes (else 501,
    nothing submitted);
 5. runs the handler and answers its value as JSON, or the error as
-   ``{"code", "message", "explain"}``.
+   ``{"code", "message", "explain"}``; identical concurrent pure reads
+   share one run of the handler (:mod:`ganeti.rapi.coalesce`).
 
 Errors of the master map to HTTP: wrong input 400, unknown object 404,
 unknown opcode 501, queue drained or full 503, master unreachable 502,
@@ -35,6 +36,7 @@ from ganeti.rapi import auth
 from ganeti.rapi import baserlib
 from ganeti.rapi import resources
 from ganeti.rapi.baserlib import HttpError
+from ganeti.rapi.coalesce import Coalescer
 from ganeti.rapi.master import ImplementedOpcodes
 
 log = Logger()
@@ -104,6 +106,7 @@ class RapiApp(object):
         self.clock = clock
         self.require_auth = require_auth
         self.implemented = ImplementedOpcodes(master, clock, opcode_ttl)
+        self.coalescer = Coalescer()
 
     def resource(self):
         return self.app.resource()
@@ -153,9 +156,16 @@ class RapiApp(object):
                     "%s %s needs %s, which this cluster's master daemon does"
                     " not implement yet" % (verb, res.path,
                                             ", ".join(missing)))
-        req = resources.Request(self, res, method,
-                                baserlib.QueryArgs(request.args), body,
-                                params, user)
+        args = baserlib.QueryArgs(request.args)
+        req = resources.Request(self, res, method, args, body, params, user)
+        if method.shared and body is None:
+            key = (res.path, tuple(sorted(params.items())),
+                   tuple(sorted((k, tuple(v)) for k, v in args.args.items())))
+
+            async def render():
+                return baserlib.Rendered(baserlib.render_json(
+                    await method.handler(req)))
+            return await self.coalescer.run(key, render)
         return await method.handler(req)
 
     def _authenticate(self, request, method):
@@ -177,7 +187,10 @@ class RapiApp(object):
     # --- answers --------------------------------------------------------
 
     def _answer(self, request, code, value, headers=None):
-        data = baserlib.render_json(value)
+        if isinstance(value, baserlib.Rendered):
+            data = value.data
+        else:
+            data = baserlib.render_json(value)
         request.setResponseCode(code)
         request.setHeader(b"content-type", baserlib.JSON_TYPE)
         request.setHeader(b"server", SERVER)

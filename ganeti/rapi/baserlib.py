@@ -92,6 +92,15 @@ def render_json(value):
     return (json.dumps(value, sort_keys=True) + "\n").encode("utf-8")
 
 
+class Rendered(object):
+    """An answer already rendered (shared by coalesced requests)."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data):
+        self.data = data
+
+
 # --- Request bodies -------------------------------------------------------
 
 def parse_body(content_type, raw):

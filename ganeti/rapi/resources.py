@@ -109,6 +109,11 @@ class Method(object):
     returns = attr.ib(default="object")  # job_id, list, object, ...
 
     @property
+    def shared(self):
+        """Pure reads: identical concurrent requests share one answer."""
+        return self.verb == "GET" and not self.opcodes and self.body is None
+
+    @property
     def required_access(self):
         if self.access is not None:
             return self.access

@@ -1,0 +1,291 @@
+"""RAPI benchmark: the real daemons, a separate load-generator process.
+
+A one-node cluster with 2,000 instances (one file disk and one NIC each;
+written straight into config.data) runs ganeti-noded, ganeti-masterd and
+ganeti-rapi (HTTPS with its certificate, and a second ganeti-rapi with
+``--no-ssl``) on a random 127.x.y.z address.  A second process
+(``python -m bench.rapi --loadgen``) runs 16 concurrent clients (threads,
+one new connection per request, as the server closes every connection
+like Ganeti's) for a fixed time per scenario:
+
+* ``GET /2/instances?bulk=1`` -- every field of 2,000 instances, live state
+  from the node daemon included (one luxi Query, ~2.5 MB of JSON);
+* ``GET /2/jobs/ID`` -- a finished job (one luxi QueryJobs);
+* ``GET /version`` -- the baseline: HTTP, TLS and the app, no master.
+
+Requests/s and p50/p99 latency are reported for HTTPS and plain HTTP.
+"""
+
+import json
+import os
+import random
+import shutil
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+N_INSTANCES = 2000
+CLIENTS = 16
+DURATION = 8.0        # seconds per scenario
+WARMUP = 1.0
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TLS_PORT = 5080
+PLAIN_PORT = 5081
+
+
+# --- the cluster ---------------------------------------------------------------
+
+def build_cluster(base):
+    """A one-node virtual cluster holding N_INSTANCES instances."""
+    from ganeti import config, constants, objects
+    from ganeti.vcluster import VirtualCluster
+
+    vc = VirtualCluster(os.path.join(base, "vc"), node_count=1)
+    node = vc.master
+    node.ip = "127.%d.%d.%d" % (random.randint(1, 254),
+                                random.randint(1, 254),
+                                random.randint(2, 254))
+    store = vc.create(hypervisors=(constants.HT_FAKE,))
+    master = store.master_node
+    fdir = store.cluster.file_storage_dir
+    for i in range(N_INSTANCES):
+        name = "inst%04d.example.com" % i
+        disk = objects.Disk(
+            uuid=objects.new_uuid(), dev_type=constants.DT_FILE, size=1024,
+            mode="rw", nodes=[master.uuid], iv_name="disk/0",
+            logical_id=["loop", "%s/%s/disk0" % (fdir, name)])
+        inst = objects.Instance(
+            uuid=objects.new_uuid(), name=name, primary_node=master.uuid,
+            os="busybox+default", hypervisor=constants.HT_FAKE,
+            admin_state="down", admin_state_source="admin",
+            disks=[disk.uuid], disks_active=False,
+            beparams={"maxmem": 128, "minmem": 128, "vcpus": 1},
+            nics=[objects.NIC(uuid=objects.new_uuid(),
+                              mac="aa:00:00:%02x:%02x:%02x" % (
+                                  i // 65536, (i // 256) % 256, i % 256),
+                              nicparams={"mode": "routed", "link": "100"},
+                              ip="10.%d.%d.%d" % (i // 65536,
+                                                  (i // 256) % 256,
+                                                  i % 256))],
+            tags=["bench"], ctime=time.time(), mtime=time.time())
+        store.disks[disk.uuid] = disk
+        store.instances[inst.uuid] = inst
+    config.atomic_write(node.paths.config_file, store.dumps())
+    store = config.ConfigStore.load(node.paths.config_file)
+    store.verify()
+    return vc
+
+
+def _port_open(ip, port):
+    try:
+        socket.create_connection((ip, port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+def _wait(what, predicate, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise RuntimeError("timed out waiting for %s" % what)
+
+
+def start_daemons(vc):
+    from ganeti import constants, luxi
+    node = vc.master
+    os_dir = os.path.join(REPO, "etc", "os")
+    procs = []
+
+    def start(desc, argv):
+        proc = vc.start(desc, argv)
+        procs.append(proc)
+        return proc
+
+    def alive(proc):
+        if proc.poll() is not None:
+            raise RuntimeError("%s exited; see %s" % (proc.args, vc.base))
+        return True
+
+    noded = start("noded", vc.twistd_command(
+        "ganeti-noded", node, "--no-mlock", "--os-search-path", os_dir))
+    _wait("noded", lambda: alive(noded) and _port_open(
+        node.ip, constants.DEFAULT_NODED_PORT))
+    master = start("masterd", vc.twistd_command("ganeti-masterd", node))
+
+    def answers():
+        alive(master)
+        try:
+            with luxi.BlockingClient(node.paths.master_socket, 5) as c:
+                c.call("QueryConfigValues", ["cluster_name"])
+            return True
+        except luxi.NoMasterError:
+            return False
+    _wait("masterd", answers)
+    tls = start("rapi", vc.twistd_command("ganeti-rapi", node, "--port",
+                                          str(TLS_PORT)))
+    plain = start("rapi-plain", vc.twistd_command(
+        "ganeti-rapi", node, "--port", str(PLAIN_PORT), "--no-ssl"))
+    for proc, port in ((tls, TLS_PORT), (plain, PLAIN_PORT)):
+        _wait("rapi on %d" % port, lambda: alive(proc) and
+              _port_open(node.ip, port))
+
+
+def finished_job(vc):
+    """The id of a finished job (OP_TEST_DELAY of 0 s)."""
+    from ganeti import luxi
+    with luxi.BlockingClient(vc.master.paths.master_socket, 60) as c:
+        job = c.call("SubmitJob", [{"OP_ID": "OP_TEST_DELAY",
+                                    "duration": 0.0}])
+        _wait("job %s" % job, lambda: c.call("QueryJobs", [job], [
+            "status"])[0][0] in ("success", "error", "canceled"))
+    return job
+
+
+# --- the load generator (its own process) --------------------------------------
+
+def loadgen(host, port, use_tls, path, clients=CLIENTS, duration=DURATION,
+            warmup=WARMUP):
+    """Run ``clients`` threads GETting ``path`` for ``duration`` s after
+    ``warmup`` s; statistics of the measured part."""
+    import http.client
+    ctx = None
+    if use_tls:
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    start = time.monotonic() + warmup
+    end = start + duration
+    lock = threading.Lock()
+    latencies, failures, sizes = [], [], []
+
+    def client():
+        while True:
+            t0 = time.monotonic()
+            if t0 >= end:
+                return
+            try:
+                if ctx is not None:
+                    conn = http.client.HTTPSConnection(host, port,
+                                                       context=ctx,
+                                                       timeout=60)
+                else:
+                    conn = http.client.HTTPConnection(host, port, timeout=60)
+                conn.request("GET", path)
+                resp = conn.getresponse()
+                body = resp.read()
+                conn.close()
+                ok = resp.status == 200
+            except (OSError, http.client.HTTPException) as err:
+                ok, body = False, str(err).encode()
+            t1 = time.monotonic()
+            if t1 < start or t1 > end:
+                continue
+            with lock:
+                if ok:
+                    latencies.append(t1 - t0)
+                    sizes.append(len(body))
+                else:
+                    failures.append(body[:200].decode("utf-8", "replace"))
+
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    latencies.sort()
+
+    def pct(p):
+        if not latencies:
+            return None
+        return latencies[min(len(latencies) - 1,
+                             int(round(p / 100.0 * (len(latencies) - 1))))]
+    return {"path": path, "tls": use_tls, "clients": clients,
+            "requests": len(latencies), "failures": len(failures),
+            "failure_sample": failures[:3],
+            "rps": len(latencies) / duration, "p50": pct(50), "p99": pct(99),
+            "max": latencies[-1] if latencies else None,
+            "bytes": (sum(sizes) // len(sizes)) if sizes else 0}
+
+
+def _run_loadgen(host, port, use_tls, path):
+    env = dict(os.environ, PYTHONPATH=REPO)
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.rapi", "--loadgen", host, str(port),
+         "1" if use_tls else "0", path], env=env, cwd=REPO,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        timeout=DURATION + WARMUP + 300)
+    if proc.returncode != 0:
+        raise RuntimeError("load generator failed:\n%s"
+                           % proc.stderr.decode("utf-8", "replace"))
+    return json.loads(proc.stdout.decode("utf-8"))
+
+
+def _table(headers, rows):
+    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
+    fmt = "| " + " | ".join("%%-%ds" % w for w in widths) + " |"
+    print(fmt % tuple(headers))
+    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    for row in rows:
+        print(fmt % tuple(row))
+
+
+def bench():
+    base = tempfile.mkdtemp(prefix="rapib-", dir="/tmp")
+    vc = None
+    try:
+        t0 = time.monotonic()
+        vc = build_cluster(base)
+        start_daemons(vc)
+        job = finished_job(vc)
+        setup = time.monotonic() - t0
+        ip = vc.master.ip
+        results = []
+        for path in ("/2/instances?bulk=1", "/2/jobs/%d" % job, "/version"):
+            for use_tls, port in ((True, TLS_PORT), (False, PLAIN_PORT)):
+                results.append(_run_loadgen(ip, port, use_tls, path))
+    finally:
+        if vc is not None:
+            vc.stop_all()
+        shutil.rmtree(base, ignore_errors=True)
+    print("%d instances on one node (fake hypervisor; live state asked from"
+          " the node daemon on every bulk query); setup %.1f s"
+          % (N_INSTANCES, setup))
+    print("load generator: a separate process, %d concurrent clients, a new"
+          " connection per request (the server closes each, as Ganeti's),"
+          " %.0f s per row after %.0f s warm-up" % (CLIENTS, DURATION,
+                                                    WARMUP))
+    print()
+    rows = []
+    for r in results:
+        rows.append((r["path"].replace("/%d" % job, "/ID")
+                     if "/jobs/" in r["path"] else r["path"],
+                     "https" if r["tls"] else "http",
+                     "%.1f" % r["rps"],
+                     "%.1f" % (r["p50"] * 1000) if r["p50"] else "-",
+                     "%.1f" % (r["p99"] * 1000) if r["p99"] else "-",
+                     "%d" % r["bytes"], r["failures"]))
+    _table(("request", "scheme", "requests/s", "p50 ms", "p99 ms",
+            "body bytes", "failed"), rows)
+    for r in results:
+        if r["failures"]:
+            print("failures of %s: %s" % (r["path"], r["failure_sample"]))
+
+
+def run(reactor):
+    from twisted.internet import threads
+    return threads.deferToThread(bench)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--loadgen"]:
+        host, port, use_tls, path = sys.argv[2:6]
+        json.dump(loadgen(host, int(port), use_tls == "1", path), sys.stdout)
+    else:
+        bench()
