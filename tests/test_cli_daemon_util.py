@@ -49,10 +49,9 @@ class DaemonUtilTests(unittest.TestCase):
         self.assertEqual(daemon_util.running_pid(self.root,
                                                  daemon_util.NODED),
                          proc.pid)
-        self.assertEqual(daemon_util.status(self.root),
-                         {daemon_util.NODED: proc.pid,
-                          daemon_util.MASTERD: None,
-                          daemon_util.CONFD: None})
+        expected = {d: None for d in daemon_util.MASTER_DAEMONS}
+        expected[daemon_util.NODED] = proc.pid
+        self.assertEqual(daemon_util.status(self.root), expected)
         self.assertEqual(daemon_util.stop_daemon(self.root,
                                                  daemon_util.NODED),
                          proc.pid)
