@@ -256,8 +256,8 @@ class HtoolsTests(RapiDaemonTestCase):
             "beparams": {"memory": 64}, "name_check": False,
             "ip_check": False})
 
-    def hbal(self, target):
-        proc = subprocess.run([HBAL, "-m", target, "-p"],
+    def hbal(self, target, tool=HBAL, *extra):
+        proc = subprocess.run([tool, "-m", target] + list(extra or ["-p"]),
                               stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, timeout=120,
                               env={"PATH": "/usr/bin:/bin",
@@ -274,6 +274,25 @@ class HtoolsTests(RapiDaemonTestCase):
             self.assertIn("Loaded 1 nodes, 1 instances", out)
             self.assertRegex(out, r"Initial score: \d+\.\d+")
             self.assertIn(self.vc.master.name, out)
+
+    def test_hspace_and_hscan(self):
+        bindir = os.path.dirname(HBAL)
+        target = "%s:%d" % (self.vc.master.ip, PLAIN_PORT)
+        out = self.hbal(target, os.path.join(bindir, "hspace"),
+                        "--machine-readable")
+        self.assertIn("HTS_OK=1", out)
+        self.assertIn("HTS_INI_INST_CNT=1", out)
+        scan_dir = os.path.join(self.base, "scan")
+        os.makedirs(scan_dir)
+        proc = subprocess.run([os.path.join(bindir, "hscan"), "-d", scan_dir,
+                               target], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, timeout=120)
+        self.assertEqual(proc.returncode, 0, proc.stdout)
+        (data,) = os.listdir(scan_dir)
+        with open(os.path.join(scan_dir, data)) as f:
+            text = f.read()
+        self.assertIn(INSTANCE, text)
+        self.assertIn(self.vc.master.name, text)
 
 
 class ForthcomingTests(RapiDaemonTestCase):
