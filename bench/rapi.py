@@ -37,7 +37,7 @@ TLS_PORT = 5080
 PLAIN_PORT = 5081
 
 
-# --- the cluster ---------------------------------------------------------------
+# --- the cluster -------------------------------------------------------------
 
 def build_cluster(base):
     """A one-node virtual cluster holding N_INSTANCES instances."""
@@ -148,7 +148,7 @@ def finished_job(vc):
     return job
 
 
-# --- the load generator (its own process) --------------------------------------
+# --- the load generator (its own process) ------------------------------------
 
 def loadgen(host, port, use_tls, path, clients=CLIENTS, duration=DURATION,
             warmup=WARMUP):

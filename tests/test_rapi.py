@@ -379,7 +379,7 @@ class RequireAuthTests(RapiTestCase):
                          auth=basic("nobody", "nopw"))
 
 
-# --- HTTP basics ---------------------------------------------------------------
+# --- HTTP basics -------------------------------------------------------------
 
 class ProtocolTests(RapiTestCase):
 
@@ -455,7 +455,7 @@ class ProtocolTests(RapiTestCase):
         self.assertIn("'bulk'", err["message"])
 
 
-# --- Master errors -------------------------------------------------------------
+# --- Master errors -----------------------------------------------------------
 
 class MasterErrorTests(RapiTestCase):
 
@@ -490,7 +490,7 @@ class MasterErrorTests(RapiTestCase):
         self.assertIn("drained", err["message"])
 
 
-# --- Lists and objects ---------------------------------------------------------
+# --- Lists and objects -------------------------------------------------------
 
 class ListTests(RapiTestCase):
 
@@ -583,7 +583,7 @@ class ListTests(RapiTestCase):
         self.assertIn("Can't get OS list", err["message"])
 
 
-# --- Tags ------------------------------------------------------------------------
+# --- Tags --------------------------------------------------------------------
 
 class TagTests(RapiTestCase):
 
@@ -621,7 +621,7 @@ class TagTests(RapiTestCase):
         self.assertEqual(self.handler.submitted, [])
 
 
-# --- Jobs --------------------------------------------------------------------------
+# --- Jobs --------------------------------------------------------------------
 
 class JobTests(RapiTestCase):
 
@@ -710,7 +710,7 @@ class JobTests(RapiTestCase):
                          body={"fields": ["status"]})
 
 
-# --- Opcodes the master lacks --------------------------------------------------
+# --- Opcodes the master lacks ------------------------------------------------
 
 class NotImplementedTests(RapiTestCase):
 
@@ -765,7 +765,7 @@ class NotImplementedTests(RapiTestCase):
 _query_implemented_opcodes = FakeHandler.query_implemented_opcodes
 
 
-# --- Generic queries -------------------------------------------------------------
+# --- Generic queries ---------------------------------------------------------
 
 class QueryTests(RapiTestCase):
 
@@ -809,7 +809,7 @@ class QueryTests(RapiTestCase):
         self.assertTrue(err["message"])
 
 
-# --- Write resources: the opcodes they submit ----------------------------------
+# --- Write resources: the opcodes they submit --------------------------------
 
 CREATE_BODY = {"__version__": 1, "beparams": {"memory": 512},
                "disk_template": "file", "disks": [{"size": 1024}],
@@ -1080,8 +1080,8 @@ class OtherWriteTests(WriteTestCase):
 
     @defer.inlineCallbacks
     def test_groups(self):
-        yield self.submitted("POST", "/2/groups", {"name": "g3",
-                                                   "alloc_policy": "last_resort"},
+        yield self.submitted("POST", "/2/groups",
+                             {"name": "g3", "alloc_policy": "last_resort"},
                              OP_ID="OP_GROUP_ADD", group_name="g3")
         yield self.submitted("DELETE", "/2/groups/g3",
                              OP_ID="OP_GROUP_REMOVE", group_name="g3")
@@ -1135,7 +1135,7 @@ class OtherWriteTests(WriteTestCase):
         yield self.error(503, "GET", "/2/instances/%s/console" % I1)
 
 
-# --- The OpenAPI document ---------------------------------------------------------
+# --- The OpenAPI document ----------------------------------------------------
 
 class OpenApiTests(RapiTestCase):
 

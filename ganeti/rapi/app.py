@@ -94,14 +94,19 @@ def _error_from_ganeti(err):
 
 class RapiApp(object):
     """The remote API, answering from ``master`` (a luxi caller: ``call(
-    method, *args)`` returning a Deferred) for the users of ``users``."""
+    method, *args)`` returning a Deferred) for the users of ``users``.
+
+    ``long_poll`` (default: ``master``) carries the ``/2/jobs/ID/wait``
+    long polls, so that many waiting clients never use up the connections
+    other requests need."""
 
     app = Klein()
     app.url_map.converters["gname"] = NameConverter
 
     def __init__(self, master, users, clock, require_auth=False,
-                 opcode_ttl=10.0):
+                 opcode_ttl=10.0, long_poll=None):
         self.master = master
+        self.long_poll = long_poll if long_poll is not None else master
         self.users = users
         self.clock = clock
         self.require_auth = require_auth

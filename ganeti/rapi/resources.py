@@ -14,7 +14,6 @@ Path parameters: ``{job_id}`` and ``{disk_index}`` are integers, ``{uuid}``
 a filter UUID, every other one a name (``[\\w._-]+``).
 """
 
-import re
 import time
 
 import attr
@@ -30,6 +29,8 @@ from ganeti.rapi.baserlib import BadRequest, NotFound
 ANON = ()
 WRITE = (auth.ACCESS_WRITE,)
 READ_WRITE = (auth.ACCESS_READ, auth.ACCESS_WRITE)
+
+RAPI_VERSION = 2
 
 #: /2/features
 FEATURES = ["instance-create-reqv1", "instance-reinstall-reqv1",
@@ -75,8 +76,6 @@ NODE_ROLES = {"M": "master", "C": "master-candidate", "R": "regular",
 WAIT_TIMEOUT = 10
 #: how long /2/os and the console wait for their job
 SYNC_JOB_TIMEOUT = 120
-
-_NAME_RE = re.compile(r"^[\w._-]+$")
 
 
 # --- The table --------------------------------------------------------------
@@ -266,7 +265,7 @@ async def _null(req):
 
 
 async def _version(req):
-    return constants.RAPI_VERSION if hasattr(constants, "RAPI_VERSION") else 2
+    return RAPI_VERSION
 
 
 async def _features(req):
@@ -459,12 +458,8 @@ async def _multi_alloc(req):
         inst = dict(inst)
         inst.pop("__version__", None)
         params = _creation_params(inst, "instances/%d" % idx)
-        try:
-            nested.append(baserlib.build_opcode(
-                "OP_INSTANCE_CREATE", params,
-                where="instances/%d" % idx))
-        except BadRequest:
-            raise
+        nested.append(baserlib.build_opcode("OP_INSTANCE_CREATE", params,
+                                            where="instances/%d" % idx))
     body["instances"] = nested
     return await req.submit(req.opcode("OP_INSTANCE_MULTI_ALLOC", body))
 
@@ -1111,8 +1106,9 @@ async def _job_wait(req):
                          " expected an integer or null, got %r"
                          % (prev_serial,))
     try:
-        result = await req.call(luxi.REQ_WAIT_FOR_JOB_CHANGE, job_id, fields,
-                                prev_info, prev_serial, WAIT_TIMEOUT)
+        result = await req.app.long_poll.call(
+            luxi.REQ_WAIT_FOR_JOB_CHANGE, job_id, fields, prev_info,
+            prev_serial, WAIT_TIMEOUT)
     except errors.JobLost:
         raise _unknown_job(job_id)
     if result is None:
@@ -1301,6 +1297,3 @@ resource("/2/filters/{uuid}", "filters_uuid", "One job filter rule",
          Method("DELETE", _filter_delete, "Remove the filter",
                 returns="null"))
 
-
-def valid_name(text):
-    return bool(_NAME_RE.match(text))

@@ -44,7 +44,8 @@ class Options(usage.Options):
         ["users-file", None, None, "The users file (default:"
          " ROOT/var/lib/ganeti/rapi/users)."],
         ["luxi-connections", None, 16, "Luxi connections to the master at"
-         " most (long polls each hold one).", int],
+         " most for queries and jobs; as many again carry the"
+         " /2/jobs/ID/wait long polls.", int],
     ]
     optFlags = [
         ["no-ssl", None, "Serve plain HTTP (no TLS)."],
@@ -103,10 +104,13 @@ class RapiService(service.MultiService):
         paths = opts["paths"]
         self.master = LuxiPool(self.reactor, paths.master_socket,
                                size=opts["luxi-connections"])
+        self.long_poll = LuxiPool(self.reactor, paths.master_socket,
+                                  size=opts["luxi-connections"])
         users = auth.UsersFile(opts["users-file"])
         self.app = rapi_app.RapiApp(
             self.master, users, self.reactor,
-            require_auth=opts["require-authentication"])
+            require_auth=opts["require-authentication"],
+            long_poll=self.long_poll)
         site = Site(self.app.resource())
         site.displayTracebacks = False
         if opts["no-ssl"]:
@@ -128,8 +132,9 @@ class RapiService(service.MultiService):
 
     def stopService(self):
         d = service.MultiService.stopService(self)
-        if self.master is not None:
-            d.addCallback(lambda _: self.master.close())
+        for pool in (self.master, getattr(self, "long_poll", None)):
+            if pool is not None:
+                d.addCallback(lambda _, p=pool: p.close())
         return d
 
 
