@@ -1,7 +1,5 @@
 """Migrate and failover logical units, with a fake RPC and a Clock."""
 
-from twisted.internet import defer
-
 from ganeti import errors
 from ganeti import locking
 from ganeti import mcpu

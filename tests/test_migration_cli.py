@@ -7,7 +7,7 @@ from twisted.trial import unittest
 from ganeti.cli import gnt_instance
 from ganeti.cli import gnt_node
 
-from tests.test_cli_fakes import FakeClient, field, run
+from tests.test_cli_fakes import FakeClient, run
 from tests.test_cli_node_os import NODE_FIELDS, NODE_ROWS
 
 

@@ -48,7 +48,7 @@ EXT = "ext"
 INT = "int"
 
 
-# --- helpers shared with instance_move / node_evacuate ------------------------
+# --- helpers shared with instance_move / node_evacuate -----------------------
 
 def template_kind(disks):
     """EXT (every disk externally mirrored), INT (every disk drbd), None
@@ -197,7 +197,7 @@ def sleep(clock, seconds):
     return task.deferLater(clock, seconds, lambda: None)
 
 
-# --- the logical units ----------------------------------------------------------
+# --- the logical units -------------------------------------------------------
 
 class _MoveInstanceLU(LogicalUnit):
     """Common part of migrate and failover (Ganeti's TLMigrateInstance)."""
@@ -244,7 +244,7 @@ class _MoveInstanceLU(LogicalUnit):
     def instance(self):
         return self.cfg.get_instance(self.instance_uuid)
 
-    # --- checks ---------------------------------------------------------------
+    # --- checks --------------------------------------------------------------
 
     async def check_prereq(self):
         op = self.op
@@ -370,7 +370,7 @@ class _MoveInstanceLU(LogicalUnit):
                                constants.HT_MIGRATION_LIVE)
             self.live = mode == constants.HT_MIGRATION_LIVE
 
-    # --- execution ----------------------------------------------------------------
+    # --- execution -----------------------------------------------------------
 
     async def exec_(self):
         inst = self.instance
@@ -611,7 +611,7 @@ class _MoveInstanceLU(LogicalUnit):
                 % (common.node_name(self.cfg, self.source_uuid),
                    "; ".join(errs)))
 
-    # --- cleanup of an interrupted migration -----------------------------------
+    # --- cleanup of an interrupted migration ---------------------------------
 
     async def _where_running(self):
         """{node uuid: InstanceInfo dict} of online nodes that have the
@@ -699,7 +699,7 @@ class _MoveInstanceLU(LogicalUnit):
         self.log_info("* done")
         return None
 
-    # --- failover ------------------------------------------------------------------
+    # --- failover ------------------------------------------------------------
 
     async def _failover(self):
         cfg = self.cfg

@@ -267,7 +267,7 @@ class LUInstanceMove(_InstanceLU):
         return None
 
 
-# --- recreate-disks ------------------------------------------------------------
+# --- recreate-disks ----------------------------------------------------------
 
 @mcpu.register
 class LUInstanceRecreateDisks(_InstanceLU):
@@ -322,7 +322,6 @@ class LUInstanceRecreateDisks(_InstanceLU):
 
     def check_prereq(self):
         cfg = self.cfg
-        op = self.op
         inst = self.instance
         common.check_not_forthcoming(inst, "recreate its disks")
         disks = cfg.instance_disks(inst)
@@ -476,7 +475,7 @@ def _free_minor(cfg, node_uuid):
     return minor
 
 
-# --- replace-disks (drbd) --------------------------------------------------------
+# --- replace-disks (drbd) ----------------------------------------------------
 
 @mcpu.register
 class LUInstanceReplaceDisks(_InstanceLU):

@@ -138,7 +138,8 @@ class LUNodeQueryStorage(LogicalUnit):
                 self.log_warning("Can't get storage data from node %s: %s",
                                  node.name, res.fail_msg)
                 continue
-            rows = sorted((dict(zip(wanted, row)) for row in res.payload or []),
+            rows = sorted((dict(zip(wanted, row))
+                           for row in res.payload or []),
                           key=lambda r: str(r.get(storage.SF_NAME)))
             for row in rows:
                 out = []
@@ -283,7 +284,7 @@ class LURepairNodeStorage(_NodeStorageLU):
         return None
 
 
-# --- instance disk status --------------------------------------------------------
+# --- instance disk status ----------------------------------------------------
 
 async def instance_disk_status(lu, instance, node_uuids=None):
     """Per disk and node: ``{"index", "iv_name", "node", "node_uuid",

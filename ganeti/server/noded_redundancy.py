@@ -158,7 +158,7 @@ class RedundancyProcedures(object):
             result.append(await storage.device_status(dev))
         return result
 
-    # -- storage units (seed 003) -----------------------------------------------
+    # -- storage units (seed 003) ---------------------------------------------
 
     @procedure(Arg("su_name", string), Arg("su_args", list_of(anything), []),
                Arg("name", string), Arg("changes", mapping))
@@ -183,7 +183,7 @@ class RedundancyProcedures(object):
             raise errors.ParameterError("su_name", "argument 'su_name': %s"
                                         % err.args[-1])
 
-    # -- DRBD (replace-disks) ------------------------------------------------------
+    # -- DRBD (replace-disks) -------------------------------------------------
 
     def _drbd(self, disk, field="disk"):
         dev = self._dev(disk, field)

@@ -411,7 +411,7 @@ class DrbdDevice(object):
                 return res
         return None
 
-    # -- IBlockDevice ----------------------------------------------------------
+    # -- IBlockDevice ---------------------------------------------------------
 
     def create(self, size):
         return defer.Deferred.fromCoroutine(self._create(size))
@@ -484,7 +484,7 @@ class DrbdDevice(object):
             return (int(res.devices[0].size) * 1024, None)
         return await self.data.dimensions()
 
-    # -- mirror operations -------------------------------------------------------
+    # -- mirror operations ----------------------------------------------------
 
     def status(self):
         return defer.Deferred.fromCoroutine(self._status())
