@@ -203,6 +203,16 @@ def _storage_unit(name, value):
 
 # ---------------------------------------------------------------------------
 
+def _resolve_existing(path):
+    """realpath of the longest existing prefix of ``path``, plus the rest."""
+    rest = []
+    existing = path
+    while not os.path.lexists(existing):
+        existing, tail = os.path.split(existing)
+        rest.insert(0, tail)
+    return os.path.join(os.path.realpath(existing), *rest)
+
+
 class NodeProcedures(object):
     """Every procedure of the node daemon, bound to one node."""
 
@@ -496,16 +506,14 @@ class NodeProcedures(object):
                 " ganeti-noded --extra-file-dir)"
                 % (path, ", ".join(sorted(files.ALLOWED_UPLOADS)),
                    ", ".join(dirs) or "none"))
-        root = os.path.realpath(self.paths.root)
-        allowed = os.path.join(root, parent.lstrip("/"))
+        allowed = _resolve_existing(os.path.join(self.paths.root,
+                                                 parent.lstrip("/")))
         target = os.path.join(self.paths.root, path.lstrip("/"))
-        # no symlink may lead out of the allowed directory
-        probe = os.path.dirname(target)
-        while not os.path.lexists(probe):
-            probe = os.path.dirname(probe)
-        real = os.path.realpath(probe)
-        if not (real + "/").startswith(allowed + "/") and \
-                not (allowed + "/").startswith(real + "/"):
+        # No symlink may lead out of the allowed directory: resolve what
+        # exists of the target's directory (what does not exist yet will be
+        # created as plain directories) and compare with the allowed one.
+        real = _resolve_existing(os.path.dirname(target))
+        if not (real + "/").startswith(allowed + "/"):
             raise errors.ParameterError(
                 "path", "path %s leads outside %s (symbolic link)"
                 % (path, parent))
