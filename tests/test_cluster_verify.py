@@ -21,7 +21,7 @@ from ganeti.cmdlib import verify
 from ganeti.hypervisor import state
 
 from tests.test_cmdlib_instance import (
-    NODE1, NODE2, FakeRpc, InstanceTestCase)
+    FSD, NODE1, NODE2, FakeRpc, InstanceTestCase)
 from tests.test_instance_integration import (
     FINAL, INSTANCE, DaemonsTestCase, wait_for)
 
@@ -31,11 +31,43 @@ INST = "inst1.example.com"
 class VerifyRpc(FakeRpc):
     """FakeRpc plus what verification asks nodes."""
 
-    def __init__(self):
+    def __init__(self, cfg=None):
         FakeRpc.__init__(self)
+        self.cfg = cfg
         self.versions = {}
         self.hv_problems = {}
         self.extra_domains = {}
+        #: node -> serial of its config.data (default: the master's on a
+        #: candidate, none elsewhere)
+        self.config_serials = {}
+        #: node -> {dir: [paths]} beyond the disks it created
+        self.stray_files = {}
+        #: node -> {vg: ["vg/lv"]} beyond the LVs of its disks
+        self.stray_lvs = {}
+        self.volume_errors = {}
+
+    def _verify_node_files(self, node, storage_dirs, vgs):
+        node_obj = self.cfg.get_node(node)
+        if node in self.config_serials:
+            serial = self.config_serials[node]
+        else:
+            serial = self.cfg.serial_no if node_obj.master_candidate \
+                else None
+        found = {d: [] for d in storage_dirs}
+        lvs = {vg: [] for vg in vgs}
+        for path in self.files.get(node, ()):
+            for d in storage_dirs:
+                if path.startswith(d + "/"):
+                    found[d].append(path)
+        for d, paths in self.stray_files.get(node, {}).items():
+            if d in found:
+                found[d].extend(paths)
+        for vg, names in self.stray_lvs.get(node, {}).items():
+            if vg in lvs:
+                lvs[vg].extend(names)
+        return {"config_serial": serial, "config_error": None,
+                "files": {d: sorted(p) for d, p in found.items()},
+                "lvs": lvs, "errors": dict(self.volume_errors.get(node, {}))}
 
     def _version(self, node):
         return self.versions.get(node, constants.PROTOCOL_VERSION)
@@ -77,7 +109,7 @@ class VerifyTestCase(InstanceTestCase):
 
     def setUp(self):
         InstanceTestCase.setUp(self)
-        self.rpc = VerifyRpc()
+        self.rpc = VerifyRpc(self.cfg)
         self.ctx.rpc = self.rpc
 
     def verify_group(self, **kw):
@@ -262,6 +294,257 @@ class GroupVerifyTests(VerifyTestCase):
         result, findings = self.verify_group(debug_simulate_errors=True)
         self.assertFalse(result)
         self.assertTrue(findings)
+
+
+class FakeReplicator(object):
+    """ctx.replicator as verification uses it: flush() and missed()."""
+
+    def __init__(self, cfg, missed=None):
+        self.cfg = cfg
+        self.flushed_at = []
+        self._missed = missed or {}
+
+    def flush(self, force=False):
+        self.flushed_at.append(self.cfg.serial_no)
+        return defer.succeed(None)
+
+    def missed(self):
+        return dict(self._missed)
+
+
+class ConfigCopyVerifyTests(VerifyTestCase):
+    """Each master candidate's copy of config.data, the replication."""
+
+    def test_candidate_copy_matches(self):
+        result, findings = self.verify_group()
+        self.assertEqual((result, findings), (True, []))
+        (call,) = [c for c in self.rpc.calls_of("verify_node_files")
+                   if c[0] == NODE2]
+        self.assertEqual(call[2], [[FSD], ["xenvg"]])
+
+    def test_serial_mismatch_names_node_and_serials(self):
+        master = self.cfg.serial_no
+        self.rpc.config_serials[NODE2] = master - 2
+        result, findings = self.verify_group(error_codes=True)
+        self.assertFalse(result)
+        self.assertEqual(findings, [
+            "  - ERROR:ENODEFILECHECK:node:%s:configuration serial of the"
+            " node's copy is %d, the master's is %d" % (NODE2, master - 2,
+                                                        master)])
+
+    def test_missing_copy_on_a_candidate(self):
+        self.rpc.config_serials[NODE2] = None
+        result, findings = self.verify_group()
+        self.assertFalse(result)
+        self.assertEqual(findings, [
+            "  - ERROR: node %s: the node's copy of the configuration is"
+            " missing (master candidate; the master's serial is %d)"
+            % (NODE2, self.cfg.serial_no)])
+
+    def test_copy_on_a_non_candidate_is_a_warning(self):
+        self.cfg.set_node_params(NODE2, master_candidate=False)
+        self.rpc.config_serials[NODE2] = 3
+        result, findings = self.verify_group()
+        self.assertTrue(result)
+        self.assertEqual(findings, [
+            "  - WARNING: node %s: the node holds a copy of the configuration"
+            " (serial 3) but is not a master candidate" % NODE2])
+
+    def test_replication_settles_first_and_misses_are_errors(self):
+        replicator = FakeReplicator(self.cfg, missed={
+            NODE2: (7, "node %s: connection refused" % NODE2)})
+        self.ctx.replicator = replicator
+        result, findings = self.verify_group()
+        self.assertEqual(replicator.flushed_at, [self.cfg.serial_no])
+        self.assertFalse(result)
+        self.assertEqual(findings, [
+            "  - ERROR: node %s: replication of configuration serial %d"
+            " failed: node %s: connection refused (last serial delivered: 7)"
+            % (NODE2, self.cfg.serial_no, NODE2)])
+
+    def test_a_write_during_verification_is_no_mismatch(self):
+        self.ctx.replicator = FakeReplicator(self.cfg)
+        settled = self.cfg.serial_no
+        answer = self.rpc._verify_node_files
+
+        def write_meanwhile(node, dirs, vgs):
+            # the node has what the flush sent; the master moves on
+            self.rpc.config_serials[NODE2] = settled
+            if self.cfg.serial_no == settled:
+                self.cfg.set_cluster_params(reserved_lvs=["xenvg/spare"])
+            return answer(node, dirs, vgs)
+        self.rpc._verify_node_files = write_meanwhile
+        result, findings = self.verify_group()
+        self.assertGreater(self.cfg.serial_no, settled)
+        self.assertEqual((result, findings), (True, []))
+
+    def test_unreachable_node_is_not_checked_twice(self):
+        self.ctx.replicator = FakeReplicator(self.cfg, missed={
+            NODE2: (None, "connection refused")})
+        self.rpc.fail["version"] = (lambda node, args: "connection refused"
+                                    if node == NODE2 else None)
+        _, findings = self.verify_group()
+        self.assertEqual(findings, [
+            "  - ERROR: node %s: while contacting node: node %s: connection"
+            " refused" % (NODE2, NODE2)])
+
+    def test_node_without_the_procedure(self):
+        self.rpc.fail["verify_node_files"] = "unknown procedure"
+        result, findings = self.verify_group()
+        self.assertTrue(result)
+        self.assertEqual(sorted(findings), [
+            "  - WARNING: node %s: cannot check the node's configuration copy"
+            " and volumes: node %s: unknown procedure" % (n, n)
+            for n in (NODE2,)])
+
+
+class OrphanVolumeTests(VerifyTestCase):
+    """Disk files and LVs no instance owns."""
+
+    def setUp(self):
+        VerifyTestCase.setUp(self)
+        self.create(INST)
+
+    def test_instance_disks_are_not_orphans(self):
+        self.assertTrue(self.rpc.files[NODE1])
+        result, findings = self.verify_group()
+        self.assertEqual((result, findings), (True, []))
+
+    def test_unknown_file_is_a_warning(self):
+        stray = FSD + "/old.example.com/disk0"
+        self.rpc.stray_files[NODE1] = {FSD: [stray]}
+        result, findings = self.verify_group(error_codes=True)
+        self.assertTrue(result)
+        self.assertEqual(findings, [
+            "  - WARNING:ENODEORPHANLV:node:%s:volume %s is unknown"
+            % (NODE1, stray)])
+
+    def test_unknown_lvs_but_not_reserved_ones(self):
+        self.cfg.set_cluster_params(reserved_lvs=["xenvg/root.*"])
+        self.rpc.stray_lvs[NODE2] = {"xenvg": ["xenvg/leftover",
+                                               "xenvg/rootfs"]}
+        result, findings = self.verify_group()
+        self.assertTrue(result)
+        self.assertEqual(findings, [
+            "  - WARNING: node %s: volume xenvg/leftover is unknown" % NODE2])
+
+    def test_drbd_children_and_files_are_owned(self):
+        from ganeti import objects
+
+        class Cfg(object):
+            instances = {"u1": "inst"}
+
+            def instance_disks(self, inst):
+                return [
+                    objects.Disk(dev_type="drbd", logical_id=[
+                        "n1", "n2", 11000, 0, 0, "secret"], children=[
+                            objects.Disk(dev_type="plain",
+                                         logical_id=["xenvg", "d.data"]),
+                            objects.Disk(dev_type="plain",
+                                         logical_id=["xenvg", "d.meta"])]),
+                    objects.Disk(dev_type="sharedfile",
+                                 logical_id=["loop", "/s/i//disk1"]),
+                    objects.Disk(dev_type="diskless")]
+        lu = verify.LUClusterVerifyGroup.__new__(verify.LUClusterVerifyGroup)
+        lu.cfg = Cfg()
+        self.assertEqual(lu._owned_volumes(), (
+            {"/s/i/disk1"}, {"xenvg/d.data", "xenvg/d.meta"}))
+
+    def test_shared_directory_is_reported_once(self):
+        shared = "/srv/ganeti/shared-file-storage"
+        self.cfg.set_cluster_params(
+            enabled_disk_templates=["file", "sharedfile", "plain", "drbd",
+                                    "diskless"],
+            shared_file_storage_dir=shared)
+        stray = shared + "/lost.img"
+        self.rpc.stray_files[NODE1] = {shared: [stray]}
+        self.rpc.stray_files[NODE2] = {shared: [stray]}
+        result, findings = self.verify_group()
+        self.assertTrue(result)
+        self.assertEqual(findings, [
+            "  - WARNING: node %s: volume %s is unknown" % (NODE1, stray)])
+
+    def test_listing_errors_are_warnings(self):
+        self.rpc.volume_errors[NODE2] = {"xenvg": "lvs: command not found"}
+        result, findings = self.verify_group()
+        self.assertTrue(result)
+        self.assertEqual(findings, [
+            "  - WARNING: node %s: cannot list the volumes in xenvg: lvs:"
+            " command not found" % NODE2])
+
+    def test_offline_and_unreachable_nodes_are_skipped(self):
+        self.rpc.stray_files[NODE2] = {FSD: [FSD + "/x"]}
+        self.rpc.fail["version"] = (lambda node, args: "down"
+                                    if node == NODE2 else None)
+        _, findings = self.verify_group()
+        self.assertEqual(len(findings), 1)
+        self.assertIn("while contacting node", findings[0])
+
+
+class VerifyNodeFilesProcedureTests(unittest.TestCase):
+    """The node side: noded's verify_node_files."""
+
+    def setUp(self):
+        from ganeti import pathutils
+        from ganeti.server import noded_procedures
+        from ganeti import storage
+        self.root = os.path.abspath(self.mktemp())
+        self.paths = pathutils.Paths(self.root)
+        self.paths.ensure_dirs()
+        self.store = os.path.join(self.root, "srv/ganeti/file-storage")
+        os.makedirs(os.path.join(self.store, "inst1"))
+        self.runner = FakeLvmRunner()
+        ctx = storage.StorageContext(runner=self.runner,
+                                     file_storage_dirs=[self.store])
+        self.procs = noded_procedures.NodeProcedures(None, self.paths, ctx,
+                                                     None, None)
+
+    def call(self, *args):
+        return self.successResultOf(self.procs.call("verify_node_files",
+                                                    list(args)))
+
+    def test_no_config_no_dirs(self):
+        self.assertEqual(self.call(), {
+            "config_serial": None, "config_error": None, "files": {},
+            "lvs": {}, "errors": {}})
+
+    def test_config_serial_and_files(self):
+        with open(self.paths.config_file, "w") as f:
+            f.write('{"serial_no": 42, "cluster": {}}')
+        disk = os.path.join(self.store, "inst1", "disk0")
+        open(disk, "w").close()
+        answer = self.call([self.store, "/etc"], [])
+        self.assertEqual(answer["config_serial"], 42)
+        self.assertEqual(answer["files"], {self.store: [disk]})
+        self.assertEqual(list(answer["errors"]), ["/etc"])
+        self.assertIn("not a file storage directory", answer["errors"]["/etc"])
+
+    def test_unreadable_config(self):
+        with open(self.paths.config_file, "w") as f:
+            f.write("{not json")
+        answer = self.call()
+        self.assertIsNone(answer["config_serial"])
+        self.assertTrue(answer["config_error"])
+
+    def test_lvs(self):
+        answer = self.call([], ["xenvg", "bad vg"])
+        self.assertEqual(answer["lvs"], {"xenvg": ["xenvg/a", "xenvg/b"]})
+        self.assertIn("bad vg", answer["errors"])
+        self.assertEqual(self.runner.argv[0][0], "lvs")
+        self.assertEqual(self.runner.argv[0][-1], "xenvg")
+
+
+class FakeLvmRunner(object):
+    def __init__(self):
+        self.argv = []
+
+    def run(self, argv, env=None, timeout=None, **kw):
+        from ganeti.backend import process
+        self.argv.append(list(argv))
+        report = ('{"report": [{"lv": [{"lv_name": "b", "vg_name": "xenvg"},'
+                  ' {"lv_name": "a", "vg_name": "xenvg"}]}]}')
+        return defer.succeed(process.CommandResult(
+            argv=list(argv), exit_code=0, stdout=report.encode()))
 
 
 class CertificateTests(unittest.TestCase):

@@ -22,6 +22,8 @@ was reported.
 """
 
 import datetime
+import os
+import re
 
 from twisted.internet import defer
 
@@ -46,6 +48,8 @@ CV_ENODEVERSION = ("node", "ENODEVERSION")
 CV_ENODEHV = ("node", "ENODEHV")
 CV_ENODEOS = ("node", "ENODEOS")
 CV_ENODEORPHANINSTANCE = ("node", "ENODEORPHANINSTANCE")
+CV_ENODEFILECHECK = ("node", "ENODEFILECHECK")
+CV_ENODEORPHANLV = ("node", "ENODEORPHANLV")
 CV_EINSTANCEWRONGNODE = ("instance", "EINSTANCEWRONGNODE")
 CV_EINSTANCEDOWN = ("instance", "EINSTANCEDOWN")
 CV_EINSTANCEBADNODE = ("instance", "EINSTANCEBADNODE")
@@ -135,6 +139,9 @@ class NodeImage(object):
         #: [(instance, disk index, disk, dims or None)] (None: RPC failed)
         self.disks = None
         self.disk_error = None
+        #: the answer of verify_node_files (None: not asked or failed)
+        self.files = None
+        self.files_msg = None
 
 
 class _Reporter(object):
@@ -254,6 +261,16 @@ class LUClusterVerifyGroup(LogicalUnit):
         image.version = result.payload
         if image.version != constants.PROTOCOL_VERSION:
             return
+        storage_dirs, vgs = self._volume_sources()
+        if not image.vm_capable:
+            storage_dirs, vgs = [], []
+        files = await self._call(image, "verify_node_files",
+                                 [storage_dirs, vgs])
+        if files.success and isinstance(files.payload, dict):
+            image.files = files.payload
+        else:
+            image.files_msg = files.fail_msg or "invalid answer %r" % (
+                files.payload,)
         if not image.vm_capable:
             return
         image.hv_verify = await self._call(image, "hypervisor_verify",
@@ -284,6 +301,46 @@ class LUClusterVerifyGroup(LogicalUnit):
             else:
                 image.disk_error = dims.fail_msg or "invalid answer %r" % (
                     dims.payload,)
+
+    def _volume_sources(self):
+        """([file storage directories], [volume groups]) of the enabled
+        disk templates: where a node's disks live."""
+        cluster = self.cfg.cluster
+        enabled = cluster.enabled_disk_templates or []
+        dirs = []
+        for template, directory in (
+                (constants.DT_FILE, cluster.file_storage_dir),
+                (constants.DT_SHARED_FILE, cluster.shared_file_storage_dir)):
+            if template in enabled and directory and \
+                    os.path.isabs(directory) and directory not in dirs:
+                dirs.append(os.path.normpath(directory))
+        vgs = []
+        if cluster.volume_group_name and (
+                constants.DT_PLAIN in enabled or
+                constants.DT_DRBD8 in enabled):
+            vgs.append(cluster.volume_group_name)
+        return dirs, vgs
+
+    def _owned_volumes(self):
+        """(file paths, "vg/lv" names) of every disk of every instance of
+        the cluster (any group: shared directories are shared), children
+        included (DRBD's data and metadata volumes)."""
+        paths, lvs = set(), set()
+
+        def walk(disk):
+            lid = disk.logical_id or ()
+            if disk.dev_type in (constants.DT_FILE, constants.DT_SHARED_FILE,
+                                 constants.DT_GLUSTER) and len(lid) == 2 \
+                    and isinstance(lid[1], str):
+                paths.add(os.path.normpath(lid[1]))
+            elif disk.dev_type == constants.DT_PLAIN and len(lid) == 2:
+                lvs.add("%s/%s" % tuple(lid))
+            for child in disk.children or []:
+                walk(child)
+        for inst in self.cfg.instances.values():
+            for disk in self.cfg.instance_disks(inst):
+                walk(disk)
+        return paths, lvs
 
     def _disks_by_node(self):
         """{node uuid: [(instance, index, disk)]} of measurable disks."""
@@ -446,6 +503,82 @@ class LUClusterVerifyGroup(LogicalUnit):
                              idx, common.disk_path(disk) or disk.dev_type,
                              nname)
 
+    def _verify_node_config(self, rep, image, settled, missed):
+        """The node's copy of config.data (master candidates hold one, no
+        other node should) and the replication to it."""
+        if image.uuid == self.cfg.cluster.master_node or image.rpc_fail or \
+                image.version != constants.PROTOCOL_VERSION:
+            return
+        name = image.name
+        if name in missed:
+            delivered, error = missed[name]
+            rep.error(CV_ENODEFILECHECK, name, "replication of configuration"
+                      " serial %s failed: %s (last serial delivered: %s)",
+                      self.cfg.serial_no, error,
+                      "none" if delivered is None else delivered)
+        if image.files is None:
+            rep.error(CV_ENODEFILECHECK, name, "cannot check the node's"
+                      " configuration copy and volumes: %s", image.files_msg,
+                      code=ETYPE_WARNING)
+            return
+        serial = image.files.get("config_serial")
+        problem = image.files.get("config_error")
+        current = self.cfg.serial_no
+        if image.node.master_candidate:
+            if problem:
+                rep.error(CV_ENODEFILECHECK, name, "cannot read the node's"
+                          " copy of the configuration: %s", problem)
+            elif serial is None:
+                rep.error(CV_ENODEFILECHECK, name, "the node's copy of the"
+                          " configuration is missing (master candidate; the"
+                          " master's serial is %s)", current)
+            elif not settled <= serial <= current:
+                rep.error(CV_ENODEFILECHECK, name, "configuration serial of"
+                          " the node's copy is %s, the master's is %s",
+                          serial, current)
+        elif serial is not None:
+            rep.error(CV_ENODEFILECHECK, name, "the node holds a copy of the"
+                      " configuration (serial %s) but is not a master"
+                      " candidate", serial, code=ETYPE_WARNING)
+
+    def _verify_orphan_volumes(self, rep, images):
+        """Disk files and LVs in the nodes' storage that no disk of any
+        instance owns: warnings, as Ganeti's orphan volumes.  A file of the
+        shared file storage directory is named once (every node sees it)."""
+        paths, lvs = self._owned_volumes()
+        reserved = [re.compile("^(%s)$" % pattern) for pattern in
+                    self.cfg.cluster.reserved_lvs or []]
+        shared = self.cfg.cluster.shared_file_storage_dir
+        shared = os.path.normpath(shared) if shared else None
+        seen_shared = set()
+        for image in sorted(images, key=lambda i: i.name):
+            if image.files is None or not image.vm_capable:
+                continue
+            name = image.name
+            for where, message in sorted(
+                    (image.files.get("errors") or {}).items()):
+                rep.error(CV_ENODEORPHANLV, name, "cannot list the volumes in"
+                          " %s: %s", where, message, code=ETYPE_WARNING)
+            for directory, found in sorted(
+                    (image.files.get("files") or {}).items()):
+                for path in found:
+                    path = os.path.normpath(path)
+                    if path in paths:
+                        continue
+                    if os.path.normpath(directory) == shared:
+                        if path in seen_shared:
+                            continue
+                        seen_shared.add(path)
+                    rep.error(CV_ENODEORPHANLV, name, "volume %s is unknown",
+                              path, code=ETYPE_WARNING)
+            for _, found in sorted((image.files.get("lvs") or {}).items()):
+                for volume in found:
+                    if volume in lvs or \
+                            any(r.match(volume) for r in reserved):
+                        continue
+                    rep.error(CV_ENODEORPHANLV, name, "volume %s is unknown",
+                              volume, code=ETYPE_WARNING)
+
     def _verify_certificate(self, rep):
         paths = self.ctx.paths
         if paths is None:
@@ -479,6 +612,14 @@ class LUClusterVerifyGroup(LogicalUnit):
                 if node_uuid not in images and node_uuid in cfg.nodes:
                     images[node_uuid] = NodeImage(cfg.nodes[node_uuid])
         online = [img for img in images.values() if not img.offline]
+        # the master candidates' copies are compared once the replication
+        # settled: what was written before this job has been sent
+        replicator = getattr(self.ctx, "replicator", None)
+        missed = {}
+        if replicator is not None:
+            await replicator.flush()
+            missed = replicator.missed()
+        settled = cfg.serial_no
         self.log_info("* Gathering data (%d nodes)", len(online))
         await defer.gatherResults(
             [defer.Deferred.fromCoroutine(self._gather(
@@ -501,10 +642,16 @@ class LUClusterVerifyGroup(LogicalUnit):
                 self.log_info("* Verifying node %s (%s)", node.name, role)
             if self._verify_node(rep, image) and image.vm_capable:
                 self._verify_node_instances(rep, image, by_name)
+            self._verify_node_config(rep, image, settled, missed)
         for uuid, image in images.items():
             if uuid not in group_uuids and image.rpc_fail:
                 rep.error(CV_ENODERPC, image.name, "while contacting node:"
                           " %s", image.rpc_msg)
+
+        self.log_info("* Verifying orphan volumes")
+        self._verify_orphan_volumes(rep, [
+            images[n.uuid] for n in self.nodes
+            if not images[n.uuid].offline and not images[n.uuid].rpc_fail])
 
         self.log_info("* Verifying instance status")
         for inst in self.instances:

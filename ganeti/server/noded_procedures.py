@@ -9,6 +9,7 @@ and ``ganeti.storage``.
 """
 
 import inspect
+import json
 import os
 
 import attr
@@ -477,6 +478,67 @@ class NodeProcedures(object):
         """Write ``ssconf_<key>`` files."""
         files.write_ssconf_files(self.paths, values)
         return True
+
+    # -- verification -------------------------------------------------------------
+
+    #: at most this many files are listed per storage directory
+    VERIFY_MAX_FILES = 10000
+
+    @procedure(Arg("storage_dirs", list_of(string), []),
+               Arg("vgs", list_of(string), []))
+    async def verify_node_files(self, storage_dirs, vgs):
+        """What ``gnt-cluster verify`` compares with the configuration:
+        ``{"config_serial": serial of this node's config.data or null,
+        "config_error": why it could not be read or null, "files": {dir:
+        [paths of the files below it]}, "lvs": {vg: ["vg/lv", ...]},
+        "errors": {dir or vg: message}}``.  Each directory must be one of
+        the node's file storage directories (a missing one lists nothing);
+        paths are given below the directory as named."""
+        result = {"config_serial": None, "config_error": None, "files": {},
+                  "lvs": {}, "errors": {}}
+        try:
+            with open(self.paths.config_file, "rb") as f:
+                data = json.loads(f.read().decode("utf-8"))
+            serial = data.get("serial_no") if isinstance(data, dict) \
+                else None
+            if isinstance(serial, int) and not isinstance(serial, bool):
+                result["config_serial"] = serial
+            else:
+                result["config_error"] = "no serial_no in %s" % (
+                    self.paths.config_file)
+        except FileNotFoundError:
+            pass
+        except (OSError, ValueError) as err:
+            result["config_error"] = _message(err)
+        allowed = self.storage_ctx.allowed_file_dirs()
+        for directory in storage_dirs:
+            if not os.path.isabs(directory) or \
+                    os.path.realpath(directory) not in allowed:
+                result["errors"][directory] = (
+                    "%s is not a file storage directory of this node"
+                    % directory)
+                continue
+            found = []
+            for top, _, names in os.walk(directory):
+                found.extend(os.path.join(top, n) for n in sorted(names))
+                if len(found) >= self.VERIFY_MAX_FILES:
+                    break
+            result["files"][directory] = sorted(found)[:self.VERIFY_MAX_FILES]
+        if vgs:
+            from ganeti.storage import lvm
+            command = lvm._LvmCommands(self.storage_ctx)
+        for vg in vgs:
+            try:
+                lvm.check_lvm_name("vgs", vg)
+                answer = await command.run(
+                    "lvs", "--reportformat", "json", "-o", "lv_name,vg_name",
+                    vg)
+                result["lvs"][vg] = sorted(
+                    "%s/%s" % (row.get("vg_name"), row.get("lv_name"))
+                    for row in lvm.parse_report(answer.stdout, "lv"))
+            except (errors.GenericError, OSError) as err:
+                result["errors"][vg] = _message(err)
+        return result
 
     # -- membership (docs/membership.rst) ---------------------------------------------
 
