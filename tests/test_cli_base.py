@@ -269,9 +269,11 @@ class ListTests(unittest.TestCase):
 
     def test_default_fields_and_request(self):
         self.list()
+        # "forthcoming" is asked too, to mark such instances (not shown).
         self.assertEqual(self.client.calls[-1], (
             "Query", ["instance", ["name", "hypervisor", "os", "pnode",
-                                   "status", "oper_ram"], None]))
+                                   "status", "oper_ram", "forthcoming"],
+                      None]))
 
     def test_separator_no_headers_and_units(self):
         code, out, _ = self.list("--separator=:", "--no-headers", "-o",

@@ -294,3 +294,7 @@ class InstanceTests(ClusterTestCase):
         out = self.ok("gnt-instance", "list", "--no-headers", "-o",
                       "name,forthcoming")
         self.assertEqual(out.split(), ["res1", "Y"])
+        # The default listing says what it is.
+        out = self.ok("gnt-instance", "list", "--no-headers", "-o",
+                      "name,pnode,status")
+        self.assertEqual(out.split(), ["res1", NODE, "forthcoming"])

@@ -587,13 +587,30 @@ def make_query_filter(names, force_filter=False, namefield="name",
 
 
 def generic_list(ctx, resource, default_fields, names, opts,
-                 namefield="name", isnumeric=False, formatters=None):
-    """The ``list`` command of a query resource; returns the exit code."""
+                 namefield="name", isnumeric=False, formatters=None,
+                 hidden_fields=(), row_hook=None):
+    """The ``list`` command of a query resource; returns the exit code.
+
+    ``hidden_fields`` are queried too but not shown; ``row_hook(fields,
+    row, hidden)`` may adjust each shown row (a list of [status, value])
+    using the hidden values (a dict field -> [status, value]).
+    """
     fields = common.select_fields(default_fields, getattr(opts, "output",
                                                            None))
     qfilter = make_query_filter(names, getattr(opts, "force_filter", False),
                                 namefield, isnumeric)
-    response = ctx.client.query(resource, fields, qfilter)
+    hidden = [f for f in hidden_fields if f not in fields]
+    response = ctx.client.query(resource, fields + hidden, qfilter)
+    if hidden or row_hook is not None:
+        shown = len(fields)
+        rows = []
+        for row in response["data"]:
+            extra = dict(zip(fields + hidden, row))
+            row = list(row[:shown])
+            if row_hook is not None:
+                row_hook(fields, row, extra)
+            rows.append(row)
+        response = {"fields": response["fields"][:shown], "data": rows}
     fielddefs = response["fields"]
     separator = getattr(opts, "separator", None)
     units = default_units(separator, getattr(opts, "units", None))
@@ -632,7 +649,8 @@ def generic_list_fields(ctx, resource, fields, opts):
 
 def list_command(table, resource, default_fields, help_text, arg_name,
                  arg_help, namefield="name", isnumeric=False,
-                 formatters=None, extra_opts=()):
+                 formatters=None, extra_opts=(), hidden_fields=(),
+                 row_hook=None):
     """Register ``list`` and ``list-fields`` for a query resource."""
 
     @table.command("list", opts=[fields_opt(default_fields)] + LIST_OPTS +
@@ -643,7 +661,8 @@ def list_command(table, resource, default_fields, help_text, arg_name,
     def list_cmd(ctx, opts):
         return generic_list(ctx, resource, default_fields, opts.names, opts,
                             namefield=namefield, isnumeric=isnumeric,
-                            formatters=formatters)
+                            formatters=formatters,
+                            hidden_fields=hidden_fields, row_hook=row_hook)
 
     @table.command("list-fields", opts=[NOHDR_OPT, SEP_OPT],
                    args=[Opt("fields", nargs="*", metavar="FIELD",

@@ -1063,9 +1063,21 @@ def info(ctx, opts):
             ctx.out("  " + line)
 
 
+def _mark_forthcoming(fields, row, values):
+    """Show a forthcoming instance's status as "forthcoming".
+
+    Queries (and so RAPI and htools) keep Ganeti's status values; only this
+    listing says what the instance really is.
+    """
+    status = values.get("forthcoming")
+    if status and status[0] == 0 and status[1] and "status" in fields:
+        row[fields.index("status")] = [0, "forthcoming"]
+
+
 base.list_command(commands, "instance", LIST_FIELDS,
                   "list instances (forthcoming ones included)", "INSTANCE",
-                  "instances to show (names, globs, or one filter)")
+                  "instances to show (names, globs, or one filter)",
+                  hidden_fields=["forthcoming"], row_hook=_mark_forthcoming)
 
 
 # --- tags ------------------------------------------------------------------------

@@ -63,6 +63,9 @@ class RpcLiveData(object):
                              "mnode": h.get("memory_dom0"),
                              "mfree": h.get("memory_free"),
                              "ctotal": h.get("cpu_total"),
+                             # KVM and fake leave every CPU to the host OS
+                             # too (htools need the field).
+                             "cnos": h.get("cpu_total"),
                              "cnodes": h.get("cpu_nodes"),
                              "csockets": h.get("cpu_sockets")})
             storage = [u for u in payload.get("storage") or []
