@@ -9,7 +9,9 @@ One scenario through real processes and our gnt-* commands:
 * three sharedfile instances (fake hypervisor, busybox OS) are made with
   ``gnt-instance add``, one per node;
 * ``gnt-instance migrate`` moves one live; ``gnt-cluster verify`` is clean,
-  then warns about a file nobody owns in the shared storage directory;
+  then warns about a file nobody owns in the shared storage directory and
+  reports a master candidate whose config.data is behind (until
+  ``gnt-cluster redist-conf``);
 * a joined node daemon refuses TLS clients without the cluster certificate
   (no client certificate, another cluster's);
 * node2 dies: verify reports it unreachable; ``gnt-node modify --offline
@@ -21,6 +23,7 @@ whatever happened.  Nodes live on random 127.x.y.z addresses (noded's port
 is fixed) under a short /tmp directory (UNIX socket paths < 108 bytes).
 """
 
+import json
 import os
 import random
 import re
@@ -230,6 +233,23 @@ class ClusterEndToEndTest(unittest.TestCase):
         self.assertTrue(findings[0].startswith("- WARNING: node "), out)
         self.assertIn("volume %s is unknown" % stray, findings[0])
         os.unlink(stray)
+        # ... and a master candidate's copy of config.data that is behind
+        # (changed behind the master's back) is an error naming both serials
+        with open(n3.paths.config_file) as f:
+            data = json.load(f)
+        master_serial = data["serial_no"]
+        data["serial_no"] = master_serial - 1
+        with open(n3.paths.config_file, "w") as f:
+            json.dump(data, f)
+        code, out, findings = self.verify()
+        self.assertEqual(code, 1, out)
+        self.assertEqual(findings, [
+            "- ERROR: node %s: configuration serial of the node's copy is %d,"
+            " the master's is %d" % (n3.name, master_serial - 1,
+                                     master_serial)], out)
+        self.ok("gnt-cluster", "redist-conf")
+        code, out, findings = self.verify()
+        self.assertEqual((code, findings), (0, []), out)
 
         # --- a joined node daemon serves the cluster certificate only
         master_pem = crypto.server_pem_path(n1.paths)
