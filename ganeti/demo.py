@@ -2,8 +2,11 @@
 
     python -m ganeti.demo [--base DIR] [--nodes N] [--once] [--kvm]
 
-Builds a cluster of N nodes on 127.0.0.1..N (one root directory per node),
-starts the node daemons (mutual TLS), the master daemon and confd, creates
+Builds a cluster of N nodes on 127.0.0.1..N (one root directory per node)
+the way an admin does: the master's configuration, certificate and daemons
+first, then every other node starts ``ganeti-noded --bootstrap`` and joins
+through the master (``OP_NODE_ADD`` pinned to the fingerprint it logged;
+the master replicates the configuration to it), then confd; it creates
 one instance per node (fake hypervisor, a file disk installed by the busybox
 OS definition in etc/os) and a forthcoming reservation, all through jobs as
 an admin would, prints where to look, and keeps running until interrupted
@@ -27,6 +30,7 @@ from twisted.application.service import IServiceMaker
 from twisted.plugin import getPlugins
 
 from ganeti import constants
+from ganeti import crypto
 from ganeti import objects
 from ganeti.vcluster import VirtualCluster
 
@@ -50,15 +54,45 @@ def available_plugins():
     return {p.tapname for p in getPlugins(IServiceMaker)}
 
 
+#: What each node offers, as its daemon would report it (the config
+#: accounting checks new instances against it).
+CAPACITY = {"hv_state": {"fake": {"mem_total": 4096, "cpu_total": 4}},
+            "disk_state": {"file": {"default": {"total": 102400}}}}
+
+
 def set_capacity(store):
-    """What each node offers, as its daemon would report it (the config
-    accounting checks new instances against it)."""
     for node in sorted(store.nodes.values(), key=lambda n: n.name):
-        store.set_node_params(node.uuid,
-                              hv_state={"fake": {"mem_total": 4096,
-                                                 "cpu_total": 4}},
-                              disk_state={"file": {"default":
-                                                   {"total": 102400}}})
+        store.set_node_params(node.uuid, **CAPACITY)
+
+
+def build_cluster(vc, noded_args):
+    """The master first (its config, certificate, noded and masterd), then
+    every other node joins (bootstrap noded, OP_NODE_ADD pinned to its
+    fingerprint).  Returns [(plugin, proc, node, check)] of the daemons
+    started, for the summary."""
+    store = vc.create_master(
+        hypervisors=(constants.HT_FAKE, constants.HT_KVM))
+    set_capacity(store)
+    # the remote API's certificate (ganeti-rapi on the master)
+    crypto.generate_cluster_certificate(
+        os.path.join(vc.master.paths.data_dir, "rapi.pem"),
+        store.cluster.cluster_name)
+    noded_args = list(noded_args) + ["--file-storage-dir",
+                                     store.cluster.file_storage_dir]
+    vc.start_master(noded_args)
+    print("Joining nodes (ganeti-noded --bootstrap, then OP_NODE_ADD pinned"
+          " to the fingerprint it logged):")
+    jobs = vc.join_nodes(noded_args=noded_args, **CAPACITY)
+    for node in vc.nodes[1:]:
+        print("  job %s (%s): success" % (jobs[node.name], node.name))
+    procs = dict(vc.processes)
+    started = []
+    for node in vc.nodes:
+        started.append(("ganeti-noded", procs["noded@" + node.name], node,
+                        ("tcp", constants.DEFAULT_NODED_PORT)))
+    started.append(("ganeti-masterd", procs["masterd@" + vc.master.name],
+                    vc.master, ("luxi", vc.master.paths.master_socket)))
+    return started
 
 
 def populate(store):
@@ -313,26 +347,28 @@ def main(argv=None):
         print("  kernel %s\n  initrd %s" % (guest.kernel, guest.initrd))
 
     vc = VirtualCluster(args.base, node_count=args.nodes)
-    store = vc.create()
-    set_capacity(store)
-    vc.distribute()
 
     plugins = available_plugins()
     started = []
     failed = []
     try:
+        noded_extra = next(extra for plugin, _, extra, _ in DAEMONS
+                           if plugin == "ganeti-noded")
+        try:
+            started = build_cluster(vc, noded_extra)
+        except RuntimeError as err:
+            print("FAILED to build the cluster: %s (see the logs under %s)"
+                  % (err, vc.base))
+            return 1
+        store = vc.load()
         for plugin, where, extra, check in DAEMONS:
-            if plugin not in plugins:
-                continue
+            if plugin not in plugins or plugin in ("ganeti-noded",
+                                                   "ganeti-masterd"):
+                continue    # started by build_cluster
             targets = (vc.nodes if where == "all" else
                        [n for n in vc.nodes
                         if store.get_node(n.name).master_candidate]
                        if where == "candidates" else [vc.master])
-            if plugin == "ganeti-noded":
-                # The cluster's file storage directory (under the master's
-                # root in a virtual cluster) is where file disks go.
-                extra = extra + ["--file-storage-dir",
-                                 store.cluster.file_storage_dir]
             for node in targets:
                 node_check = check
                 if check[0] == "luxi":
@@ -355,6 +391,9 @@ def main(argv=None):
         print_summary(vc, store, started)
         if guest is not None:
             print_consoles(vc)
+        print()
+        print("gnt-node list:")
+        print(run_cli(vc, "gnt-node", "list"))
         print()
         print("gnt-instance list:")
         print(run_cli(vc, "gnt-instance", "list"))

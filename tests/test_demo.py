@@ -27,14 +27,20 @@ class DemoTests(unittest.TestCase):
         self.assertIn('"answer": "node1.example.com"', text)
         self.assertIn("inst2.example.com", text)
         self.assertIn("(forthcoming)", text)
-        # Instances were created through jobs and run on their nodes.
-        self.assertIn("job 3 (a forthcoming reservation): success", text)
+        # node2 joined through the master (bootstrap noded, OP_NODE_ADD)
+        self.assertIn("job 1 (node2.example.com): success", text)
         rows = [line.split() for line in text.splitlines()]
+        node_rows = [row for row in rows
+                     if row[:1] == ["node2.example.com"] and len(row) > 5]
+        self.assertTrue(node_rows, text)      # in gnt-node list
+        # Instances were created through jobs and run on their nodes.
+        self.assertIn("job 4 (a forthcoming reservation): success", text)
         self.assertIn(["inst2.example.com", "fake", "busybox+default",
                        "node2.example.com", "running", "512M"], rows)
         self.assertEqual(text.count("ganeti-noded      pid"), 2, text)
-        self.assertEqual(text.count("\n  job "), 3, text)
-        # Every node got the cluster's secrets and configuration.
+        self.assertEqual(text.count("\n  job "), 4, text)
+        # Every node got the cluster's secrets and configuration (node2 by
+        # the join and the replication).
         for node in ("node1.example.com", "node2.example.com"):
             data = os.path.join(base, node, "var", "lib", "ganeti")
             for name in ("config.data", "hmac.key", "server.pem"):
