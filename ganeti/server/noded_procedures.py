@@ -479,7 +479,7 @@ class NodeProcedures(object):
         files.write_ssconf_files(self.paths, values)
         return True
 
-    # -- verification -------------------------------------------------------------
+    # -- verification ------------------------------------------------------
 
     #: at most this many files are listed per storage directory
     VERIFY_MAX_FILES = 10000
