@@ -30,7 +30,7 @@ from twisted.application import internet, service
 from twisted.internet import defer, endpoints
 from twisted.internet.interfaces import IOpenSSLServerConnectionCreator
 from twisted.protocols.tls import TLSMemoryBIOFactory
-from twisted.logger import Logger
+from twisted.logger import Logger, globalLogPublisher
 from twisted.python import usage
 from twisted.web import server
 from zope.interface import implementer
@@ -44,6 +44,7 @@ from ganeti import storage
 from ganeti.backend import instances
 from ganeti.backend import os as osapi
 from ganeti.backend import process
+from ganeti.server import fallbacklog
 from ganeti.server import noded_procedures
 
 __all__ = ["Options", "makeService", "NodedHttpApi", "NodedService",
@@ -104,6 +105,10 @@ class Options(usage.Options):
          " joins this node (gnt-node add --join-fingerprint)."],
     ]
     optParameters = [
+        ["log-file", None, None, "Also log to this file, falling back to"
+         " the console when it cannot be written (a failing system disk)."],
+        ["console", None, fallbacklog.DEFAULT_CONSOLE, "Where log messages"
+         " go when the log file cannot be written."],
         ["root", None, "/", "Root directory: files are under"
          " ROOT/var/lib/ganeti (virtual cluster mode)."],
         ["bind", "b", "0.0.0.0", "Address to listen on."],
@@ -454,14 +459,21 @@ def make_site(reactor, procedures, procedures_for=None):
 
 class NodedService(service.MultiService):
 
-    def __init__(self, procedures, bind, port, mlock=True):
+    def __init__(self, procedures, bind, port, mlock=True, log_file=None,
+                 console=fallbacklog.DEFAULT_CONSOLE):
         service.MultiService.__init__(self)
         self.procedures = procedures
         self.bind = bind
         self.port = port
         self.mlock = mlock
+        self.log_observer = None
+        if log_file:
+            self.log_observer = fallbacklog.ConsoleFallbackObserver(
+                log_file, console)
 
     def startService(self):
+        if self.log_observer is not None:
+            globalLogPublisher.addObserver(self.log_observer)
         if self.mlock:
             mlock_all()
         log.info("ganeti-noded starting: HTTPS {bind}:{port}, root {root},"
@@ -473,7 +485,14 @@ class NodedService(service.MultiService):
     def stopService(self):
         d = defer.maybeDeferred(service.MultiService.stopService, self)
         d.addBoth(lambda r: self.procedures.instances.close())
+        d.addBoth(self._stop_logging)
         return d
+
+    def _stop_logging(self, result):
+        if self.log_observer is not None:
+            globalLogPublisher.removeObserver(self.log_observer)
+            self.log_observer.close()
+        return result
 
 
 def makeService(options, reactor=None):
@@ -487,7 +506,9 @@ def makeService(options, reactor=None):
         procedures.extra_file_dirs = (tuple(procedures.extra_file_dirs)
                                       + tuple(options["extra-file-dir"]))
     top = NodedService(procedures, options["bind"], options["port"],
-                       mlock=not options["no-mlock"])
+                       mlock=not options["no-mlock"],
+                       log_file=options["log-file"],
+                       console=options["console"])
     if options["bootstrap"]:
         membership = Membership(procedures.paths, procedures,
                                 options["certificate"],
