@@ -257,39 +257,6 @@ class VolumeGroupKind(object):
         return defer.Deferred.fromCoroutine(self._space(key))
 
     def modify_unit(self, name, changes):
-        return defer.Deferred.fromCoroutine(self._modify(name, changes))
-
-    async def _modify(self, name, changes):
-        unknown = sorted(set(changes) - {SF_ALLOCATABLE})
-        if unknown:
-            raise errors.ParameterError(
-                "changes", "fields %s of %s storage units cannot be modified"
-                " (modifiable: %s)" % (", ".join(unknown), self.storage_type,
-                                       SF_ALLOCATABLE))
-        if SF_ALLOCATABLE not in changes:
-            return
-        value = changes[SF_ALLOCATABLE]
-        if not isinstance(value, bool):
-            raise errors.ParameterError(
-                "changes", "changes/allocatable must be true or false, not %r"
-                % (value,))
-        units = await self._list(name)
-        if not units:
-            raise errors.StorageError("physical volume %s does not exist"
-                                      % name)
-        if units[0].vg is None:
-            raise errors.StorageError(
-                "physical volume %s is in no volume group; only PVs of a"
-                " volume group have an allocatable flag" % name)
-        await self._cmd.run("pvchange", "-x", "y" if value else "n", name,
-                            mutates=True)
-
-    def execute(self, name, op):
-        return defer.fail(errors.ParameterError(
-            "op", "storage units of type %s have no operations (%r)"
-            % (self.storage_type, op)))
-
-    def modify_unit(self, name, changes):
         return defer.fail(errors.ParameterError(
             "changes", "storage units of type %s have no modifiable fields"
             % self.storage_type))
