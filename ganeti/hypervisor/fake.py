@@ -27,7 +27,7 @@ from zope.interface import implementer
 import ganeti
 from ganeti import errors
 from ganeti import hypervisor as hv
-from ganeti.hypervisor import migration, params, state
+from ganeti.hypervisor import base, migration, params, state
 
 __all__ = ["FakeHypervisor"]
 
@@ -43,7 +43,7 @@ _MIGRATION = "migration"
 
 
 @implementer(hv.IHypervisor)
-class FakeHypervisor(object):
+class FakeHypervisor(base.HypervisorBase):
 
     name = "fake"
 
@@ -56,12 +56,6 @@ class FakeHypervisor(object):
     #: seconds to wait for the guest to act on a signal
     SIGNAL_WAIT = 10.0
 
-    def __init__(self, root="/", reactor=None):
-        if reactor is None:
-            from twisted.internet import reactor
-        self._reactor = reactor
-        self._rt = state.RuntimeDir(root, self.name)
-
     # -- parameters ---------------------------------------------------------
 
     @classmethod
@@ -73,23 +67,7 @@ class FakeHypervisor(object):
 
     # -- public API ----------------------------------------------------------
 
-    def start_instance(self, spec, startup_paused=False):
-        return defer.Deferred.fromCoroutine(self._start(spec, startup_paused))
-
-    def stop_instance(self, name, force=False, timeout=hv.DEFAULT_STOP_TIMEOUT):
-        return defer.Deferred.fromCoroutine(self._stop(name, force, timeout))
-
-    def reboot_instance(self, name):
-        return defer.Deferred.fromCoroutine(self._reboot(name))
-
-    def resume_instance(self, name):
-        return defer.Deferred.fromCoroutine(self._resume(name))
-
-    def cleanup_instance(self, name):
-        return defer.Deferred.fromCoroutine(self._cleanup(name))
-
-    def list_instances(self):
-        return defer.succeed(self._rt.names())
+    # (starting, stopping and the like: base.HypervisorBase)
 
     def get_instance_info(self, name):
         return defer.maybeDeferred(self._info, name)
@@ -112,10 +90,6 @@ class FakeHypervisor(object):
     def migration_info(self, name):
         return defer.maybeDeferred(self._migration_info, name)
 
-    def accept_instance(self, spec, info, address, port=None):
-        return defer.Deferred.fromCoroutine(
-            self._accept(spec, info, address, port))
-
     def migrate_instance(self, name, address, port, live=True):
         return defer.maybeDeferred(self._migrate, name, address, port, live)
 
@@ -124,14 +98,6 @@ class FakeHypervisor(object):
 
     def abort_migration(self, name):
         return defer.maybeDeferred(self._abort_migration, name)
-
-    def finalize_migration_dst(self, name, info, success):
-        return defer.Deferred.fromCoroutine(
-            self._finalize_dst(name, info, success))
-
-    def finalize_migration_src(self, name, success, live=True):
-        return defer.Deferred.fromCoroutine(
-            self._finalize_src(name, success, live))
 
     # -- state ---------------------------------------------------------------
 

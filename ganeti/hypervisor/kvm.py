@@ -38,7 +38,7 @@ from zope.interface import implementer
 
 from ganeti import errors
 from ganeti import hypervisor as hv
-from ganeti.hypervisor import migration, params, qmp, state
+from ganeti.hypervisor import base, migration, params, qmp, state
 from ganeti.hypervisor.params import (
     Param, abs_path, abs_path_or_empty, boolean, integer, ip_or_empty,
     one_of, string)
@@ -349,7 +349,7 @@ def _check_spec(spec, hvp, sys_class_net="/sys/class/net"):
 
 
 @implementer(hv.IHypervisor)
-class KvmHypervisor(object):
+class KvmHypervisor(base.HypervisorBase):
 
     name = "kvm"
 
@@ -360,10 +360,7 @@ class KvmHypervisor(object):
     KILL_WAIT = 10.0
 
     def __init__(self, root="/", reactor=None):
-        if reactor is None:
-            from twisted.internet import reactor
-        self._reactor = reactor
-        self._rt = state.RuntimeDir(root, self.name)
+        super().__init__(root, reactor)
         self._monitors = {}     # name -> QMPProtocol
         self._connecting = {}   # name -> [Deferred] waiting for a monitor
         self._version = None
@@ -412,23 +409,7 @@ class KvmHypervisor(object):
 
     # -- public API ----------------------------------------------------------
 
-    def start_instance(self, spec, startup_paused=False):
-        return defer.Deferred.fromCoroutine(self._start(spec, startup_paused))
-
-    def stop_instance(self, name, force=False, timeout=hv.DEFAULT_STOP_TIMEOUT):
-        return defer.Deferred.fromCoroutine(self._stop(name, force, timeout))
-
-    def reboot_instance(self, name):
-        return defer.Deferred.fromCoroutine(self._reboot(name))
-
-    def resume_instance(self, name):
-        return defer.Deferred.fromCoroutine(self._resume(name))
-
-    def cleanup_instance(self, name):
-        return defer.Deferred.fromCoroutine(self._cleanup(name))
-
-    def list_instances(self):
-        return defer.succeed(self._rt.names())
+    # (starting, stopping and the like: base.HypervisorBase)
 
     def get_instance_info(self, name):
         return defer.Deferred.fromCoroutine(self._info(name))
@@ -450,10 +431,6 @@ class KvmHypervisor(object):
     def migration_info(self, name):
         return defer.Deferred.fromCoroutine(self._migration_info(name))
 
-    def accept_instance(self, spec, info, address, port=None):
-        return defer.Deferred.fromCoroutine(
-            self._accept(spec, info, address, port))
-
     def migrate_instance(self, name, address, port, live=True):
         return defer.Deferred.fromCoroutine(
             self._migrate(name, address, port, live))
@@ -463,14 +440,6 @@ class KvmHypervisor(object):
 
     def abort_migration(self, name):
         return defer.Deferred.fromCoroutine(self._abort_migration(name))
-
-    def finalize_migration_dst(self, name, info, success):
-        return defer.Deferred.fromCoroutine(
-            self._finalize_dst(name, info, success))
-
-    def finalize_migration_src(self, name, success, live=True):
-        return defer.Deferred.fromCoroutine(
-            self._finalize_src(name, success, live))
 
     # -- files and processes -------------------------------------------------
 
