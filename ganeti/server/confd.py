@@ -5,9 +5,7 @@ that, when started, loads config.data (then polls it), listens on UDP and
 logs its counters every ``--stats-interval`` seconds and on SIGUSR1.
 """
 
-import ipaddress
 import signal
-import socket
 
 from twisted.application import internet, service
 from twisted.internet import task
@@ -19,19 +17,15 @@ from ganeti.confd import guards
 from ganeti.confd import reloader
 from ganeti.confd import server
 from ganeti.confd import wire
+from ganeti.server.options import check_listen, service_port
 
 log = Logger()
 
 
 def default_port():
-    """The ``ganeti-confd/udp`` service port if the system has one, else 1814.
-
-    Ganeti's daemon and clients look the name up first, so we do too.
-    """
-    try:
-        return socket.getservbyname(wire.SERVICE_NAME, "udp")
-    except OSError:
-        return wire.DEFAULT_PORT
+    """The ``ganeti-confd/udp`` service port if the system has one, else
+    1814."""
+    return service_port(wire.SERVICE_NAME, "udp", wire.DEFAULT_PORT)
 
 
 class Options(usage.Options):
@@ -60,16 +54,7 @@ class Options(usage.Options):
     ]
 
     def postOptions(self):
-        if self["port"] is None:
-            self["port"] = default_port()
-        if not 0 <= self["port"] <= 65535:
-            raise usage.UsageError("--port: %d is not a port number (0-65535)"
-                                   % self["port"])
-        try:
-            ipaddress.ip_address(self["bind"])
-        except ValueError:
-            raise usage.UsageError("--bind: %r is not an IP address"
-                                   % self["bind"])
+        check_listen(self, default_port)
         if self["poll-interval"] <= 0:
             raise usage.UsageError("--poll-interval must be positive")
         if self["rate-burst"] < 1:

@@ -19,10 +19,8 @@ failing (seed 003, "Node daemon availability").
 
 import ctypes
 import ctypes.util
-import ipaddress
 import json
 import os
-import socket
 
 from klein import Klein
 from OpenSSL import SSL
@@ -46,6 +44,7 @@ from ganeti.backend import os as osapi
 from ganeti.backend import process
 from ganeti.server import fallbacklog
 from ganeti.server import noded_procedures
+from ganeti.server.options import check_listen, service_port
 
 __all__ = ["Options", "makeService", "NodedHttpApi", "NodedService",
            "make_procedures", "make_site", "mlock_all", "MAX_BODY"]
@@ -62,10 +61,7 @@ MCL_FUTURE = 2
 
 def default_port():
     """The ``ganeti-noded/tcp`` service port if the system has one."""
-    try:
-        return socket.getservbyname(SERVICE_NAME, "tcp")
-    except OSError:
-        return constants.DEFAULT_NODED_PORT
+    return service_port(SERVICE_NAME, "tcp", constants.DEFAULT_NODED_PORT)
 
 
 def mlock_all():
@@ -146,16 +142,7 @@ class Options(usage.Options):
         self["file-storage-dir"].append(directory)
 
     def postOptions(self):
-        if self["port"] is None:
-            self["port"] = default_port()
-        if not 0 <= self["port"] <= 65535:
-            raise usage.UsageError("--port: %d is not a port number (0-65535)"
-                                   % self["port"])
-        try:
-            ipaddress.ip_address(self["bind"])
-        except ValueError:
-            raise usage.UsageError("--bind: %r is not an IP address"
-                                   % self["bind"])
+        check_listen(self, default_port)
         if self["os-create-timeout"] <= 0:
             raise usage.UsageError("--os-create-timeout must be positive")
         paths = pathutils.Paths(self["root"])
