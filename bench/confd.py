@@ -27,6 +27,9 @@ import sys
 import tempfile
 import time
 
+from bench.stats import percentile
+from bench.table import table
+
 SEED = 20261121
 N_NODES = 100
 N_INSTANCES = 2000
@@ -218,14 +221,6 @@ def _run_window(sock, address, requests, window, duration, key):
     return latencies, elapsed, lost
 
 
-def _percentile(values, pct):
-    values = sorted(values)
-    if not values:
-        return float("nan")
-    return values[min(len(values) - 1, int(round(pct / 100.0
-                                                 * (len(values) - 1))))]
-
-
 def loadgen(root, port, duration=DURATION, scenarios=SCENARIOS,
             windows=WINDOWS, rate=20000, rounds=ROUNDS):
     """Run the scenarios against 127.0.0.1:port; a list of result dicts.
@@ -265,8 +260,8 @@ def loadgen(root, port, duration=DURATION, scenarios=SCENARIOS,
             results.append({
                 "query": name, "window": window,
                 "qps": len(latencies) / elapsed,
-                "p50": _percentile(latencies, 50) * 1000,
-                "p99": _percentile(latencies, 99) * 1000,
+                "p50": percentile(latencies, 50) * 1000,
+                "p99": percentile(latencies, 99) * 1000,
                 "max": max(latencies) * 1000 if latencies else float("nan"),
                 "lost": lost, "count": len(latencies)})
     return results
@@ -287,15 +282,6 @@ def _rewriter(path):
 
 
 # --- orchestration (inside the bench reactor) --------------------------------
-
-def _table(headers, rows):
-    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
-    line = "  ".join("%%-%ds" % w for w in widths)
-    print(line % tuple(headers))
-    print(line % tuple("-" * w for w in widths))
-    for row in rows:
-        print(line % tuple(row))
-
 
 def _free_port():
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
@@ -405,14 +391,14 @@ async def _bench(reactor):
         return (label, r["window"], "%.0f" % r["qps"], "%.3f" % r["p50"],
                 "%.3f" % r["p99"], "%.1f" % r["max"],
                 "%.2f" % (r["qps"] / base[r["window"]]), r["lost"])
-    _table(headers, [row(r, r["query"]) for r in results[:-1]])
+    table(headers, [row(r, r["query"]) for r in results[:-1]])
     print()
     print("ping again for %.1f s while config.data is rewritten every %.2f s"
           " (%d rewrites; the daemon polls every second and then serves"
           " serial %s, the last written is %s)"
           % (RELOAD_DURATION, RELOAD_EVERY, len(written), served,
              written[-1] if written else "-"))
-    _table(headers, [row(results[-1], "ping during reloads")])
+    table(headers, [row(results[-1], "ping during reloads")])
 
 
 async def _loadgen(reactor, mode, root, port, on_measuring=None):

@@ -30,6 +30,8 @@ import time
 
 from twisted.internet import defer, task
 
+from bench.stats import percentile
+from bench.table import table
 from ganeti import constants
 from ganeti import jqueue
 from ganeti import luxi
@@ -42,23 +44,6 @@ N_CLIENTS = 20
 OP = {"OP_ID": "OP_TEST_DELAY", "duration": 0.0, "on_master": True,
       "on_nodes": [], "repeat": 0, "priority": 0, "depends": None,
       "dry_run": False, "debug_level": 0, "comment": None, "reason": []}
-
-
-def _table(headers, rows):
-    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
-    line = "  ".join("%%-%ds" % w for w in widths)
-    print(line % tuple(headers))
-    print(line % tuple("-" * w for w in widths))
-    for row in rows:
-        print(line % tuple(row))
-
-
-def _percentile(values, pct):
-    if not values:
-        return float("nan")
-    values = sorted(values)
-    index = min(len(values) - 1, int(round(pct / 100.0 * (len(values) - 1))))
-    return values[index]
 
 
 def _sample_job_bytes():
@@ -228,13 +213,13 @@ async def _run(reactor):
             rows.append((
                 "%d jobs, %d %s" % (N_JOBS, N_CLIENTS, label),
                 "%.0f jobs/s" % rate,
-                "%.2f / %.2f ms" % (_percentile(submit_lat, 50) * 1000,
-                                    _percentile(submit_lat, 99) * 1000),
-                "%.2f / %.2f ms" % (_percentile(total_lat, 50) * 1000,
-                                    _percentile(total_lat, 99) * 1000),
+                "%.2f / %.2f ms" % (percentile(submit_lat, 50) * 1000,
+                                    percentile(submit_lat, 99) * 1000),
+                "%.2f / %.2f ms" % (percentile(total_lat, 50) * 1000,
+                                    percentile(total_lat, 99) * 1000),
                 "%.2f" % (rate / base_rate),
                 "%.2f" % (rate / in_process_rate)))
-        _table(["what", "rate", "submit p50/p99", "submit->success p50/p99",
+        table(["what", "rate", "submit p50/p99", "submit->success p50/p99",
                 "ratio to baseline", "ratio to in-process"], rows)
     finally:
         shutil.rmtree(top, ignore_errors=True)

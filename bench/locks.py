@@ -17,6 +17,8 @@ import time
 from twisted.internet import defer, task
 from twisted.logger import globalLogPublisher
 
+from bench.stats import percentile
+from bench.table import table
 from ganeti import locking
 
 SEED = 20261121
@@ -33,23 +35,6 @@ NAMES = ["inst%03d" % i for i in range(N_LOCKS)]
 
 def _noop(result):
     return result
-
-
-def _table(headers, rows):
-    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
-    line = "  ".join("%%-%ds" % w for w in widths)
-    print(line % tuple(headers))
-    print(line % tuple("-" * w for w in widths))
-    for row in rows:
-        print(line % tuple(row))
-
-
-def _percentile(values, pct):
-    if not values:
-        return float("nan")
-    values = sorted(values)
-    index = min(len(values) - 1, int(round(pct / 100.0 * (len(values) - 1))))
-    return values[index]
 
 
 def _best_rate(loop, n, repeat=3):
@@ -103,7 +88,7 @@ def bench_uncontended(reactor, n=50000):
     rows.append(("LockSet 1 name shared",
                  _best_rate(_lockset_loop(lockset, True), n)))
     print("(a) uncontended acquire+release pairs (best of 3 x %d)" % n)
-    _table(["what", "pairs/s", "vs baseline"],
+    table(["what", "pairs/s", "vs baseline"],
            [(what, "%.0f" % rate, "%.2fx" % (rate / baseline))
             for what, rate in rows])
     return baseline
@@ -139,12 +124,12 @@ def bench_contended(reactor, baseline):
         label = "%g ms" % (hold * 1000) if hold else "0 (1 turn)"
         rows.append((label, ops, "%.2f" % elapsed,
                      "%.0f" % (ops / elapsed),
-                     "%.3f" % (_percentile(latencies, 50) * 1000),
-                     "%.3f" % (_percentile(latencies, 99) * 1000),
+                     "%.3f" % (percentile(latencies, 50) * 1000),
+                     "%.3f" % (percentile(latencies, 99) * 1000),
                      "%.3fx" % (ops / elapsed / baseline)))
     print("(b) %d jobs x %d ops, each op 1-4 random of %d locks, half shared"
           % (N_JOBS, OPS_PER_JOB, N_LOCKS))
-    _table(["hold", "ops", "seconds", "jobs/s (ops/s)", "p50 acquire ms",
+    table(["hold", "ops", "seconds", "jobs/s (ops/s)", "p50 acquire ms",
             "p99 acquire ms", "vs baseline"], rows)
 
 
@@ -210,7 +195,7 @@ def bench_all_set(reactor):
                      "%.1f" % (max(latencies) * 1000)))
     print("(c) 1 job acquires ALL_SET (%d locks) exclusively; %d jobs take"
           " single random locks (hold 1 ms)" % (N_LOCKS, N_JOBS - 1))
-    _table(["big job", "big waited ms", "timed-out attempts",
+    table(["big job", "big waited ms", "timed-out attempts",
             "small stalled >%d ms" % (STALL * 1000), "small total",
             "small max ms"], rows)
 
