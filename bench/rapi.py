@@ -22,7 +22,6 @@ import json
 import os
 import random
 import shutil
-import socket
 import ssl
 import subprocess
 import sys
@@ -82,25 +81,9 @@ def build_cluster(base):
     return vc
 
 
-def _port_open(ip, port):
-    try:
-        socket.create_connection((ip, port), timeout=1).close()
-        return True
-    except OSError:
-        return False
-
-
-def _wait(what, predicate, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise RuntimeError("timed out waiting for %s" % what)
-
-
 def start_daemons(vc):
-    from ganeti import constants, luxi
+    from ganeti import constants
+    from ganeti.vcluster import master_answers, port_open, wait_for
     node = vc.master
     os_dir = os.path.join(REPO, "etc", "os")
     procs = []
@@ -117,36 +100,28 @@ def start_daemons(vc):
 
     noded = start("noded", vc.twistd_command(
         "ganeti-noded", node, "--no-mlock", "--os-search-path", os_dir))
-    _wait("noded", lambda: alive(noded) and _port_open(
-        node.ip, constants.DEFAULT_NODED_PORT))
+    wait_for("noded", lambda: alive(noded) and port_open(
+        node.ip, constants.DEFAULT_NODED_PORT), 60.0)
     master = start("masterd", vc.twistd_command("ganeti-masterd", node))
-
-    def answers():
-        alive(master)
-        try:
-            with luxi.BlockingClient(node.paths.master_socket, 5) as c:
-                c.call("QueryConfigValues", ["cluster_name"])
-            return True
-        except luxi.NoMasterError:
-            return False
-    _wait("masterd", answers)
+    wait_for("masterd", lambda: alive(master) and master_answers(node), 60.0)
     tls = start("rapi", vc.twistd_command("ganeti-rapi", node, "--port",
                                           str(TLS_PORT)))
     plain = start("rapi-plain", vc.twistd_command(
         "ganeti-rapi", node, "--port", str(PLAIN_PORT), "--no-ssl"))
     for proc, port in ((tls, TLS_PORT), (plain, PLAIN_PORT)):
-        _wait("rapi on %d" % port, lambda: alive(proc) and
-              _port_open(node.ip, port))
+        wait_for("rapi on %d" % port, lambda: alive(proc) and
+                 port_open(node.ip, port), 60.0)
 
 
 def finished_job(vc):
     """The id of a finished job (OP_TEST_DELAY of 0 s)."""
     from ganeti import luxi
+    from ganeti.vcluster import wait_for
     with luxi.BlockingClient(vc.master.paths.master_socket, 60) as c:
         job = c.call("SubmitJob", [{"OP_ID": "OP_TEST_DELAY",
                                     "duration": 0.0}])
-        _wait("job %s" % job, lambda: c.call("QueryJobs", [job], [
-            "status"])[0][0] in ("success", "error", "canceled"))
+        wait_for("job %s" % job, lambda: c.call("QueryJobs", [job], [
+            "status"])[0][0] in ("success", "error", "canceled"), 60.0)
     return job
 
 

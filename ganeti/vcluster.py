@@ -41,14 +41,36 @@ def node_ip(index):
     return "127.0.0.%d" % (index + 1)
 
 
-def _wait(what, predicate, timeout, interval=0.05):
+def wait_for(what, predicate, timeout, interval=0.05, error=RuntimeError):
+    """Poll ``predicate`` until it returns something true, and return that;
+    ``error`` (tests want AssertionError) once ``timeout`` seconds passed."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
         time.sleep(interval)
-    raise RuntimeError("timed out waiting for %s" % what)
+    raise error("timed out waiting for %s" % what)
+
+
+def port_open(address, port):
+    """Whether a TCP connection to ``address``:``port`` can be made."""
+    try:
+        socket.create_connection((address, port), 1).close()
+        return True
+    except OSError:
+        return False
+
+
+def master_answers(node):
+    """Whether the master daemon of ``node`` answers a luxi query."""
+    from ganeti import luxi
+    try:
+        with luxi.BlockingClient(node.paths.master_socket, 5) as c:
+            c.call("QueryConfigValues", ["cluster_name"])
+        return True
+    except (luxi.NoMasterError, OSError):
+        return False
 
 
 def write_hmac_key(path):
@@ -163,7 +185,6 @@ class VirtualCluster(object):
 
     def start_master(self, noded_args=(), timeout=60.0):
         """Start the master's noded and masterd; return once luxi answers."""
-        from ganeti import luxi
         m = self.master
         self.start("noded@" + m.name, self.twistd_command(
             "ganeti-noded", m, "--no-mlock", *noded_args))
@@ -174,13 +195,8 @@ class VirtualCluster(object):
             if proc.poll() is not None:
                 raise RuntimeError("ganeti-masterd exited with %s; see %s"
                                    % (proc.returncode, self.base))
-            try:
-                with luxi.BlockingClient(m.paths.master_socket, 5) as c:
-                    c.call("QueryConfigValues", ["cluster_name"])
-                return True
-            except (luxi.NoMasterError, OSError):
-                return False
-        _wait("the master daemon", answers, timeout)
+            return master_answers(m)
+        wait_for("the master daemon", answers, timeout)
 
     def start_bootstrap_noded(self, node, noded_args=(), timeout=60.0):
         """Start ``ganeti-noded --bootstrap`` on a node that is not a
@@ -196,16 +212,12 @@ class VirtualCluster(object):
                 raise RuntimeError("ganeti-noded of %s exited with %s; see"
                                    " %s" % (node.name, proc.returncode,
                                             self.base))
-            if not os.path.exists(fp_file):
-                return False
-            try:
-                socket.create_connection(
-                    (node.ip, constants.DEFAULT_NODED_PORT), 1).close()
-            except OSError:
+            if not os.path.exists(fp_file) or not port_open(
+                    node.ip, constants.DEFAULT_NODED_PORT):
                 return False
             with open(fp_file) as f:
                 return f.read().strip() or False
-        return _wait("the node daemon of %s" % node.name, ready, timeout)
+        return wait_for("the node daemon of %s" % node.name, ready, timeout)
 
     def join_nodes(self, nodes=None, noded_args=(), timeout=120.0, **op):
         """Start a bootstrap noded on each node (default: all but the
@@ -229,8 +241,8 @@ class VirtualCluster(object):
                     status = c.query_jobs([job], ["status"])[0][0]
                     return status if status in ("success", "error",
                                                 "canceled") else False
-                status = _wait("job %s (adding %s)" % (job, node.name), done,
-                               timeout)
+                status = wait_for("job %s (adding %s)" % (job, node.name),
+                                  done, timeout)
                 if status != "success":
                     result = c.query_jobs([job], ["opresult"])[0][0]
                     raise RuntimeError("adding node %s failed: %s"
