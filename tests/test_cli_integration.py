@@ -8,12 +8,7 @@ fails.
 """
 
 import os
-import random
 import re
-import shutil
-import subprocess
-import sys
-import tempfile
 
 from twisted.trial import unittest
 
@@ -22,57 +17,29 @@ from ganeti import luxi
 from ganeti import pathutils
 
 from tests import ganeti_peer
+from tests.daemons import ETC_OS, GntCommandsMixin, random_ips, short_tmpdir
 
-PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-OS_DIR = os.path.join(PROJECT, "etc", "os")
 NODE = "node1.example.com"
 CLUSTER = "cluster.example.com"
 
 
-class ClusterTestCase(unittest.TestCase):
+class ClusterTestCase(GntCommandsMixin, unittest.TestCase):
 
     def setUp(self):
-        # short: UNIX socket paths must stay below 108 bytes
-        self.base = tempfile.mkdtemp(prefix="gnt-", dir="/tmp")
+        self.base = short_tmpdir(self, "gnt-")
         # the last component is the node name, as Ganeti's own tools want
         self.root = os.path.join(self.base, NODE)
         self.paths = pathutils.Paths(self.root)
-        self.ip = "127.%d.%d.%d" % (random.randint(100, 250),
-                                    random.randint(0, 255),
-                                    random.randint(1, 254))
-        self.addCleanup(shutil.rmtree, self.base, True)
+        self.ip = random_ips(1)[0]
+        self.gnt_root = self.root
         # registered before init: daemons are stopped whatever happens
         self.addCleanup(daemon_util.stop_all, self.root)
-
-    def env(self):
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(
-            [PROJECT] + [p for p in env.get("PYTHONPATH", "").split(
-                os.pathsep) if p])
-        env["GANETI_ROOTDIR"] = self.root
-        env["LANG"] = "C.UTF-8"
-        return env
-
-    def gnt(self, program, *args, **kwargs):
-        """Run ``program`` (gnt-cluster, ...) as a command; (code, output)."""
-        module = "ganeti.cli." + program.replace("-", "_")
-        proc = subprocess.run([sys.executable, "-m", module] + list(args),
-                              env=self.env(), stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, timeout=120,
-                              cwd=kwargs.get("cwd", "/"))
-        return proc.returncode, proc.stdout.decode("utf-8", "replace")
-
-    def ok(self, program, *args):
-        code, out = self.gnt(program, *args)
-        self.assertEqual(code, 0, "%s %s failed:\n%s"
-                         % (program, " ".join(args), out))
-        return out
 
     def init(self, *extra):
         return self.ok("gnt-cluster", "init", "--node-name", NODE,
                        "--node-ip", self.ip, "--enabled-hypervisors", "fake",
                        "--enabled-disk-templates", "file,diskless",
-                       "--os-search-path", OS_DIR, *(extra + (CLUSTER,)))
+                       "--os-search-path", ETC_OS, *(extra + (CLUSTER,)))
 
     def client(self):
         c = luxi.BlockingClient(self.paths.master_socket, 30)
@@ -265,20 +232,15 @@ class InstanceTests(ClusterTestCase):
         """Ganeti's own gnt-instance/gnt-job list print what ours print."""
         if ganeti_peer.unavailable_reason():
             return
-        env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": ganeti_peer.GANETI_LIB,
-               "GANETI_ROOTDIR": self.root, "GANETI_HOSTNAME": NODE,
-               "LANG": "C.UTF-8", "TZ": os.environ.get("TZ", "UTC")}
+        tz = {"TZ": os.environ.get("TZ", "UTC")}
         for program, args in (("gnt-instance", ["list"]),
                               ("gnt-instance", ["list", "-o",
                                                 "name,admin_up,disk.sizes,"
                                                 "be/maxmem", "--separator",
                                                 ":"]),
                               ("gnt-job", ["list"])):
-            theirs = subprocess.run(
-                [ganeti_peer.GANETI_PYTHON,
-                 os.path.join(ganeti_peer.GANETI_LIB, program)] + args,
-                env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                timeout=60).stdout.decode("utf-8", "replace")
+            _, theirs = ganeti_peer.run_tool(program, args, self.root, NODE,
+                                             timeout=60, env=tz)
             ours = self.ok(program, *args)
             self.assertEqual(ours, theirs, "%s %s" % (program, args))
 

@@ -25,15 +25,9 @@ is fixed) under a short /tmp directory (UNIX socket paths < 108 bytes).
 
 import json
 import os
-import random
 import re
-import shutil
 import signal
-import socket
-import ssl
-import subprocess
 import sys
-import tempfile
 import time
 
 from twisted.trial import unittest
@@ -42,54 +36,12 @@ from ganeti import constants
 from ganeti import crypto
 from ganeti.vcluster import VirtualCluster
 
-PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ETC_OS = os.path.join(PROJECT, "etc", "os")
+from tests.daemons import (ETC_OS, GntCommandsMixin, noded_version,
+                           random_ips, short_tmpdir, wait_for)
+
 #: a finding line of gnt-cluster verify (after the job log's timestamp)
 FINDING_RE = re.compile(r"^.*?  (- (?:ERROR|WARNING): .*)$", re.M)
 INSTANCES = ["web1.example.com", "web2.example.com", "web3.example.com"]
-
-
-def wait_for(what, predicate, timeout=30.0, interval=0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError("timed out waiting for %s" % what)
-
-
-def random_ips(count):
-    a, b = random.randint(1, 254), random.randint(0, 255)
-    first = random.randint(1, 250 - count)
-    return ["127.%d.%d.%d" % (a, b, first + i) for i in range(count)]
-
-
-def tls_version_call(address, cert_path=None):
-    """POST /version to a node daemon with Python's ssl module, presenting
-    ``cert_path`` (or no client certificate): the reply bytes, or the
-    exception that ended the attempt."""
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE
-    if cert_path:
-        ctx.load_cert_chain(cert_path)
-    try:
-        with socket.create_connection(
-                (address, constants.DEFAULT_NODED_PORT), 10) as sock:
-            with ctx.wrap_socket(sock) as conn:
-                conn.sendall(b"POST /version HTTP/1.1\r\nHost: x\r\n"
-                             b"Content-Length: 2\r\nConnection: close\r\n"
-                             b"\r\n[]")
-                data = b""
-                while True:
-                    chunk = conn.recv(65536)
-                    if not chunk:
-                        break
-                    data += chunk
-                return data
-    except (OSError, ssl.SSLError) as err:
-        return err
 
 
 def fake_guest_pids(node):
@@ -110,40 +62,22 @@ def fake_guest_pids(node):
     return result
 
 
-class ClusterEndToEndTest(unittest.TestCase):
+class ClusterEndToEndTest(GntCommandsMixin, unittest.TestCase):
 
     timeout = 240
 
     def setUp(self):
         self.started = time.monotonic()
-        self.base = tempfile.mkdtemp(prefix="gnt-e-", dir="/tmp")
-        self.addCleanup(shutil.rmtree, self.base, True)
+        self.base = short_tmpdir(self, "gnt-e-")
         self.vc = VirtualCluster(os.path.join(self.base, "vc"), node_count=3)
         for node, ip in zip(self.vc.nodes, random_ips(3)):
             node.ip = ip
+        self.gnt_root = self.vc.master.root
         # registered before anything starts: every daemon and every guest
         # goes, by PID, whatever happens
         self.addCleanup(self.vc.stop_all)
 
     # --- helpers -----------------------------------------------------------
-
-    def gnt(self, program, *args):
-        module = "ganeti.cli." + program.replace("-", "_")
-        env = dict(os.environ, GANETI_ROOTDIR=self.vc.master.root,
-                   LANG="C.UTF-8")
-        env["PYTHONPATH"] = os.pathsep.join(
-            [PROJECT] + [p for p in env.get("PYTHONPATH", "").split(
-                os.pathsep) if p])
-        proc = subprocess.run([sys.executable, "-m", module] + list(args),
-                              env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, timeout=120, cwd="/")
-        return proc.returncode, proc.stdout.decode("utf-8", "replace")
-
-    def ok(self, program, *args):
-        code, out = self.gnt(program, *args)
-        self.assertEqual(code, 0, "%s %s failed:\n%s"
-                         % (program, " ".join(args), out))
-        return out
 
     def table(self, program, fields, *args):
         out = self.ok(program, "list", "--no-headers", "--separator", "|",
@@ -253,18 +187,18 @@ class ClusterEndToEndTest(unittest.TestCase):
 
         # --- a joined node daemon serves the cluster certificate only
         master_pem = crypto.server_pem_path(n1.paths)
-        answer = tls_version_call(n3.ip, master_pem)
+        answer = noded_version(n3.ip, master_pem)
         self.assertIsInstance(answer, bytes, answer)
         self.assertIn(b"200 OK", answer.split(b"\r\n", 1)[0])
         # no client certificate: the handshake fails (or the daemon hangs
         # up without an answer)
-        refused = tls_version_call(n3.ip)
+        refused = noded_version(n3.ip)
         self.assertTrue(not isinstance(refused, bytes) or refused == b"",
                         refused)
         other = crypto.generate_cluster_certificate(
             os.path.join(self.base, "other", "server.pem"),
             "other.example.com")
-        refused = tls_version_call(n3.ip, other.path)
+        refused = noded_version(n3.ip, other.path)
         self.assertFalse(isinstance(refused, bytes) and b"200 OK" in refused,
                          refused)
 

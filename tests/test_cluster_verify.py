@@ -22,8 +22,8 @@ from ganeti.hypervisor import state
 
 from tests.test_cmdlib_instance import (
     FSD, NODE1, NODE2, FakeRpc, InstanceTestCase)
-from tests.test_instance_integration import (
-    FINAL, INSTANCE, DaemonsTestCase, wait_for)
+from tests.daemons import FINAL, wait_for
+from tests.test_instance_integration import INSTANCE, DaemonsTestCase
 
 INST = "inst1.example.com"
 
@@ -637,23 +637,14 @@ class RealDaemonsVerifyTests(DaemonsTestCase):
     def test_ganetis_own_gnt_cluster_verify(self):
         """Ganeti 3.0's gnt-cluster verify: our OP_CLUSTER_VERIFY's jobs,
         its exit code, findings in its error-code format."""
-        import subprocess
         from tests import ganeti_peer
-        reason = ganeti_peer.unavailable_reason()
-        if reason:
-            raise unittest.SkipTest(reason)
+        ganeti_peer.skip_unless_available()
         node = self.vc.master
-        env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": ganeti_peer.GANETI_LIB,
-               "GANETI_ROOTDIR": node.root, "GANETI_HOSTNAME": node.name,
-               "LANG": "C.UTF-8"}
 
         def gnt_cluster_verify():
-            out = subprocess.run(
-                [ganeti_peer.GANETI_PYTHON,
-                 os.path.join(ganeti_peer.GANETI_LIB, "gnt-cluster"),
-                 "verify", "--error-codes"], env=env,
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
-            return out.returncode, out.stdout.decode("utf-8", "replace")
+            return ganeti_peer.run_tool("gnt-cluster",
+                                        ["verify", "--error-codes"],
+                                        node.root, node.name)
         code, out = gnt_cluster_verify()
         self.assertEqual(code, 0, out)
         self.assertIn("* Verifying group 'default'", out)

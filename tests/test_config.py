@@ -501,9 +501,7 @@ class GanetiCompatibilityTests(unittest.TestCase):
     """config.data files move both ways between us and Ganeti 3.0."""
 
     def setUp(self):
-        reason = ganeti_peer.unavailable_reason()
-        if reason:
-            raise unittest.SkipTest(reason)
+        ganeti_peer.skip_unless_available()
 
     _LOAD = r"""
 import json, sys

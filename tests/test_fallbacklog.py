@@ -8,6 +8,8 @@ from twisted.trial import unittest
 
 from ganeti.server import fallbacklog
 
+from tests.daemons import VirtualClusterTestCase
+
 
 class BrokenDisk(io.StringIO):
     """A log file whose disk fails (EIO) after ``good`` writes."""
@@ -73,42 +75,17 @@ class FallbackTests(unittest.TestCase):
             self.assertIn("to the console file", f.read())
 
 
-class NodedConsoleTests(unittest.TestCase):
+class NodedConsoleTests(VirtualClusterTestCase):
     """A real noded whose log file cannot be written keeps serving."""
 
+    BASE_PREFIX = "gnt-log-"
+
     def test_noded_logs_to_the_console_and_serves(self):
-        import random
-        import shutil
-        import socket
-        import tempfile
-        import time
-
-        from ganeti import constants
-        from ganeti.vcluster import VirtualCluster
-
-        base = tempfile.mkdtemp(prefix="gnt-log-", dir="/tmp")
-        self.addCleanup(shutil.rmtree, base, True)
-        vc = VirtualCluster(os.path.join(base, "vc"), node_count=1)
-        vc.master.ip = "127.%d.%d.%d" % (random.randint(1, 254),
-                                         random.randint(1, 254),
-                                         random.randint(2, 254))
-        vc.create()
-        self.addCleanup(vc.stop_all)
-        console = os.path.join(base, "console")
-        vc.start("noded", vc.twistd_command(
-            "ganeti-noded", vc.master, "--no-mlock",
-            "--log-file", os.path.join(base, "gone", "node-daemon.log"),
-            "--console", console))
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(
-                    (vc.master.ip, constants.DEFAULT_NODED_PORT), 1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise AssertionError("noded did not come up")
-                time.sleep(0.1)
+        console = os.path.join(self.base, "console")
+        self.start_noded(
+            self.vc.master,
+            "--log-file", os.path.join(self.base, "gone", "node-daemon.log"),
+            "--console", console)
         with open(console) as f:
             text = f.read()
         self.assertIn("ganeti-noded starting", text)

@@ -7,107 +7,30 @@ directory.  Jobs go in over luxi like ``gnt-instance`` sends them.
 """
 
 import os
-import random
-import shutil
 import signal
-import socket
-import tempfile
-import time
 
-from twisted.trial import unittest
-
-from ganeti import constants
-from ganeti import luxi
 from ganeti.hypervisor import state
-from ganeti.vcluster import VirtualCluster
 
-from tests.test_noded import kill_fake_instances
+from tests import ganeti_peer
+from tests.daemons import RunningClusterTestCase, wait_for
 
-HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ETC_OS = os.path.join(HERE, "etc", "os")
 INSTANCE = "inst1.example.com"
-FINAL = ("success", "error", "canceled")
 
 
-def wait_for(what, predicate, timeout=60.0, interval=0.05):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError("timed out waiting for %s" % what)
-
-
-def _port_open(address, port):
-    try:
-        with socket.create_connection((address, port), timeout=1):
-            return True
-    except OSError:
-        return False
-
-
-class DaemonsTestCase(unittest.TestCase):
+class DaemonsTestCase(RunningClusterTestCase):
     """A one-node cluster with its node daemon and master daemon running."""
 
     timeout = 240
+    BASE_PREFIX = "gnt-i-"
 
     def setUp(self):
-        # Short paths: UNIX socket paths are limited to 108 bytes.
-        self.base = tempfile.mkdtemp(prefix="gnt-i-", dir="/tmp")
-        self.addCleanup(shutil.rmtree, self.base, True)
-        self.vc = VirtualCluster(os.path.join(self.base, "vc"), node_count=1)
-        node = self.vc.master
-        node.ip = "127.%d.%d.%d" % (random.randint(1, 254),
-                                    random.randint(1, 254),
-                                    random.randint(2, 254))
-        store = self.vc.create(hypervisors=(constants.HT_FAKE,))
-        self.file_storage_dir = store.cluster.file_storage_dir
-        self.addCleanup(self.vc.stop_all)
-        self.addCleanup(kill_fake_instances, node.root)
-        noded = self.vc.start("noded", self.vc.twistd_command(
-            "ganeti-noded", node, "--no-mlock",
-            "--os-search-path", ETC_OS,
-            "--file-storage-dir", self.file_storage_dir))
-        wait_for("node daemon", lambda: self._alive(noded) and _port_open(
-            node.ip, constants.DEFAULT_NODED_PORT))
-        master = self.vc.start("masterd", self.vc.twistd_command(
-            "ganeti-masterd", node))
-        self.socket = node.paths.master_socket
-        wait_for("master socket", lambda: self._answers(master))
-        self.client = luxi.BlockingClient(self.socket, 60)
-        self.addCleanup(self.client.close)
-
-    def _alive(self, proc):
-        if proc.poll() is not None:
-            raise AssertionError("daemon exited with %s; see %s"
-                                 % (proc.returncode, self.vc.base))
-        return True
-
-    def _answers(self, proc):
-        self._alive(proc)
-        try:
-            with luxi.BlockingClient(self.socket, 5) as c:
-                c.call("QueryConfigValues", ["cluster_name"])
-            return True
-        except luxi.NoMasterError:
-            return False
-
-    def run_job(self, op, expect="success"):
-        job = self.client.call("SubmitJob", [op])
-        wait_for("job %s" % job, lambda: self.client.call(
-            "QueryJobs", [job], ["status"])[0][0] in FINAL, timeout=120)
-        status, result, oplog = self.client.call(
-            "QueryJobs", [job], ["status", "opresult", "oplog"])[0]
-        messages = [entry[3] for entry in oplog[0]]
-        self.assertEqual(status, expect, (result, messages))
-        return result[0], messages
+        RunningClusterTestCase.setUp(self)
+        self.file_storage_dir = self.fsd
 
     def query(self):
         result, _ = self.run_job({"OP_ID": "OP_INSTANCE_QUERY_DATA",
                                   "instances": [INSTANCE]})
         return result[INSTANCE]
-
 
 
 class InstanceLifeCycleTests(DaemonsTestCase):
@@ -186,25 +109,12 @@ class GanetiClientTests(DaemonsTestCase):
     """Ganeti 3.0's own gnt-instance / gnt-os drive our master."""
 
     def setUp(self):
-        from tests import ganeti_peer
-        reason = ganeti_peer.unavailable_reason()
-        if reason:
-            raise unittest.SkipTest(reason)
-        self.peer = ganeti_peer
+        ganeti_peer.skip_unless_available()
         DaemonsTestCase.setUp(self)
 
     def gnt(self, command, *args):
-        import subprocess
         node = self.vc.master
-        env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": self.peer.GANETI_LIB,
-               "GANETI_ROOTDIR": node.root, "GANETI_HOSTNAME": node.name,
-               "LANG": "C.UTF-8"}
-        out = subprocess.run(
-            [self.peer.GANETI_PYTHON,
-             os.path.join(self.peer.GANETI_LIB, command)] + list(args),
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            timeout=120)
-        return out.returncode, out.stdout.decode("utf-8", "replace")
+        return ganeti_peer.run_tool(command, args, node.root, node.name)
 
     def test_gnt_instance_and_gnt_os(self):
         code, out = self.gnt("gnt-os", "diagnose")

@@ -18,53 +18,32 @@ boot one at a time (each takes a core for a few seconds).
 """
 
 import os
-import random
-import shutil
 import signal
-import tempfile
+import subprocess
+import sys
 
 from twisted.trial import unittest
 
 from ganeti import constants
-from ganeti import luxi
 from ganeti.hypervisor import state
-from ganeti.vcluster import VirtualCluster
 
 from tests import guest as test_guest
-from tests.test_instance_integration import ETC_OS, FINAL, _port_open, \
-    wait_for
+from tests.daemons import (PROJECT, RunningClusterTestCase, short_tmpdir,
+                           wait_for)
 
 #: seconds a TCG boot may take on a busy machine
 BOOT_DEADLINE = 90
 
 
-class KvmClusterTests(unittest.TestCase):
+class KvmClusterTests(RunningClusterTestCase):
 
     timeout = 300
+    HYPERVISORS = (constants.HT_KVM,)
+    BASE_PREFIX = "gnt-k-"
 
     def setUp(self):
         self.qemu, self.guest = test_guest.guest_or_skip()
-        self.base = tempfile.mkdtemp(prefix="gnt-k-", dir="/tmp")
-        self.addCleanup(shutil.rmtree, self.base, True)
-        self.vc = VirtualCluster(os.path.join(self.base, "vc"), node_count=1)
-        node = self.vc.master
-        node.ip = "127.%d.%d.%d" % (random.randint(1, 254),
-                                    random.randint(1, 254),
-                                    random.randint(2, 254))
-        store = self.vc.create(hypervisors=(constants.HT_KVM,))
-        # registered first, run last: daemons and every qemu go
-        self.addCleanup(self.vc.stop_all)
-        noded = self.vc.start("noded", self.vc.twistd_command(
-            "ganeti-noded", node, "--no-mlock", "--os-search-path", ETC_OS,
-            "--file-storage-dir", store.cluster.file_storage_dir))
-        wait_for("node daemon", lambda: self._alive(noded) and _port_open(
-            node.ip, constants.DEFAULT_NODED_PORT))
-        master = self.vc.start("masterd", self.vc.twistd_command(
-            "ganeti-masterd", node))
-        self.socket = node.paths.master_socket
-        wait_for("master socket", lambda: self._answers(master))
-        self.client = luxi.BlockingClient(self.socket, 60)
-        self.addCleanup(self.client.close)
+        RunningClusterTestCase.setUp(self)
         # the cluster's kvm defaults name files this node has, so that
         # verification has nothing to say about them
         self.run_job({"OP_ID": "OP_CLUSTER_SET_PARAMS",
@@ -73,31 +52,10 @@ class KvmClusterTests(unittest.TestCase):
                           "kernel_path": self.guest.kernel,
                           "initrd_path": self.guest.initrd,
                           "root_path": "", "kvm_flag": "disabled"}}})
-        self.rt = state.RuntimeDir(node.root, constants.HT_KVM)
-
-    def _alive(self, proc):
-        if proc.poll() is not None:
-            raise AssertionError("daemon exited with %s; see %s"
-                                 % (proc.returncode, self.vc.base))
-        return True
-
-    def _answers(self, proc):
-        self._alive(proc)
-        try:
-            with luxi.BlockingClient(self.socket, 5) as c:
-                c.call("QueryConfigValues", ["cluster_name"])
-            return True
-        except luxi.NoMasterError:
-            return False
+        self.rt = state.RuntimeDir(self.vc.master.root, constants.HT_KVM)
 
     def run_job(self, op, expect="success"):
-        job = self.client.call("SubmitJob", [op])
-        wait_for("job %s" % job, lambda: self.client.call(
-            "QueryJobs", [job], ["status"])[0][0] in FINAL, timeout=180)
-        status, result, oplog = self.client.call(
-            "QueryJobs", [job], ["status", "opresult", "oplog"])[0]
-        self.assertEqual(status, expect, (result, [e[3] for e in oplog[0]]))
-        return result[0]
+        return RunningClusterTestCase.run_job(self, op, expect)[0]
 
     def fields(self, name, *names):
         answer = self.client.call("Query", "instance", list(names),
@@ -201,14 +159,11 @@ class KvmDemoTests(unittest.TestCase):
 
     def test_demo_kvm_once(self):
         test_guest.guest_or_skip()
-        import subprocess
-        import sys
-        base = tempfile.mkdtemp(prefix="gnt-dk-", dir="/tmp")
-        self.addCleanup(shutil.rmtree, base, True)
-        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        base = short_tmpdir(self, "gnt-dk-")
         out = subprocess.run(
             [sys.executable, "-m", "ganeti.demo", "--base", base, "--once",
-             "--nodes", "1", "--kvm"], env=dict(os.environ, PYTHONPATH=here),
+             "--nodes", "1", "--kvm"],
+            env=dict(os.environ, PYTHONPATH=PROJECT),
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=150)
         text = out.stdout.decode("utf-8", "replace")
         self.assertEqual(out.returncode, 0, text)

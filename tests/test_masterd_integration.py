@@ -2,58 +2,22 @@
 
 import os
 import signal
-import subprocess
-import time
 
-from twisted.trial import unittest
-
+from ganeti import constants
 from ganeti import luxi
-from ganeti.vcluster import VirtualCluster
 
 from tests import ganeti_peer
+from tests.daemons import VirtualClusterTestCase, wait_for
 
 
-def wait_for(what, predicate, timeout=30.0, interval=0.05):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError("timed out waiting for %s" % what)
+class MasterdTestCase(VirtualClusterTestCase):
 
-
-class MasterdTestCase(unittest.TestCase):
+    HYPERVISORS = (constants.HT_FAKE, constants.HT_KVM)
+    BASE_PREFIX = "gnt-m-"
 
     def setUp(self):
-        # Short base path: UNIX socket paths are limited to 108 bytes.
-        import tempfile
-        self.base = tempfile.mkdtemp(prefix="gnt-m-", dir="/tmp")
-        self.vc = VirtualCluster(os.path.join(self.base, "vc"), node_count=1)
-        self.vc.create()
-        self.addCleanup(self._cleanup)
+        VirtualClusterTestCase.setUp(self)
         self.socket = self.vc.master.paths.master_socket
-
-    def _cleanup(self):
-        self.vc.stop_all()
-        import shutil
-        shutil.rmtree(self.base, True)
-
-    def start_master(self, *extra):
-        proc = self.vc.start("ganeti-masterd", self.vc.twistd_command(
-            "ganeti-masterd", self.vc.master, *extra))
-        wait_for("master socket", lambda: self._answers(proc))
-        return proc
-
-    def _answers(self, proc):
-        if proc.poll() is not None:
-            raise AssertionError("masterd exited with %s" % proc.returncode)
-        try:
-            with luxi.BlockingClient(self.socket, 5) as c:
-                c.call("QueryConfigValues", ["cluster_name"])
-            return True
-        except luxi.NoMasterError:
-            return False
 
     def client(self):
         c = luxi.BlockingClient(self.socket, 30)
@@ -67,7 +31,7 @@ class MasterdTestCase(unittest.TestCase):
 class JobTests(MasterdTestCase):
 
     def test_job_runs_and_reports_like_ganeti(self):
-        self.start_master()
+        self.start_masterd()
         c = self.client()
         job = c.call("SubmitJob", [{"OP_ID": "OP_TEST_DELAY",
                                     "duration": 0.1, "repeat": 2}])
@@ -88,7 +52,7 @@ class JobTests(MasterdTestCase):
                           "Test delay iteration 2/2"])
 
     def test_bad_opcode_is_refused_and_not_queued(self):
-        self.start_master()
+        self.start_masterd()
         c = self.client()
         from ganeti import errors
         err = self.assertRaises(errors.OpPrereqError, c.call, "SubmitJob",
@@ -98,7 +62,7 @@ class JobTests(MasterdTestCase):
         self.assertEqual(c.call("QueryJobs", None, ["id"]), [])
 
     def test_sigkill_loses_no_acknowledged_job(self):
-        self.start_master("--max-running-jobs", "1")
+        self.start_masterd("--max-running-jobs", "1")
         c = self.client()
         long_job = c.call("SubmitJob", [{"OP_ID": "OP_TEST_DELAY",
                                          "duration": 60.0}])
@@ -114,7 +78,7 @@ class JobTests(MasterdTestCase):
             proc.wait()
         self.vc.processes = []
         c.close()
-        self.start_master()
+        self.start_masterd()
         c = self.client()
         ids = [row[0] for row in c.call("QueryJobs", None, ["id"])]
         self.assertEqual(sorted(ids), sorted([long_job] + short))
@@ -133,24 +97,15 @@ class GanetiClientTests(MasterdTestCase):
     """Ganeti 3.0's own command-line tools drive our master."""
 
     def setUp(self):
-        reason = ganeti_peer.unavailable_reason()
-        if reason:
-            raise unittest.SkipTest(reason)
+        ganeti_peer.skip_unless_available()
         MasterdTestCase.setUp(self)
 
     def gnt(self, command, *args):
-        env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": ganeti_peer.GANETI_LIB,
-               "GANETI_ROOTDIR": self.vc.master.root,
-               "GANETI_HOSTNAME": self.vc.master.name, "LANG": "C.UTF-8"}
-        out = subprocess.run(
-            [ganeti_peer.GANETI_PYTHON,
-             os.path.join(ganeti_peer.GANETI_LIB, command)] + list(args),
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            timeout=60)
-        return out.returncode, out.stdout.decode("utf-8", "replace")
+        return ganeti_peer.run_tool(command, args, self.vc.master.root,
+                                    self.vc.master.name, timeout=60)
 
     def test_gnt_cluster_info_tags_and_debug_delay(self):
-        self.start_master()
+        self.start_masterd()
         code, out = self.gnt("gnt-cluster", "info")
         self.assertEqual(code, 0, out)
         self.assertIn("Cluster name: cluster.example.com", out)
@@ -170,7 +125,7 @@ class GanetiClientTests(MasterdTestCase):
         demo.populate(store)  # inst1 on node1 (noded runs) + a reservation
         self.vc.start("ganeti-noded", self.vc.twistd_command(
             "ganeti-noded", self.vc.master))
-        self.start_master()
+        self.start_masterd()
         code, out = self.gnt("gnt-debug", "delay", "0.1")
         self.assertEqual(code, 0, out)
         code, out = self.gnt("gnt-job", "list", "--no-headers")

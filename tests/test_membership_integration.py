@@ -9,15 +9,9 @@ Every daemon is stopped by PID (its pidfile) when the test ends.
 
 import json
 import os
-import random
 import re
-import shutil
-import socket
-import ssl
 import subprocess
 import sys
-import tempfile
-import time
 
 from twisted.trial import unittest
 
@@ -28,26 +22,12 @@ from ganeti import daemon_util
 from ganeti import pathutils
 from ganeti.vcluster import VirtualCluster
 
-PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tests.daemons import (GntCommandsMixin, command_env, noded_version,
+                           port_open, random_ips, short_tmpdir, wait_for)
+
 CLUSTER = "cluster.example.com"
 NAMES = ["node1.example.com", "node2.example.com", "node3.example.com"]
 FP_RE = re.compile(r"One-time certificate fingerprint: (SHA256:[0-9A-F:]{95})")
-
-
-def wait_for(what, predicate, timeout=60.0, interval=0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError("timed out waiting for %s" % what)
-
-
-def random_ips(count):
-    a, b = random.randint(1, 254), random.randint(0, 255)
-    first = random.randint(1, 250 - count)
-    return ["127.%d.%d.%d" % (a, b, first + i) for i in range(count)]
 
 
 def serial_of(paths):
@@ -66,72 +46,23 @@ def ssconf(paths, key):
         return None
 
 
-def https_version(address, cert_path=None):
-    """POST /version with the blocking ssl module, presenting ``cert_path``
-    (or no certificate): the reply body, or the exception."""
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE
-    if cert_path:
-        ctx.load_cert_chain(cert_path)
-    try:
-        with socket.create_connection(
-                (address, constants.DEFAULT_NODED_PORT), 10) as sock:
-            with ctx.wrap_socket(sock) as conn:
-                conn.sendall(b"POST /version HTTP/1.1\r\nHost: x\r\n"
-                             b"Content-Length: 2\r\nConnection: close\r\n"
-                             b"\r\n[]")
-                data = b""
-                while True:
-                    chunk = conn.recv(65536)
-                    if not chunk:
-                        break
-                    data += chunk
-                return data
-    except (OSError, ssl.SSLError) as err:
-        return err
-
-
-class MembershipTests(unittest.TestCase):
+class MembershipTests(GntCommandsMixin, unittest.TestCase):
 
     timeout = 300
+    GNT_TIMEOUT = 180
 
     def setUp(self):
-        # short: UNIX socket paths must stay below 108 bytes
-        self.base = tempfile.mkdtemp(prefix="gnt-m-", dir="/tmp")
-        self.addCleanup(shutil.rmtree, self.base, True)
+        self.base = short_tmpdir(self, "gnt-m-")
         self.ips = random_ips(3)
         self.paths = [pathutils.Paths(os.path.join(self.base, n))
                       for n in NAMES]
+        self.gnt_root = self.paths[0].root
         for paths in self.paths:
             paths.ensure_dirs()
             # registered first: daemons are stopped whatever happens
             self.addCleanup(daemon_util.stop_all, paths)
 
     # --- helpers ---------------------------------------------------------
-
-    def env(self, node=0):
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(
-            [PROJECT] + [p for p in env.get("PYTHONPATH", "").split(
-                os.pathsep) if p])
-        env["GANETI_ROOTDIR"] = self.paths[node].root
-        env["LANG"] = "C.UTF-8"
-        return env
-
-    def gnt(self, program, *args):
-        module = "ganeti.cli." + program.replace("-", "_")
-        proc = subprocess.run([sys.executable, "-m", module] + list(args),
-                              env=self.env(), stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, timeout=180,
-                              cwd="/")
-        return proc.returncode, proc.stdout.decode("utf-8", "replace")
-
-    def ok(self, program, *args):
-        code, out = self.gnt(program, *args)
-        self.assertEqual(code, 0, "%s %s failed:\n%s"
-                         % (program, " ".join(args), out))
-        return out
 
     def gnt_on_terminal(self, answer, program, *args):
         """Run a command with a terminal as its stdin and output, typing
@@ -141,8 +72,9 @@ class MembershipTests(unittest.TestCase):
         os.write(master, answer.encode())
         module = "ganeti.cli." + program.replace("-", "_")
         proc = subprocess.Popen([sys.executable, "-m", module] + list(args),
-                                env=self.env(), stdin=slave, stdout=slave,
-                                stderr=slave, cwd="/")
+                                env=command_env(self.gnt_root),
+                                stdin=slave, stdout=slave, stderr=slave,
+                                cwd="/")
         os.close(slave)
         output = b""
         while True:
@@ -180,12 +112,8 @@ class MembershipTests(unittest.TestCase):
                              if fp not in seen]
             except OSError:
                 return None
-            if not found:
-                return None
-            try:
-                socket.create_connection(
-                    (self.ips[node], constants.DEFAULT_NODED_PORT), 1).close()
-            except OSError:
+            if not found or not port_open(self.ips[node],
+                                          constants.DEFAULT_NODED_PORT):
                 return None
             return found[-1]
         return wait_for("the fingerprint of %s" % NAMES[node], logged)
@@ -285,14 +213,14 @@ class MembershipTests(unittest.TestCase):
 
         # a joined node daemon serves the cluster certificate only
         master_pem = crypto.server_pem_path(self.paths[0])
-        answer = https_version(self.ips[1], master_pem)
+        answer = noded_version(self.ips[1], master_pem)
         self.assertIsInstance(answer, bytes, answer)
         self.assertIn(b"[true, 3000000]", answer)
-        self.assertNotIsInstance(https_version(self.ips[1]), bytes)
+        self.assertNotIsInstance(noded_version(self.ips[1]), bytes)
         other = crypto.generate_cluster_certificate(
             os.path.join(self.base, "other", "server.pem"),
             "other.example.com", key_type="ec")
-        refused = https_version(self.ips[1], other.path)
+        refused = noded_version(self.ips[1], other.path)
         self.assertFalse(isinstance(refused, bytes) and b"true" in refused,
                          refused)
 
@@ -372,8 +300,7 @@ class VirtualClusterJoinTests(unittest.TestCase):
     timeout = 180
 
     def test_join_nodes(self):
-        base = tempfile.mkdtemp(prefix="gnt-v-", dir="/tmp")
-        self.addCleanup(shutil.rmtree, base, True)
+        base = short_tmpdir(self, "gnt-v-")
         vc = VirtualCluster(os.path.join(base, "vc"), node_count=3)
         for node, ip in zip(vc.nodes, random_ips(3)):
             node.ip = ip

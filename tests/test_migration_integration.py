@@ -1,7 +1,7 @@
 """Redundancy through real daemons: a 3-node virtual cluster, fake hypervisor.
 
 Every node runs its own ganeti-noded on its own loopback address (random
-127.x.y.2-4, so parallel runs do not collide on port 1811); the master
+127.x.y.z, so parallel runs do not collide on port 1811); the master
 daemon runs on the first.  The cluster's shared file storage directory is
 one directory every node daemon is allowed to use (``--file-storage-dir``),
 which is what ``sharedfile`` means: a directory every node reaches.
@@ -15,81 +15,32 @@ which is what ``sharedfile`` means: a directory every node reaches.
 """
 
 import os
-import random
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
-
-from twisted.trial import unittest
 
 from ganeti import config
 from ganeti import constants
-from ganeti import luxi
 from ganeti.hypervisor import state
-from ganeti.vcluster import VirtualCluster
 
-from tests.test_instance_integration import ETC_OS, FINAL, _port_open, \
-    wait_for
+from tests.daemons import (PROJECT, GntCommandsMixin, RunningClusterTestCase,
+                           wait_for)
 from tests.test_noded import kill_fake_instances
 
 INSTANCE = "inst1.example.com"
-HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-class ClusterTestCase(unittest.TestCase):
+class ClusterTestCase(GntCommandsMixin, RunningClusterTestCase):
     """A multi-node virtual cluster with a noded per node and a masterd."""
 
     timeout = 300
     NODES = 3
-    HYPERVISORS = (constants.HT_FAKE,)
+    BASE_PREFIX = "gnt-m-"
+    GNT_TIMEOUT = 240
 
     def setUp(self):
-        # short: UNIX socket paths must fit in 108 bytes
-        self.base = tempfile.mkdtemp(prefix="gnt-m-", dir="/tmp")
-        self.addCleanup(shutil.rmtree, self.base, True)
-        self.vc = VirtualCluster(os.path.join(self.base, "vc"),
-                                 node_count=self.NODES)
-        prefix = "127.%d.%d." % (random.randint(1, 254),
-                                 random.randint(1, 254))
-        for idx, node in enumerate(self.vc.nodes):
-            node.ip = prefix + str(idx + 2)
-        store = self.vc.create(hypervisors=self.HYPERVISORS)
-        self.fsd = store.cluster.file_storage_dir
-        self.shared = store.cluster.shared_file_storage_dir
-        os.makedirs(self.shared, exist_ok=True)
-        self.addCleanup(self.vc.stop_all)
-        for node in self.vc.nodes:
-            self.addCleanup(kill_fake_instances, node.root)
-        self.nodeds = {}
-        for node in self.vc.nodes:
-            self.start_noded(node)
-        self.start_masterd()
-
-    def extra_noded_args(self, node):
-        return []
-
-    def start_noded(self, node):
-        proc = self.vc.start("noded-%s" % node.name, self.vc.twistd_command(
-            "ganeti-noded", node, "--no-mlock", "--os-search-path", ETC_OS,
-            "--file-storage-dir", self.fsd,
-            "--file-storage-dir", self.shared,
-            *self.extra_noded_args(node)))
-        wait_for("node daemon on %s" % node.name,
-                 lambda: self._alive(proc) and _port_open(
-                     node.ip, constants.DEFAULT_NODED_PORT))
-        self.nodeds[node.name] = proc
-        return proc
-
-    def start_masterd(self):
-        node = self.vc.master
-        self.masterd = self.vc.start("masterd", self.vc.twistd_command(
-            "ganeti-masterd", node))
-        self.socket = node.paths.master_socket
-        wait_for("master socket", lambda: self._answers(self.masterd))
-        self.client = luxi.BlockingClient(self.socket, 60)
-        self.addCleanup(self.client.close)
+        RunningClusterTestCase.setUp(self)
+        self.gnt_root = self.vc.master.root
 
     def stop_process(self, proc):
         if proc.poll() is None:
@@ -107,37 +58,7 @@ class ClusterTestCase(unittest.TestCase):
         self.stop_process(self.masterd)
         store = config.ConfigStore.load(self.vc.master.paths.config_file)
         fn(store)
-        self.start_masterd()
-
-    def _alive(self, proc):
-        if proc.poll() is not None:
-            raise AssertionError("daemon exited with %s; see %s"
-                                 % (proc.returncode, self.vc.base))
-        return True
-
-    def _answers(self, proc):
-        self._alive(proc)
-        try:
-            with luxi.BlockingClient(self.socket, 5) as c:
-                c.call("QueryConfigValues", ["cluster_name"])
-            return True
-        except luxi.NoMasterError:
-            return False
-
-    def submit(self, op):
-        return self.client.call("SubmitJob", [op])
-
-    def wait_job(self, job, expect="success"):
-        wait_for("job %s" % job, lambda: self.client.call(
-            "QueryJobs", [job], ["status"])[0][0] in FINAL, timeout=180)
-        status, result, oplog = self.client.call(
-            "QueryJobs", [job], ["status", "opresult", "oplog"])[0]
-        messages = [entry[3] for entry in oplog[0]] if oplog else []
-        self.assertEqual(status, expect, (result, messages))
-        return (result[0] if result else None), messages
-
-    def run_job(self, op, expect="success"):
-        return self.wait_job(self.submit(op), expect)
+        self.start_master()
 
     def node(self, idx):
         return self.vc.nodes[idx]
@@ -156,21 +77,6 @@ class ClusterTestCase(unittest.TestCase):
               "name_check": False, "ip_check": False}
         op.update(kw)
         return self.run_job(op)
-
-    def gnt(self, program, *args):
-        module = "ganeti.cli." + program.replace("-", "_")
-        env = dict(os.environ, GANETI_ROOTDIR=self.vc.master.root,
-                   LANG="C.UTF-8", PYTHONPATH=HERE)
-        proc = subprocess.run([sys.executable, "-m", module] + list(args),
-                              env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, timeout=240, cwd="/")
-        return proc.returncode, proc.stdout.decode("utf-8", "replace")
-
-    def ok(self, program, *args):
-        code, out = self.gnt(program, *args)
-        self.assertEqual(code, 0, "%s %s failed:\n%s"
-                         % (program, " ".join(args), out))
-        return out
 
     def fake_pid(self, node, name=INSTANCE):
         rt = state.RuntimeDir(node.root, constants.HT_FAKE)
@@ -243,7 +149,7 @@ class MigrationIntegrationTests(ClusterTestCase):
              "--name", spec.name, "--paused",
              "--status", rt.ctrl_path(spec.name, "status"),
              "--pidfile", rt.pid_path(spec.name)],
-            check=True, env=dict(os.environ, PYTHONPATH=HERE))
+            check=True, env=dict(os.environ, PYTHONPATH=PROJECT))
 
     def test_failover_off_an_offline_node(self):
         n1, n2, n3 = self.node(0), self.node(1), self.node(2)

@@ -17,7 +17,7 @@ from ganeti import constants
 from ganeti.hypervisor import state
 
 from tests import guest as test_guest
-from tests.test_instance_integration import wait_for
+from tests.daemons import wait_for
 from tests.test_migration_integration import ClusterTestCase
 
 BOOT_DEADLINE = 90

@@ -23,8 +23,8 @@ from ganeti import crypto
 from ganeti.server.rapi import rapi_pem_path
 
 from tests import ganeti_peer
-from tests.test_instance_integration import (DaemonsTestCase, wait_for,
-                                             _port_open)
+from tests.daemons import port_open, wait_for
+from tests.test_instance_integration import DaemonsTestCase
 
 HBAL = "/usr/lib/ganeti/3.0/usr/bin/hbal"
 TLS_PORT = 5080
@@ -111,8 +111,8 @@ class RapiDaemonTestCase(DaemonsTestCase):
         self.plain = self.vc.start("rapi-plain", self.vc.twistd_command(
             "ganeti-rapi", node, "--port", str(PLAIN_PORT), "--no-ssl"))
         for proc, port in ((self.tls, TLS_PORT), (self.plain, PLAIN_PORT)):
-            wait_for("RAPI on %d" % port, lambda: self._alive(proc) and
-                     _port_open(node.ip, port))
+            wait_for("RAPI on %d" % port, lambda: self.alive(proc) and
+                     port_open(node.ip, port))
 
     def http(self, method, path, body=None, tls=False, user=None):
         node = self.vc.master
@@ -201,9 +201,7 @@ class DaemonTests(RapiDaemonTestCase):
 class GanetiRapiClientTests(RapiDaemonTestCase):
 
     def setUp(self):
-        reason = ganeti_peer.unavailable_reason()
-        if reason:
-            raise unittest.SkipTest(reason)
+        ganeti_peer.skip_unless_available()
         RapiDaemonTestCase.setUp(self)
 
     def test_instance_life_cycle(self):
