@@ -99,16 +99,15 @@ class VirtualCluster(object):
     def master(self):
         return self.nodes[0]
 
-    def create(self, hypervisors=(constants.HT_FAKE, constants.HT_KVM)):
-        """Lay out every node's root and write the initial configuration."""
+    def _lay_out(self, hypervisors, **cluster_params):
+        """Every node's root, empty, and the master's config.data, HMAC key
+        and cluster certificate; (config store, certificate)."""
         if os.path.exists(self.base):
             shutil.rmtree(self.base)
         for node in self.nodes:
             node.paths.ensure_dirs()
         m = self.master
-        store = config.ConfigStore.create(
-            m.paths.config_file, self.cluster_name, m.name, m.ip,
-            enabled_hypervisors=list(hypervisors),
+        params = dict(
             enabled_disk_templates=[constants.DT_FILE,
                                     constants.DT_SHARED_FILE,
                                     constants.DT_DISKLESS],
@@ -116,15 +115,25 @@ class VirtualCluster(object):
                                           "file-storage"),
             shared_file_storage_dir=os.path.join(self.base, "shared"),
             master_netdev="lo")
+        params.update(cluster_params)
+        store = config.ConfigStore.create(
+            m.paths.config_file, self.cluster_name, m.name, m.ip,
+            enabled_hypervisors=list(hypervisors), **params)
+        write_hmac_key(m.paths.hmac_key_file)
+        cert = crypto.generate_cluster_certificate(
+            crypto.server_pem_path(m.paths), self.cluster_name)
+        return store, cert
+
+    def create(self, hypervisors=(constants.HT_FAKE, constants.HT_KVM)):
+        """Lay out every node's root and write the initial configuration."""
+        store, _ = self._lay_out(hypervisors)
         for node in self.nodes[1:]:
             store.add_node(objects.Node(name=node.name, primary_ip=node.ip,
                                         secondary_ip=node.ip))
-        write_hmac_key(m.paths.hmac_key_file)
-        crypto.generate_cluster_certificate(
-            crypto.server_pem_path(m.paths), self.cluster_name)
         # the remote API's certificate (ganeti-rapi on the master)
         crypto.generate_cluster_certificate(
-            os.path.join(m.paths.data_dir, "rapi.pem"), self.cluster_name)
+            os.path.join(self.master.paths.data_dir, "rapi.pem"),
+            self.cluster_name)
         self.distribute()
         return store
 
@@ -158,26 +167,7 @@ class VirtualCluster(object):
         """Lay out every node's root, but configure only the master: the
         other nodes join through :meth:`join_nodes`, so replication (not
         copying) fills their roots."""
-        if os.path.exists(self.base):
-            shutil.rmtree(self.base)
-        for node in self.nodes:
-            node.paths.ensure_dirs()
-        m = self.master
-        params = dict(
-            enabled_disk_templates=[constants.DT_FILE,
-                                    constants.DT_SHARED_FILE,
-                                    constants.DT_DISKLESS],
-            file_storage_dir=os.path.join(m.root, "srv", "ganeti",
-                                          "file-storage"),
-            shared_file_storage_dir=os.path.join(self.base, "shared"),
-            master_netdev="lo")
-        params.update(cluster_params)
-        store = config.ConfigStore.create(
-            m.paths.config_file, self.cluster_name, m.name, m.ip,
-            enabled_hypervisors=list(hypervisors), **params)
-        write_hmac_key(m.paths.hmac_key_file)
-        cert = crypto.generate_cluster_certificate(
-            crypto.server_pem_path(m.paths), self.cluster_name)
+        store, cert = self._lay_out(hypervisors, **cluster_params)
         store.set_cluster_params(candidate_certs={
             store.master_node.uuid: crypto.certificate_digest(
                 cert.certificate, "sha1")})
