@@ -157,6 +157,19 @@ def _osparams(text, option):
     return common.parse_keyval(text, option)
 
 
+def _all_osparams(opts):
+    """The OS parameters of add and reinstall (-O, --os-parameters-private,
+    --os-parameters-secret) given, by opcode field."""
+    params = {}
+    for key, option in (("osparams", "-O"),
+                        ("osparams_private", "--os-parameters-private"),
+                        ("osparams_secret", "--os-parameters-secret")):
+        value = _osparams(getattr(opts, key), option)
+        if value is not None:
+            params[key] = value
+    return params
+
+
 def parse_device_mods(specs, option, params_fn):
     """``--disk``/``--net`` of modify as ``[action, index, params]``.
 
@@ -358,12 +371,7 @@ def create_opcode(ctx, opts):
         hv, hvparams = base.parse_hv_spec(opts.hypervisor, "-H")
         params["hypervisor"] = hv
         params["hvparams"] = hvparams
-    for key, option in (("osparams", "-O"),
-                        ("osparams_private", "--os-parameters-private"),
-                        ("osparams_secret", "--os-parameters-secret")):
-        value = _osparams(getattr(opts, key), option)
-        if value is not None:
-            params[key] = value
+    params.update(_all_osparams(opts))
     if opts.node and opts.iallocator:
         raise errors.ParameterError("-n", "give either -n or -I, not both")
     if opts.node:
@@ -646,12 +654,7 @@ def reinstall(ctx, opts):
     params = {"force_variant": opts.force_variant}
     if opts.os_type:
         params["os_type"] = opts.os_type
-    for key, option in (("osparams", "-O"),
-                        ("osparams_private", "--os-parameters-private"),
-                        ("osparams_secret", "--os-parameters-secret")):
-        value = _osparams(getattr(opts, key), option)
-        if value is not None:
-            params[key] = value
+    params.update(_all_osparams(opts))
     return _run_per_instance(ctx, names, lambda name: ctx.opcode(
         "OP_INSTANCE_REINSTALL", instance_name=name, **params))
 
