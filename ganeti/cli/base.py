@@ -619,6 +619,12 @@ def generic_list(ctx, resource, default_fields, names, opts,
             no_headers=getattr(opts, "no_headers", False),
             verbose=getattr(opts, "verbose", False), formatters=formatters):
         ctx.out(line)
+    return _exit_for_fields(ctx, fielddefs)
+
+
+def _exit_for_fields(ctx, fielddefs):
+    """A listing's exit code: Ganeti's warning and EXIT_UNKNOWN_FIELD if a
+    queried field is unknown."""
     unknown = [f["name"] for f in fielddefs
                if f.get("kind") == qlang.QFT_UNKNOWN]
     if unknown:
@@ -638,13 +644,7 @@ def generic_list_fields(ctx, resource, fields, opts):
             separator=getattr(opts, "separator", None),
             no_headers=getattr(opts, "no_headers", False)):
         ctx.out(line)
-    unknown = [f["name"] for f in fielddefs
-               if f.get("kind") == qlang.QFT_UNKNOWN]
-    if unknown:
-        ctx.err("Warning: Queried for unknown fields %s"
-                % ", ".join(unknown))
-        return EXIT_UNKNOWN_FIELD
-    return EXIT_SUCCESS
+    return _exit_for_fields(ctx, fielddefs)
 
 
 def list_command(table, resource, default_fields, help_text, arg_name,
