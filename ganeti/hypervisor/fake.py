@@ -155,13 +155,7 @@ class FakeHypervisor(base.HypervisorBase):
             current = hv.PAUSED
         else:
             current = hv.RUNNING
-        uptime = None
-        if pid is not None:
-            uptime = max(0.0, self._reactor.seconds() - record.started)
-        return hv.InstanceInfo(name=name, state=current,
-                               memory=record.spec.memory,
-                               vcpus=record.spec.vcpus, pid=pid,
-                               uptime=uptime, reason=reason)
+        return self._instance_info(name, record, pid, current, reason)
 
     def _used_memory(self):
         """MiB held by instances whose process still exists."""
@@ -198,15 +192,7 @@ class FakeHypervisor(base.HypervisorBase):
     async def _start(self, spec, startup_paused):
         hv.check_instance_name(spec.name)
         self.check_parameter_syntax(spec.hvparams)
-        info = self._info(spec.name)
-        if info is not None:
-            if info.live:
-                raise errors.HypervisorError(
-                    "instance %s is already running" % spec.name)
-            # a kept shutdown/crashed domain: clean it up first (seed 004)
-            _log.info("Cleaning up {name} ({state}) before starting it",
-                      name=spec.name, state=info.state)
-            await self._cleanup(spec.name)
+        await self._clean_up_kept(spec.name, self._info(spec.name))
         free = self._node_info().memory_free
         if spec.memory > free:
             raise errors.HypervisorError(
@@ -274,12 +260,7 @@ class FakeHypervisor(base.HypervisorBase):
 
     def _live_pid(self, name, wanted):
         info = self._info(name)
-        if info is None:
-            raise errors.HypervisorError("instance %s is not known" % name)
-        if info.state not in wanted:
-            raise errors.HypervisorError(
-                "instance %s is %s, not %s" %
-                (name, info.state, " or ".join(sorted(wanted))))
+        self._check_state(name, info, wanted)
         return info.pid
 
     async def _signal_and_wait(self, name, pid, sig, done, what):

@@ -575,13 +575,7 @@ class KvmHypervisor(base.HypervisorBase):
         else:
             current = hv.PAUSED
             reason = None if runstate == "paused" else runstate
-        uptime = None
-        if pid is not None:
-            uptime = max(0.0, self._reactor.seconds() - record.started)
-        return hv.InstanceInfo(name=name, state=current,
-                               memory=record.spec.memory,
-                               vcpus=record.spec.vcpus, pid=pid,
-                               uptime=uptime, reason=reason)
+        return self._instance_info(name, record, pid, current, reason)
 
     async def _all_info(self):
         try:
@@ -649,15 +643,7 @@ class KvmHypervisor(base.HypervisorBase):
         hv.check_instance_name(spec.name)
         self.check_parameter_syntax(spec.hvparams)
         hvp = params.filled(PARAMETERS, spec.hvparams)
-        info = await self._info(spec.name)
-        if info is not None:
-            if info.live:
-                raise errors.HypervisorError(
-                    "instance %s is already running" % spec.name)
-            # a kept shutdown/crashed domain: clean it up first (seed 004)
-            _log.info("Cleaning up {name} ({state}) before starting it",
-                      name=spec.name, state=info.state)
-            await self._cleanup(spec.name)
+        await self._clean_up_kept(spec.name, await self._info(spec.name))
         binary = find_kvm_binary(hvp["kvm_path"])
         if binary is None:
             raise errors.HypervisorError(
@@ -791,13 +777,7 @@ class KvmHypervisor(base.HypervisorBase):
         _log.info("Cleaned up instance {name}", name=name)
 
     async def _live(self, name, wanted):
-        info = await self._info(name)
-        if info is None:
-            raise errors.HypervisorError("instance %s is not known" % name)
-        if info.state not in wanted:
-            raise errors.HypervisorError(
-                "instance %s is %s, not %s" %
-                (name, info.state, " or ".join(sorted(wanted))))
+        self._check_state(name, await self._info(name), wanted)
         return self._rt.read(name)
 
     async def _reboot(self, name):
