@@ -1288,3 +1288,22 @@ class CoalesceTests(RapiTestCase):
         yield d1
         yield d2
         self.assertEqual(len(queries), 4)
+
+
+class DaemonOptionTests(unittest.TestCase):
+    """--bind and --port are checked with and without TLS."""
+
+    def test_bad_listen_address_refused_in_both_modes(self):
+        from twisted.python import usage
+        from ganeti.server import rapi as rapi_server
+        for extra in ([], ["--no-ssl"]):
+            opts = rapi_server.Options()
+            err = self.assertRaises(usage.UsageError, opts.parseOptions,
+                                    ["--root", self.mktemp(), "--bind",
+                                     "not-an-ip"] + extra)
+            self.assertIn("--bind", str(err))
+            opts = rapi_server.Options()
+            err = self.assertRaises(usage.UsageError, opts.parseOptions,
+                                    ["--root", self.mktemp(), "--port",
+                                     "70000"] + extra)
+            self.assertIn("--port", str(err))

@@ -18,6 +18,7 @@ from twisted.web.server import Site
 
 from ganeti import constants
 from ganeti import pathutils
+from ganeti.server import options
 
 log = Logger()
 
@@ -54,6 +55,8 @@ class Options(usage.Options):
     ]
 
     def postOptions(self):
+        # Where it listens is checked in both modes (HTTPS and --no-ssl).
+        options.check_listen(self, lambda: constants.DEFAULT_RAPI_PORT)
         paths = pathutils.Paths(self["root"])
         self["paths"] = paths
         if self["users-file"] is None:
@@ -69,9 +72,6 @@ class Options(usage.Options):
                     " certificate (gnt-cluster init creates"
                     " var/lib/ganeti/rapi.pem), or --no-ssl for plain HTTP"
                     % self[what])
-        if not 0 < self["port"] < 65536:
-            raise usage.UsageError("--port: %s is not a TCP port"
-                                   % self["port"])
 
 
 def tls_options(cert_path, key_path):
