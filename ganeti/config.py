@@ -138,29 +138,46 @@ class ConfigStore(object):
         self.ctime = ctime if ctime is not None else now()
         self.mtime = mtime if mtime is not None else self.ctime
         self.upgraded = False
+        # (bytes, verify problems or None) of the last write: the rollback
+        # point of the next change.  None until the first write.
+        self._persisted = None
         # Called with (store) after every successful write: replication to
         # master candidates, ssconf, confd reload hooks.
         self.write_listeners = []
 
     # --- serialisation --------------------------------------------------
 
-    def to_dict(self):
+    def to_dict(self, copy_values=True):
+        """config.data as a dict; see ConfigObject.to_dict for copy_values."""
+        cv = copy_values
+
+        def objs(mapping):
+            return {u: o.to_dict(cv) for u, o in mapping.items()}
         return {
             "version": self.version,
-            "cluster": self.cluster.to_dict(),
-            "nodes": {u: o.to_dict() for u, o in self.nodes.items()},
-            "nodegroups": {u: o.to_dict() for u, o in self.nodegroups.items()},
-            "instances": {u: o.to_dict() for u, o in self.instances.items()},
-            "networks": {u: o.to_dict() for u, o in self.networks.items()},
-            "disks": {u: o.to_dict() for u, o in self.disks.items()},
-            "filters": copy.deepcopy(self.filters),
+            "cluster": self.cluster.to_dict(cv),
+            "nodes": objs(self.nodes),
+            "nodegroups": objs(self.nodegroups),
+            "instances": objs(self.instances),
+            "networks": objs(self.networks),
+            "disks": objs(self.disks),
+            "filters": copy.deepcopy(self.filters) if cv else self.filters,
             "serial_no": self.serial_no,
             "ctime": self.ctime,
             "mtime": self.mtime,
         }
 
+    def written_bytes(self):
+        """What is on disk: the bytes of the last write (replication ships
+        them); before the first write, a fresh serialisation."""
+        if self._persisted is not None:
+            return self._persisted[0]
+        return self.dumps()
+
     def dumps(self):
-        return json.dumps(self.to_dict(), sort_keys=True).encode("utf-8")
+        """config.data's bytes (serialised at once: no copies needed)."""
+        return json.dumps(self.to_dict(copy_values=False),
+                          sort_keys=True).encode("utf-8")
 
     @classmethod
     def from_dict(cls, data, path=None, now=time.time, copy_data=True):
@@ -278,20 +295,31 @@ class ConfigStore(object):
 
     # --- writing --------------------------------------------------------
 
-    def _write(self):
-        if self.path is None:
-            return
-        atomic_write(self.path, self.dumps(), backup=True)
+    def _write(self, problems=None):
+        """Persist; remember the bytes (and their verify problems, when
+        known) as the rollback point of the next change."""
+        data = self.dumps()
+        if self.path is not None:
+            atomic_write(self.path, data, backup=True)
+        self._persisted = (data, problems)
 
     @contextlib.contextmanager
     def _change(self, what):
-        """Apply a change atomically: verify, persist, or roll back."""
-        before = self.to_dict()
-        problems_before = set(self.verify())
+        """Apply a change atomically: verify, persist, or roll back.
+
+        The rollback point is the last write (so a failed change also drops
+        anything modified behind the store's back since then); when there
+        is none yet, the current state.
+        """
+        before, problems_before = self._persisted or (None, None)
+        if before is None:
+            before = self.dumps()
+        if problems_before is None:
+            problems_before = frozenset(self.verify())
         try:
             yield
-            new_problems = [p for p in self.verify()
-                            if p not in problems_before]
+            problems = self.verify()
+            new_problems = [p for p in problems if p not in problems_before]
             if new_problems:
                 raise errors.ConfigVerifyError(
                     "%s would make the configuration inconsistent: %s"
@@ -301,7 +329,7 @@ class ConfigStore(object):
             # confd answers carry the cluster's serial and clients keep the
             # highest one, so every change must move it forward.
             self.cluster.serial_no = (self.cluster.serial_no or 0) + 1
-            self._write()
+            self._write(frozenset(problems))
         except BaseException:
             self._restore(before)
             raise
@@ -312,6 +340,8 @@ class ConfigStore(object):
                 log.failure("configuration write listener failed")
 
     def _restore(self, data):
+        if isinstance(data, bytes):
+            data = json.loads(data.decode("utf-8"))
         other = ConfigStore.from_dict(data, path=self.path, now=self._now,
                                       copy_data=False)
         for name in ("cluster", "nodes", "nodegroups", "instances", "networks",
@@ -776,7 +806,12 @@ class ConfigStore(object):
                                       % prefix)
 
     def allocate_port(self):
-        """A TCP/UDP port for an instance (VNC, DRBD), recorded in the pool."""
+        """A TCP/UDP port for an instance (VNC, DRBD), recorded in the pool.
+
+        It changes the cluster without a write of its own (the next change
+        persists it), so the rollback point is taken afresh then.
+        """
+        self._persisted = None
         c = self.cluster
         if c.tcpudp_port_pool:
             port = c.tcpudp_port_pool.pop(0)

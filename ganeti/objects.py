@@ -24,6 +24,23 @@ from ganeti import constants
 from ganeti import errors
 
 
+def _same(value):
+    return value
+
+
+_PLANS = {}
+
+
+def _field_plan(cls):
+    """[(attribute name, kind)] of an attrs class, computed once per class
+    (to_dict runs for every object on every config write)."""
+    plan = _PLANS.get(cls)
+    if plan is None:
+        plan = _PLANS[cls] = [(a.name, a.metadata.get("kind"))
+                              for a in attr.fields(cls)]
+    return plan
+
+
 def new_uuid():
     return str(uuid_mod.uuid4())
 
@@ -47,26 +64,33 @@ class ConfigObject(object):
     def _extra(self):
         return self.__dict__.setdefault("_unknown_keys", {})
 
-    def to_dict(self):
+    def to_dict(self, copy_values=True):
+        """The config.data form.
+
+        With ``copy_values=False`` plain values (dicts, lists) are shared
+        with the object, not copied: for serialising at once, where the
+        copy would only cost time.
+        """
+        dup = copy.deepcopy if copy_values else _same
         result = {}
-        for a in attr.fields(type(self)):
-            value = getattr(self, a.name)
+        for name, kind in _field_plan(type(self)):
+            value = getattr(self, name)
             if value is None:
                 continue
-            kind = a.metadata.get("kind")
+            if kind is None:
+                result[name] = dup(value)
+                continue
             if kind == "tags":
                 value = sorted(value)
             elif kind == "object":
-                value = value.to_dict()
+                value = value.to_dict(copy_values)
             elif kind == "objects":
-                value = [v.to_dict() for v in value]
+                value = [v.to_dict(copy_values) for v in value]
             elif kind == "object_map":
-                value = {k: v.to_dict() for k, v in value.items()}
-            else:
-                value = copy.deepcopy(value)
-            result[a.name] = value
+                value = {k: v.to_dict(copy_values) for k, v in value.items()}
+            result[name] = value
         for k, v in self._extra().items():
-            result.setdefault(k, copy.deepcopy(v))
+            result.setdefault(k, dup(v))
         return result
 
     @classmethod
@@ -229,8 +253,8 @@ class Instance(TaggableObject):
                                          " forthcoming" if self.forthcoming
                                          else "")
 
-    def to_dict(self):
-        result = super().to_dict()
+    def to_dict(self, copy_values=True):
+        result = super().to_dict(copy_values)
         # Ganeti 3.0 derives the template from the disks and does not store it.
         result.pop("disk_template", None)
         return result

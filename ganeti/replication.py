@@ -411,7 +411,7 @@ class Replicator(object):
             if node.offline:
                 continue
             if node.master_candidate and config is None:
-                config = encode_data(cfg.dumps())
+                config = encode_data(cfg.written_bytes())
             worker = self._workers.get(node.uuid)
             if worker is None:
                 worker = self._workers[node.uuid] = _NodeWorker(self,

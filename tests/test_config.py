@@ -128,13 +128,37 @@ class PersistenceTests(unittest.TestCase):
         store = make_store(self)
         before = store.to_dict()
 
-        def broken_write():
+        def broken_write(*args):
             raise OSError(28, "No space left on device")
         store._write = broken_write
         self.assertRaises(OSError, store.add_node,
                           Node(name="node2.example.com",
                                primary_ip="127.0.0.2"))
         self.assertEqual(store.to_dict(), before)
+
+    def test_rollback_point_is_the_last_write(self):
+        store = make_store(self)
+        store.add_node(Node(name="node2.example.com", primary_ip="127.0.0.2"))
+        # A change made behind the store's back, then a refused change:
+        # memory goes back to what is on disk.
+        store.cluster.mac_prefix = "bb:00:00"
+        self.assertRaises(errors.ConfigVerifyError, store.add_node,
+                          Node(name="node3.example.com",
+                               primary_ip="127.0.0.2"))
+        self.assertEqual(store.cluster.mac_prefix, "aa:00:00")
+        self.assertEqual(store.to_dict(), ConfigStore.load(store.path)
+                         .to_dict())
+        # The store goes on working after the refusal.
+        store.add_node(Node(name="node3.example.com", primary_ip="127.0.0.3"))
+        self.assertEqual(store.to_dict(), ConfigStore.load(store.path)
+                         .to_dict())
+        # A port handed out before a refused change is not lost silently:
+        # the rollback point is taken afresh after allocate_port.
+        port = store.allocate_port()
+        self.assertRaises(errors.ConfigVerifyError, store.add_node,
+                          Node(name="node4.example.com",
+                               primary_ip="127.0.0.3"))
+        self.assertEqual(store.cluster.highest_used_port, port)
 
     def test_write_keeps_previous_copy(self):
         store = make_store(self)
