@@ -12,6 +12,7 @@ BENCHMARKS = {
     "jobs": "bench.jobs",
     "confd": "bench.confd",
     "rapi": "bench.rapi",
+    "config": "bench.config",
 }
 
 
