@@ -1,6 +1,7 @@
 """Instance logical units and OS diagnose, with a fake RPC and a Clock."""
 
 import copy
+import os
 
 from twisted.internet import defer, task
 from twisted.trial import unittest
@@ -114,6 +115,15 @@ class FakeRpc(object):
     def _blockdev_remove(self, node, disk):
         self.files.get(node, set()).discard(disk["logical_id"][1])
         return True
+
+    def _file_storage_dir_rename(self, node, old_dir, new_dir):
+        moved = set()
+        for path in self.files.get(node, set()):
+            if path.startswith(old_dir + "/"):
+                moved.add(path)
+        self.files[node] = ((self.files.get(node, set()) - moved)
+                            | {new_dir + p[len(old_dir):] for p in moved})
+        return bool(moved)
 
     def _blockdev_assemble(self, node, disk, owner, on_primary, idx):
         path = disk["logical_id"][1]
@@ -695,12 +705,23 @@ class LifeCycleTests(InstanceTestCase):
         self.assertIn("marked to be up, cannot rename", str(err))
         self.ok(self.op("OP_INSTANCE_SHUTDOWN"))
         self.rpc.calls = []
+        (disk,) = self.cfg.instance_disks(self.inst())
+        old_path = disk.logical_id[1]
         result = self.ok(self.op("OP_INSTANCE_RENAME",
                                  new_name="inst9.example.com"))
         self.assertEqual(result, "inst9.example.com")
         self.assertEqual(self.rpc.procedures(),
-                         ["instance_info", "instance_run_rename"])
-        args = self.rpc.calls[1][2]
+                         ["instance_info", "file_storage_dir_rename",
+                          "instance_run_rename"])
+        # The disks' directory follows the name, on the node and in config.
+        old_dir, new_dir = self.rpc.calls[1][2]
+        self.assertEqual(os.path.basename(old_dir), "inst1.example.com")
+        self.assertEqual(os.path.basename(new_dir), "inst9.example.com")
+        new_path = self.cfg.get_disk(disk.uuid).logical_id[1]
+        self.assertEqual(new_path, os.path.join(
+            new_dir, os.path.basename(old_path)))
+        self.assertEqual(self.rpc.files[NODE1], {new_path})
+        args = self.rpc.calls[2][2]
         self.assertEqual(args[0]["name"], "inst9.example.com")
         self.assertEqual(args[1], "inst1.example.com")
         self.assertEqual(self.inst("inst9.example.com").name,
@@ -710,6 +731,20 @@ class LifeCycleTests(InstanceTestCase):
                           "instance_name": "inst9.example.com",
                           "new_name": "inst2.example.com"})
         self.assertIn("already in the cluster", str(err))
+
+    def test_rename_changes_nothing_when_the_directory_cannot_move(self):
+        self.ok(self.op("OP_INSTANCE_SHUTDOWN"))
+        (disk,) = self.cfg.instance_disks(self.inst())
+        old_lid = list(disk.logical_id)
+        self.rpc.fail["file_storage_dir_rename"] = "new_dir: exists"
+        err = self.fails(self.op("OP_INSTANCE_RENAME",
+                                 new_name="inst9.example.com"),
+                         errors.OpExecError)
+        self.assertIn("Could not rename the file storage directory",
+                      str(err))
+        self.assertEqual(self.inst().name, "inst1.example.com")
+        self.assertEqual(self.cfg.get_disk(disk.uuid).logical_id, old_lid)
+        self.assertNotIn("instance_run_rename", self.rpc.procedures())
 
     def test_rename_refused_when_running_on_the_node(self):
         self.ok(self.op("OP_INSTANCE_SHUTDOWN", no_remember=False))

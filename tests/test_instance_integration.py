@@ -98,6 +98,28 @@ class InstanceLifeCycleTests(DaemonsTestCase):
                       "instance_name": INSTANCE})
         self.assertEqual(self.query()["run_state"], "up")
 
+        # Rename (stopped): the disk file moves with the name, and back.
+        self.run_job({"OP_ID": "OP_INSTANCE_SHUTDOWN",
+                      "instance_name": INSTANCE})
+        self.run_job({"OP_ID": "OP_INSTANCE_RENAME",
+                      "instance_name": INSTANCE,
+                      "new_name": "renamed.example.com",
+                      "name_check": False, "ip_check": False})
+        result, _ = self.run_job({"OP_ID": "OP_INSTANCE_QUERY_DATA",
+                                  "instances": ["renamed.example.com"]})
+        moved = result["renamed.example.com"]["disks"][0]["logical_id"][1]
+        self.assertEqual(os.path.basename(os.path.dirname(moved)),
+                         "renamed.example.com")
+        self.assertTrue(os.path.isfile(moved))
+        self.assertFalse(os.path.exists(disk_file))
+        self.run_job({"OP_ID": "OP_INSTANCE_RENAME",
+                      "instance_name": "renamed.example.com",
+                      "new_name": INSTANCE, "name_check": False,
+                      "ip_check": False})
+        self.assertTrue(os.path.isfile(disk_file))
+        self.run_job({"OP_ID": "OP_INSTANCE_STARTUP",
+                      "instance_name": INSTANCE})
+
         self.run_job({"OP_ID": "OP_INSTANCE_REMOVE",
                       "instance_name": INSTANCE, "shutdown_timeout": 10})
         self.assertFalse(os.path.exists(disk_file))

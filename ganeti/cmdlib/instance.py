@@ -11,6 +11,8 @@ Creation is in :mod:`instance_create`, parameter changes in
 :mod:`instance_set_params`, disk operations in :mod:`instance_storage`.
 """
 
+import os
+
 from ganeti import constants
 from ganeti import errors
 from ganeti import hypervisor
@@ -355,13 +357,61 @@ class LUInstanceRename(InstanceLU):
             common.check_instance_state(inst, common.INSTANCE_NOT_RUNNING,
                                         "cannot rename")
 
+    def _file_dir_move(self, inst, old_name, new_name):
+        """(old dir, new dir, {disk uuid: new logical_id}) when the
+        instance's file disks live in a directory named after it."""
+        moves = {}
+        old_dir = None
+        for disk in self.cfg.instance_disks(inst):
+            if disk.dev_type not in (constants.DT_FILE,
+                                     constants.DT_SHARED_FILE):
+                continue
+            lid = list(disk.logical_id or [])
+            if len(lid) != 2:
+                continue
+            directory = os.path.dirname(lid[1])
+            if os.path.basename(directory) != old_name:
+                continue
+            old_dir = directory
+            new_dir = os.path.join(os.path.dirname(directory), new_name)
+            moves[disk.uuid] = [lid[0], os.path.join(
+                new_dir, os.path.basename(lid[1]))]
+        if old_dir is None:
+            return None
+        return old_dir, os.path.join(os.path.dirname(old_dir),
+                                     new_name), moves
+
     async def exec_(self):
         cfg = self.cfg
         inst = self.instance
         old_name = inst.name
         if not inst.forthcoming:
             await common.check_not_running(self, inst, "cannot rename")
+        move = None
+        if not inst.forthcoming and old_name and \
+                old_name != self.op.new_name:
+            move = self._file_dir_move(inst, old_name, self.op.new_name)
+        if move is not None:
+            # The directory first: if the node cannot rename it, nothing
+            # has changed yet.
+            old_dir, new_dir, _ = move
+            self.log_info("Renaming the disks' directory %s to %s",
+                          old_dir, new_dir)
+            result = await common.try_call_node(
+                self, inst.primary_node, "file_storage_dir_rename",
+                [old_dir, new_dir])
+            if not result.success:
+                raise errors.OpExecError(
+                    "Could not rename the file storage directory %s to %s"
+                    " on node %s: %s" % (old_dir, new_dir,
+                                         common.node_name(
+                                             cfg, inst.primary_node),
+                                         result.fail_msg))
         cfg.rename_instance(inst.uuid, self.op.new_name)
+        if move is not None:
+            for disk_uuid, lid in move[2].items():
+                cfg.modify_disk(disk_uuid, check_resources=False,
+                                logical_id=lid)
         inst = self.instance
         self.log_info("Instance %s renamed to %s", old_name or inst.uuid,
                       inst.name)

@@ -23,6 +23,7 @@ from ganeti import errors
 from ganeti import hypervisor as hv
 from ganeti import storage
 from ganeti.backend import files
+from ganeti.storage import filestorage
 
 __all__ = ["Arg", "procedure", "NodeProcedures", "bind_arguments"]
 
@@ -390,6 +391,30 @@ class NodeProcedures(object):
         dev = self._device(disk)
         await dev.remove()
         log.info("Removed {dev}", dev=dev)
+        return True
+
+    @procedure(Arg("old_dir", string), Arg("new_dir", string))
+    def file_storage_dir_rename(self, old_dir, new_dir):
+        """Rename an instance's directory of file disks (instance rename).
+
+        Both must lie inside this node's file storage directories; the new
+        one must not exist.  A missing old directory is no error (the
+        instance has no file disks on this node).
+        """
+        allowed = self.storage_ctx.allowed_file_dirs()
+        old_real = filestorage.check_file_path(old_dir, allowed, "old_dir")
+        new_real = filestorage.check_file_path(new_dir, allowed, "new_dir")
+        if not os.path.exists(old_real):
+            return False
+        if not os.path.isdir(old_real):
+            raise errors.ParameterError(
+                "old_dir", "old_dir: %s is not a directory" % old_dir)
+        if os.path.lexists(new_real):
+            raise errors.ParameterError(
+                "new_dir", "new_dir: %s already exists" % new_dir)
+        os.rename(old_real, new_real)
+        log.info("Renamed file storage directory {old} to {new}",
+                 old=old_real, new=new_real)
         return True
 
     @procedure(Arg("disk", mapping), Arg("owner", optional(string), None),
