@@ -405,7 +405,10 @@ def main(argv=None):
             return 0
         print()
         print("Running; press Ctrl-C to stop.")
+        # Stop cleanly on SIGTERM, and on SIGINT even when a shell started
+        # us in the background with SIGINT ignored.
         signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
+        signal.signal(signal.SIGINT, lambda *a: sys.exit(0))
         try:
             while all(p.poll() is None for _, p, _, _ in started) \
                     or not started:
