@@ -15,7 +15,10 @@ setup(
     version="0.1.0",
     description="A cluster manager for virtual machines in the Ganeti tradition, on Twisted",
     long_description=open("README.rst").read(),
-    packages=find_packages(include=["ganeti", "ganeti.*"]) + PLUGIN_PACKAGES,
+    # ganeti.dev (virtual cluster, demo, tiny guest) is for development only.
+    packages=find_packages(include=["ganeti", "ganeti.*"],
+                           exclude=["ganeti.dev", "ganeti.dev.*"])
+    + PLUGIN_PACKAGES,
     python_requires=">=3.9",
     install_requires=[
         "twisted[tls]>=23.8",

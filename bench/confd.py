@@ -61,6 +61,7 @@ def generate_cluster(root):
     the store's mutators would verify and rewrite the file 2,100 times.
     """
     from ganeti import config, objects, pathutils
+    from ganeti.utils import io
 
     rng = random.Random(SEED)
     paths = pathutils.Paths(root)
@@ -101,7 +102,7 @@ def generate_cluster(root):
         store.disks[disk.uuid] = disk
         store.instances[inst.uuid] = inst
     store.cluster.serial_no = 42
-    config.atomic_write(paths.config_file, store.dumps())
+    io.atomic_write(paths.config_file, store.dumps())
     return paths
 
 
@@ -269,14 +270,14 @@ def loadgen(root, port, duration=DURATION, scenarios=SCENARIOS,
 
 def _rewriter(path):
     """A function writing config.data again with bumped serials."""
-    from ganeti import config
+    from ganeti.utils import io
     with open(path) as f:
         data = json.load(f)
 
     def rewrite():
         data["serial_no"] += 1
         data["cluster"]["serial_no"] += 1
-        config.atomic_write(path, json.dumps(data).encode("utf-8"))
+        io.atomic_write(path, json.dumps(data).encode("utf-8"))
         return data["cluster"]["serial_no"]
     return rewrite
 

@@ -1,6 +1,6 @@
 """Job queue benchmark: persisted jobs per second, with the real reactor.
 
-(1) baseline: N_JOBS ``config.atomic_write`` calls (temp file, fsync,
+(1) baseline: N_JOBS ``atomic_write`` calls (temp file, fsync,
     rename, fsync of the directory) of a finished job's JSON, in the same
     run and on the same file system;
 (2) N_JOBS ``OP_TEST_DELAY(duration=0)`` jobs from N_CLIENTS concurrent
@@ -35,9 +35,9 @@ from bench.table import table
 from ganeti import constants
 from ganeti import jqueue
 from ganeti import luxi
-from ganeti.config import atomic_write
+from ganeti.utils.io import atomic_write
 from ganeti.jqueue.store import encode_job
-from ganeti.vcluster import VirtualCluster
+from ganeti.dev.vcluster import VirtualCluster
 
 N_JOBS = 2000
 N_CLIENTS = 20

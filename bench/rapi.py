@@ -43,7 +43,8 @@ PLAIN_PORT = 5081
 def build_cluster(base):
     """A one-node virtual cluster holding N_INSTANCES instances."""
     from ganeti import config, constants, objects
-    from ganeti.vcluster import VirtualCluster
+    from ganeti.dev.vcluster import VirtualCluster
+    from ganeti.utils import io
 
     vc = VirtualCluster(os.path.join(base, "vc"), node_count=1)
     node = vc.master
@@ -75,7 +76,7 @@ def build_cluster(base):
             tags=["bench"], ctime=time.time(), mtime=time.time())
         store.disks[disk.uuid] = disk
         store.instances[inst.uuid] = inst
-    config.atomic_write(node.paths.config_file, store.dumps())
+    io.atomic_write(node.paths.config_file, store.dumps())
     store = config.ConfigStore.load(node.paths.config_file)
     store.verify()
     return vc
@@ -83,7 +84,7 @@ def build_cluster(base):
 
 def start_daemons(vc):
     from ganeti import constants
-    from ganeti.vcluster import master_answers, port_open, wait_for
+    from ganeti.dev.vcluster import master_answers, port_open, wait_for
     node = vc.master
     os_dir = os.path.join(REPO, "etc", "os")
     procs = []
@@ -116,7 +117,7 @@ def start_daemons(vc):
 def finished_job(vc):
     """The id of a finished job (OP_TEST_DELAY of 0 s)."""
     from ganeti import luxi
-    from ganeti.vcluster import wait_for
+    from ganeti.dev.vcluster import wait_for
     with luxi.BlockingClient(vc.master.paths.master_socket, 60) as c:
         job = c.call("SubmitJob", [{"OP_ID": "OP_TEST_DELAY",
                                     "duration": 0.0}])

@@ -17,10 +17,12 @@ and the client checks with service-identity that the server's certificate is
 issued for the cluster name; those are sanity checks, the pin is the proof.
 """
 
+import binascii
 import datetime
 import hashlib
 import ipaddress
 import os
+import re
 
 import attr
 from cryptography import x509
@@ -38,14 +40,15 @@ from twisted.logger import Logger
 from twisted.web.iweb import IPolicyForHTTPS
 from zope.interface import implementer
 
-from ganeti import config
 from ganeti import errors
+from ganeti.utils import io
 
 __all__ = [
     "SERVER_PEM", "DEFAULT_VALIDITY_DAYS", "ClusterCertificate",
     "server_pem_path", "generate_cluster_certificate", "load_cluster_certificate",
     "certificate_digest", "format_candidate_certs", "parse_candidate_certs",
-    "server_context_factory", "ClientPolicy",
+    "server_context_factory", "ClientPolicy", "parse_fingerprint",
+    "format_fingerprint", "write_hmac_key",
 ]
 
 log = Logger()
@@ -134,7 +137,7 @@ def generate_cluster_certificate(path, cluster_name,
             serialization.Encoding.PEM)
     os.makedirs(os.path.dirname(os.path.abspath(path)), mode=0o750,
                 exist_ok=True)
-    config.atomic_write(path, pem, mode=0o400)
+    io.atomic_write(path, pem, mode=0o400)
     return ClusterCertificate.from_pem(pem, path=path)
 
 
@@ -361,3 +364,49 @@ class ClientPolicy(object):
 
     def creatorForNetloc(self, hostname, port):
         return self._creator
+
+
+# --- fingerprints as admins type them --------------------------------------
+
+_HEX_RE = re.compile(r"^[0-9a-fA-F]{64}$")
+
+
+def parse_fingerprint(text):
+    """A SHA-256 certificate fingerprint as the admin types it
+    (``SHA256:AB:CD:...``, with or without the prefix and the colons) in
+    the form :func:`certificate_digest` gives (``AB:CD:...``);
+    ParameterError otherwise."""
+    if not isinstance(text, str):
+        raise errors.ParameterError("join_fingerprint",
+                                    "a fingerprint must be a string")
+    value = text.strip()
+    if value.lower().startswith("sha256 fingerprint="):   # openssl x509
+        value = value.split("=", 1)[1]
+    if value.lower().startswith("sha256:"):
+        value = value[len("sha256:"):]
+    hexdigits = value.replace(":", "")
+    if not _HEX_RE.match(hexdigits):
+        raise errors.ParameterError(
+            "join_fingerprint",
+            "'%s' is not a SHA-256 certificate fingerprint (SHA256: and 64"
+            " hexadecimal digits, colons allowed)" % text)
+    hexdigits = hexdigits.upper()
+    return ":".join(hexdigits[i:i + 2] for i in range(0, 64, 2))
+
+
+def format_fingerprint(digest):
+    """``SHA256:AB:CD:...`` for a digest as certificate_digest gives it."""
+    return "SHA256:" + digest
+
+
+# --- the cluster HMAC key ----------------------------------------------------
+
+def write_hmac_key(path):
+    """A new cluster HMAC key as Ganeti writes it: 40 hex chars + newline.
+
+    The key signs confd's messages (and maintenance reports); it is shared
+    by every node of the cluster.
+    """
+    key = binascii.hexlify(os.urandom(20)) + b"\n"
+    io.atomic_write(path, key, mode=0o400)
+    return key

@@ -425,6 +425,16 @@ class Cluster(TaggableObject):
         self.ipolicy = fill_ipolicy(constants.IPOLICY_DEFAULTS, self.ipolicy)
 
 
+#: The object maps of config.data: top-level key -> class of its values.
+CONFIG_MAPS = (
+    ("nodes", Node),
+    ("nodegroups", NodeGroup),
+    ("instances", Instance),
+    ("networks", Network),
+    ("disks", Disk),
+)
+
+
 def fill_dict(defaults, custom, skip_keys=()):
     """Return ``defaults`` overridden by ``custom``, minus ``skip_keys``."""
     result = copy.deepcopy(defaults)

@@ -27,7 +27,6 @@ Three things live here, all on the master's side:
 
 import base64
 import os
-import re
 import zlib
 
 import attr
@@ -70,39 +69,6 @@ VNC_PASSWORD_FILE = "vnc_password_file"
 TO_ALL = "all"
 TO_CANDIDATES = "candidates"
 TO_VM_CAPABLE = "vm_capable"
-
-
-# --- fingerprints ------------------------------------------------------------
-
-_HEX_RE = re.compile(r"^[0-9a-fA-F]{64}$")
-
-
-def parse_fingerprint(text):
-    """A SHA-256 certificate fingerprint as the admin types it
-    (``SHA256:AB:CD:...``, with or without the prefix and the colons) in
-    the form :func:`ganeti.crypto.certificate_digest` gives (``AB:CD:...``);
-    ParameterError otherwise."""
-    if not isinstance(text, str):
-        raise errors.ParameterError("join_fingerprint",
-                                    "a fingerprint must be a string")
-    value = text.strip()
-    if value.lower().startswith("sha256 fingerprint="):   # openssl x509
-        value = value.split("=", 1)[1]
-    if value.lower().startswith("sha256:"):
-        value = value[len("sha256:"):]
-    hexdigits = value.replace(":", "")
-    if not _HEX_RE.match(hexdigits):
-        raise errors.ParameterError(
-            "join_fingerprint",
-            "'%s' is not a SHA-256 certificate fingerprint (SHA256: and 64"
-            " hexadecimal digits, colons allowed)" % text)
-    hexdigits = hexdigits.upper()
-    return ":".join(hexdigits[i:i + 2] for i in range(0, 64, 2))
-
-
-def format_fingerprint(digest):
-    """``SHA256:AB:CD:...`` for a digest as certificate_digest gives it."""
-    return "SHA256:" + digest
 
 
 # --- calls by address, pinned to a certificate -------------------------------
@@ -196,8 +162,8 @@ class AddressRpc(object):
         if not result.success and seen_digest and seen_digest != digest:
             fail_msg = ("node at %s presents the certificate %s, not the"
                         " expected %s" % (address,
-                                          format_fingerprint(seen_digest),
-                                          format_fingerprint(digest)))
+                                          crypto.format_fingerprint(seen_digest),
+                                          crypto.format_fingerprint(digest)))
         return PinnedResult(node=address, procedure=procedure,
                             success=result.success, payload=result.payload,
                             fail_msg=fail_msg, seen_digest=seen_digest)
@@ -591,7 +557,7 @@ async def upload_files(lu, node_uuids=None):
     return failures
 
 
-__all__ = ["parse_fingerprint", "format_fingerprint", "AddressRpc",
+__all__ = ["AddressRpc",
            "PinnedResult", "Replicator", "NodeReplication", "sync",
            "ancillary_files", "upload_files", "vnc_password_files",
            "read_extra_files_list", "encode_data", "decode_data"]

@@ -3,7 +3,7 @@
 Clusters live under a short /tmp directory (UNIX socket paths are limited
 to 108 bytes) on random 127.x.y.z addresses (noded's port is fixed, so each
 run gets addresses of its own).  :class:`VirtualClusterTestCase` lays out a
-:class:`ganeti.vcluster.VirtualCluster` and starts its daemons on demand;
+:class:`ganeti.dev.vcluster.VirtualCluster` and starts its daemons on demand;
 :class:`RunningClusterTestCase` has them running.  Every process is stopped
 by PID at the end, whatever the test did.
 """
@@ -21,8 +21,8 @@ from twisted.trial import unittest
 
 from ganeti import constants
 from ganeti import luxi
-from ganeti import vcluster
-from ganeti.vcluster import VirtualCluster, port_open
+from ganeti.dev import vcluster
+from ganeti.dev.vcluster import VirtualCluster, port_open
 
 from tests.test_noded import kill_fake_instances
 
@@ -39,7 +39,7 @@ FINAL = ("success", "error", "canceled")
 
 
 def wait_for(what, predicate, timeout=60.0, interval=0.05):
-    """:func:`ganeti.vcluster.wait_for`, failing the test on timeout."""
+    """:func:`ganeti.dev.vcluster.wait_for`, failing the test on timeout."""
     return vcluster.wait_for(what, predicate, timeout, interval,
                              AssertionError)
 

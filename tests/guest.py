@@ -1,8 +1,8 @@
-"""The tiny real guest for the kvm tests: :mod:`ganeti.tools.tinyguest`
+"""The tiny real guest for the kvm tests: :mod:`ganeti.dev.tinyguest`
 plus :func:`guest_or_skip`, which turns "cannot have it here" into a
 skipped test saying why."""
 
-from ganeti.tools.tinyguest import (  # noqa: F401  (re-exported)
+from ganeti.dev.tinyguest import (  # noqa: F401  (re-exported)
     MODULES, RECIPE, Guest, GuestUnavailable, cache_dir, get_guest,
     qemu_binary)
 

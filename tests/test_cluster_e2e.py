@@ -34,7 +34,7 @@ from twisted.trial import unittest
 
 from ganeti import constants
 from ganeti import crypto
-from ganeti.vcluster import VirtualCluster
+from ganeti.dev.vcluster import VirtualCluster
 
 from tests.daemons import (ETC_OS, GntCommandsMixin, noded_version,
                            random_ips, short_tmpdir, wait_for)

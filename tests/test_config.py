@@ -5,7 +5,6 @@ import os
 
 from twisted.trial import unittest
 
-from ganeti import config
 from ganeti import constants
 from ganeti import errors
 from ganeti import objects

@@ -18,7 +18,7 @@ class DemoTests(unittest.TestCase):
         base = tempfile.mkdtemp(prefix="gnt-demo-", dir="/tmp")
         self.addCleanup(shutil.rmtree, base, True)
         env = dict(os.environ, PYTHONPATH=HERE)
-        out = subprocess.run([sys.executable, "-m", "ganeti.demo", "--base",
+        out = subprocess.run([sys.executable, "-m", "ganeti.dev.demo", "--base",
                               base, "--once", "--nodes", "2"],
                              env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, timeout=120)

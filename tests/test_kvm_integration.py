@@ -3,7 +3,7 @@
 A one-node virtual cluster (random 127.x.y.z, short /tmp root: the QMP and
 serial socket paths must fit in 108 bytes) with kvm enabled and
 ``enabled_user_shutdown`` on.  Instances boot the tiny real guest
-(:mod:`ganeti.tools.tinyguest`) by direct kernel boot, software emulation
+(:mod:`ganeti.dev.tinyguest`) by direct kernel boot, software emulation
 (``kvm_flag`` disabled), with a file disk installed by the busybox OS.
 
 * ``ganeti_test=poweroff``: the guest powers itself off; the instance's
@@ -153,7 +153,7 @@ class KvmClusterTests(RunningClusterTestCase):
 
 
 class KvmDemoTests(unittest.TestCase):
-    """``python -m ganeti.demo --kvm --once`` boots a real guest."""
+    """``python -m ganeti.dev.demo --kvm --once`` boots a real guest."""
 
     timeout = 180
 
@@ -161,7 +161,7 @@ class KvmDemoTests(unittest.TestCase):
         test_guest.guest_or_skip()
         base = short_tmpdir(self, "gnt-dk-")
         out = subprocess.run(
-            [sys.executable, "-m", "ganeti.demo", "--base", base, "--once",
+            [sys.executable, "-m", "ganeti.dev.demo", "--base", base, "--once",
              "--nodes", "1", "--kvm"],
             env=dict(os.environ, PYTHONPATH=PROJECT),
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=150)

@@ -20,7 +20,7 @@ from ganeti import constants
 from ganeti import crypto
 from ganeti import daemon_util
 from ganeti import pathutils
-from ganeti.vcluster import VirtualCluster
+from ganeti.dev.vcluster import VirtualCluster
 
 from tests.daemons import (GntCommandsMixin, command_env, noded_version,
                            port_open, random_ips, short_tmpdir, wait_for)

@@ -1,7 +1,7 @@
 """A real live migration: qemu to qemu between two nodes, through the master.
 
 A 2-node virtual cluster (one noded per node, masterd on the first), kvm
-under TCG, the tiny real guest (ganeti.tools.tinyguest) booted by direct
+under TCG, the tiny real guest (ganeti.dev.tinyguest) booted by direct
 kernel boot with a ``sharedfile`` disk in the cluster's shared directory.
 The guest boots once on node1 and is then live-migrated to node2 (qemu
 ``-incoming`` there, QMP ``migrate`` + ``query-migrate`` on node1) and

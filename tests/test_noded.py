@@ -18,7 +18,7 @@ from twisted.web.http_headers import Headers
 
 from ganeti import crypto
 from ganeti import rpc
-from ganeti import vcluster
+from ganeti.dev import vcluster
 from ganeti.hypervisor import state
 from ganeti.server import noded
 from tests.test_crypto import cluster_cert, listen_noded, rpc_client

@@ -25,7 +25,7 @@ from ganeti import opcodes
 from ganeti import query
 from ganeti.cmdlib.cluster import cluster_info
 from ganeti.config import ConfigStore
-from ganeti.demo import populate
+from ganeti.dev.demo import populate
 from ganeti.rapi import app as rapi_app
 from ganeti.rapi import auth
 from ganeti.rapi import baserlib

@@ -8,6 +8,7 @@ import os
 from twisted.internet import defer, reactor, task
 from twisted.trial import unittest
 
+from ganeti import crypto
 from ganeti import errors
 from ganeti import objects
 from ganeti import pathutils
@@ -196,12 +197,12 @@ class FingerprintTests(unittest.TestCase):
         for text in ("SHA256:" + canonical, "sha256:" + canonical.lower(),
                      canonical, "ab" * 32, "  SHA256:" + "ab" * 32 + "\n",
                      "sha256 Fingerprint=" + canonical):
-            self.assertEqual(replication.parse_fingerprint(text), canonical)
-        self.assertEqual(replication.format_fingerprint(canonical),
+            self.assertEqual(crypto.parse_fingerprint(text), canonical)
+        self.assertEqual(crypto.format_fingerprint(canonical),
                          "SHA256:" + canonical)
         for bad in ("", "SHA256:", "ab" * 31, "zz" * 32, "SHA1:" + "ab" * 32):
             self.assertRaises(errors.ParameterError,
-                              replication.parse_fingerprint, bad)
+                              crypto.parse_fingerprint, bad)
 
 
 class FilesTests(unittest.TestCase):
@@ -289,7 +290,7 @@ class PinnedClientTests(unittest.TestCase):
 
     @defer.inlineCallbacks
     def test_join_switches_to_the_cluster_certificate(self):
-        one_time = replication.parse_fingerprint(self.membership.fingerprint)
+        one_time = crypto.parse_fingerprint(self.membership.fingerprint)
         with open(os.path.join(self.paths.run_dir,
                                "ganeti-noded.fingerprint")) as f:
             self.assertEqual(f.read().strip(), self.membership.fingerprint)
@@ -381,7 +382,7 @@ class PinnedClientTests(unittest.TestCase):
             "cluster_name")))
         yield task.deferLater(reactor, 0.7, lambda: None)
         self.assertEqual(self.left, [True])
-        self.assertNotEqual(replication.parse_fingerprint(
+        self.assertNotEqual(crypto.parse_fingerprint(
             self.membership.fingerprint), one_time)
         result = yield self.client.call("127.0.0.1", self.cert.digest(),
                                         "version")
@@ -393,13 +394,13 @@ class PinnedClientTests(unittest.TestCase):
         other = cluster_cert(os.path.join(self.root, "other"))
         self.membership.master_digest = other.digest()
         self.membership.bootstrap()
-        one_time = replication.parse_fingerprint(self.membership.fingerprint)
+        one_time = crypto.parse_fingerprint(self.membership.fingerprint)
         result = yield self.client.call("127.0.0.1", one_time, "version")
         self.assertFalse(result.success)
         self.assertIsInstance(self.membership, noded.Membership)
         self.membership.master_digest = self.cert.digest()
         self.membership.bootstrap()
-        one_time = replication.parse_fingerprint(self.membership.fingerprint)
+        one_time = crypto.parse_fingerprint(self.membership.fingerprint)
         result = yield self.client.call("127.0.0.1", one_time, "version")
         self.assertTrue(result.success, result.fail_msg)
 

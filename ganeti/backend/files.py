@@ -15,8 +15,8 @@ import pwd
 import re
 import zlib
 
-from ganeti import config
 from ganeti import errors
+from ganeti.utils import io
 
 __all__ = ["ALLOWED_UPLOADS", "upload_file", "write_ssconf_files",
            "decode_data", "SSCONF_MODE", "SSCONF_MAX_SIZE"]
@@ -122,7 +122,7 @@ def upload_file(root, path, data, mode=0o600, uid=None, gid=None,
     gid = _id("gid", gid, lambda n: grp.getgrnam(n).gr_gid)
     atime, mtime = _time("atime", atime), _time("mtime", mtime)
     os.makedirs(os.path.dirname(target), mode=0o750, exist_ok=True)
-    config.atomic_write(target, content, mode=mode)
+    io.atomic_write(target, content, mode=mode)
     if uid is not None or gid is not None:
         os.chown(target, -1 if uid is None else uid, -1 if gid is None else gid)
     if atime is not None or mtime is not None:
@@ -164,7 +164,7 @@ def write_ssconf_files(paths, values):
         prepared.append((paths.ssconf_file(key), data))
     os.makedirs(paths.data_dir, mode=0o750, exist_ok=True)
     for target, data in prepared:
-        config.atomic_write(target, data, mode=SSCONF_MODE)
+        io.atomic_write(target, data, mode=SSCONF_MODE)
     return [t for t, _ in prepared]
 
 

@@ -21,7 +21,6 @@ from ganeti import luxi
 from ganeti import opcodes
 from ganeti import ssconf
 from ganeti import uidpool
-from ganeti import vcluster
 from ganeti.backend import files as backend_files
 from ganeti.cli import base
 from ganeti.cli import common
@@ -410,7 +409,7 @@ def init(ctx, opts):
         rapi_pem = os.path.join(paths.data_dir, "rapi.pem")
         if not os.path.exists(rapi_pem):
             crypto.generate_cluster_certificate(rapi_pem, name)
-        vcluster.write_hmac_key(paths.hmac_key_file)
+        crypto.write_hmac_key(paths.hmac_key_file)
         store.set_cluster_params(candidate_certs={
             master.uuid: crypto.certificate_digest(cert.certificate,
                                                    "sha1")})

@@ -149,7 +149,6 @@ def _confirm_fingerprint(ctx, address):
     import socket
     import ssl
     from ganeti import crypto
-    from ganeti import replication
     pem = crypto.server_pem_path(ctx.paths)
     tls = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     tls.check_hostname = False
@@ -166,7 +165,7 @@ def _confirm_fingerprint(ctx, address):
     digest = crypto.certificate_digest(der)
     if digest == ours:
         return None
-    fingerprint = replication.format_fingerprint(digest)
+    fingerprint = crypto.format_fingerprint(digest)
     ctx.confirm("The node daemon at %s presents the certificate\n  %s\n"
                 "Is this the fingerprint its ganeti-noded --bootstrap"
                 " logged? Join it to the cluster?" % (address, fingerprint))

@@ -180,7 +180,7 @@ def merge_state(current, changes, field):
 def _pinned_error(name, address, result, pin, cluster_digest):
     """The OpPrereqError for a failed pinned call, saying what we saw."""
     seen = result.seen_digest
-    fmt = replication.format_fingerprint
+    fmt = crypto.format_fingerprint
     if seen and seen == cluster_digest and pin != cluster_digest:
         text = ("node %s (%s) already holds this cluster's certificate: it"
                 " is, or was, a member; add it without --join-fingerprint"
@@ -231,7 +231,7 @@ class LUNodeAdd(LogicalUnit):
         self.pin = None
         if op.join_fingerprint is not None:
             try:
-                self.pin = replication.parse_fingerprint(op.join_fingerprint)
+                self.pin = crypto.parse_fingerprint(op.join_fingerprint)
             except errors.ParameterError as err:
                 raise errors.OpPrereqError(err.args[-1], errors.ECODE_INVAL)
         if op.primary_ip is not None:
@@ -368,7 +368,7 @@ class LUNodeAdd(LogicalUnit):
                 ssconf.ssconf_values(cfg), None]
         self.log_info("Joining node %s (%s), pinned to %s",
                       self.op.node_name, self.primary_ip,
-                      replication.format_fingerprint(self.pin))
+                      crypto.format_fingerprint(self.pin))
         result = await client.call(self.primary_ip, self.pin, "join", args)
         if not result.success:
             raise errors.OpExecError(

@@ -8,7 +8,7 @@ Layout (Ganeti's)::
     queue/job-<id>                 one JSON file per job not archived
     queue/archive/<id // 10000>/job-<id>
 
-Every write goes through ``config.atomic_write`` (temp file, fsync, rename,
+Every write goes through ``utils.io.atomic_write`` (temp file, fsync, rename,
 fsync of the directory), so a reader or a crash sees the old or the new file.
 """
 
@@ -19,7 +19,7 @@ import re
 from twisted.logger import Logger
 
 from ganeti import errors
-from ganeti.config import atomic_write
+from ganeti.utils.io import atomic_write, fsync_dir
 from ganeti.jqueue.model import QueuedJob
 
 log = Logger()
@@ -30,14 +30,6 @@ JOBS_PER_ARCHIVE_DIR = 10000
 CORRUPT_SUFFIX = ".corrupt"
 
 _JOB_FILE_RE = re.compile(r"^job-(\d+)$")
-
-
-def _fsync_dir(path):
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def encode_job(job):
@@ -176,7 +168,7 @@ class JobStore(object):
         src = self.job_path(job_id)
         dst = src + CORRUPT_SUFFIX
         os.rename(src, dst)
-        _fsync_dir(self.queue_dir)
+        fsync_dir(self.queue_dir)
         return dst
 
     def archive_jobs(self, job_ids):
@@ -199,7 +191,7 @@ class JobStore(object):
             moved.append(job_id)
         if moved:
             for directory in touched | {self.queue_dir}:
-                _fsync_dir(directory)
+                fsync_dir(directory)
         return moved
 
     # -- drain flag
@@ -214,4 +206,4 @@ class JobStore(object):
                 os.unlink(self.drain_file)
             except FileNotFoundError:
                 return
-            _fsync_dir(self.queue_dir)
+            fsync_dir(self.queue_dir)

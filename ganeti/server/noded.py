@@ -148,9 +148,8 @@ class Options(usage.Options):
         paths = pathutils.Paths(self["root"])
         cert_file = self["cert-file"] or crypto.server_pem_path(paths)
         if self["master-fingerprint"] is not None:
-            from ganeti import replication
             try:
-                self["master-fingerprint"] = replication.parse_fingerprint(
+                self["master-fingerprint"] = crypto.parse_fingerprint(
                     self["master-fingerprint"])
             except errors.ParameterError as err:
                 raise usage.UsageError("--master-fingerprint: %s"
@@ -354,12 +353,11 @@ class Membership(object):
         return os.path.join(self.paths.run_dir, FINGERPRINT_FILE)
 
     def bootstrap(self):
-        from ganeti import replication
         key_pem, cert_pem = one_time_certificate()
         from cryptography import x509
         digest = crypto.certificate_digest(
             x509.load_pem_x509_certificate(cert_pem))
-        self.fingerprint = replication.format_fingerprint(digest)
+        self.fingerprint = crypto.format_fingerprint(digest)
         self.context = bootstrap_context(key_pem, cert_pem,
                                          self.master_digest)
         self.cluster_context = None

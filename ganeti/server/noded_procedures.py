@@ -16,7 +16,6 @@ import attr
 from twisted.internet import defer
 from twisted.logger import Logger
 
-from ganeti import config as files_config
 from ganeti import constants
 from ganeti import crypto
 from ganeti import errors
@@ -24,6 +23,7 @@ from ganeti import hypervisor as hv
 from ganeti import storage
 from ganeti.backend import files
 from ganeti.storage import filestorage
+from ganeti.utils import io
 
 __all__ = ["Arg", "procedure", "NodeProcedures", "bind_arguments"]
 
@@ -619,7 +619,7 @@ class NodeProcedures(object):
                                         " number, not %r" % (mode,))
         os.makedirs(os.path.dirname(target), mode=0o755, exist_ok=True)
         self._extra_file_target(path)  # again, now that the dirs exist
-        files_config.atomic_write(target, content, mode=mode)
+        io.atomic_write(target, content, mode=mode)
         log.info("Wrote extra file {path}", path=path)
         return target
 
@@ -795,13 +795,13 @@ class BootstrapProcedures(object):
                                       " certificate (%s)" % pem_path)
         self.paths.ensure_dirs()
         files.write_ssconf_files(self.paths, ssconf)
-        files_config.atomic_write(self.paths.hmac_key_file,
+        io.atomic_write(self.paths.hmac_key_file,
                                   hmac_key.encode("ascii"), mode=0o400)
         if content is not None:
-            files_config.atomic_write(self.paths.config_file, content,
+            io.atomic_write(self.paths.config_file, content,
                                       mode=0o600)
         # last: the certificate decides whether this node is a member
-        files_config.atomic_write(pem_path, cert.key_pem + cert.cert_pem,
+        io.atomic_write(pem_path, cert.key_pem + cert.cert_pem,
                                   mode=0o400)
         log.info("Joined cluster {cluster} as {node}", cluster=cluster_name,
                  node=node_name)

@@ -1,6 +1,6 @@
 """The demo: a local virtual cluster, and where to look at it.
 
-    python -m ganeti.demo [--base DIR] [--nodes N] [--once] [--kvm]
+    python -m ganeti.dev.demo [--base DIR] [--nodes N] [--once] [--kvm]
 
 Builds a cluster of N nodes on 127.0.0.1..N (one root directory per node)
 the way an admin does: the master's configuration, certificate and daemons
@@ -14,7 +14,7 @@ an admin would, prints where to look, and keeps running until interrupted
 
 With ``--kvm`` the instances are real virtual machines: the kvm hypervisor
 runs qemu with software emulation, booting the tiny guest of
-:mod:`ganeti.tools.tinyguest` (built from Debian packages on first use,
+:mod:`ganeti.dev.tinyguest` (built from Debian packages on first use,
 then reused from its cache); their serial console logs are printed.
 """
 
@@ -32,7 +32,7 @@ from twisted.plugin import getPlugins
 from ganeti import constants
 from ganeti import crypto
 from ganeti import objects
-from ganeti.vcluster import VirtualCluster
+from ganeti.dev.vcluster import VirtualCluster
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OS_DIR = os.path.join(HERE, "etc", "os")
@@ -332,7 +332,7 @@ def main(argv=None):
         parser.error("--nodes must be at least 1")
     guest = None
     if args.kvm:
-        from ganeti.tools import tinyguest
+        from ganeti.dev import tinyguest
         if tinyguest.qemu_binary() is None:
             print("--kvm needs qemu-system-x86_64 (apt-get install"
                   " qemu-system-x86)")

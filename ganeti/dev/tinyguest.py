@@ -1,6 +1,6 @@
 """A tiny real Linux guest, built from Debian packages, for qemu.
 
-Used by the kvm tests (``tests/guest.py``) and by ``python -m ganeti.demo
+Used by the kvm tests (``tests/guest.py``) and by ``python -m ganeti.dev.demo
 --kvm``.  :func:`get_guest` returns a :class:`Guest` (kernel + initramfs)
 or raises :class:`GuestUnavailable` saying why.  The guest is built once
 and cached under ``$GANETI_GUEST_CACHE`` or ``$GANETI_TEST_CACHE`` (default
@@ -245,7 +245,7 @@ def get_guest():
 
 
 def main(argv=None):
-    """``python -m ganeti.tools.tinyguest``: build (or find) the guest and
+    """``python -m ganeti.dev.tinyguest``: build (or find) the guest and
     print its kernel and initrd paths."""
     import sys
     try:

@@ -7,7 +7,6 @@ own tools find the same files with ``GANETI_ROOTDIR=<base>/<node>
 GANETI_HOSTNAME=<node>``.
 """
 
-import binascii
 import os
 import shutil
 import signal
@@ -23,6 +22,7 @@ from ganeti import constants
 from ganeti import crypto
 from ganeti import objects
 from ganeti.pathutils import Paths
+from ganeti.utils import io
 
 
 @attr.s
@@ -73,13 +73,6 @@ def master_answers(node):
         return False
 
 
-def write_hmac_key(path):
-    """A new cluster HMAC key as Ganeti writes it: 40 hex chars + newline."""
-    key = binascii.hexlify(os.urandom(20)) + b"\n"
-    config.atomic_write(path, key, mode=0o400)
-    return key
-
-
 @attr.s
 class VirtualCluster(object):
     base = attr.ib(converter=os.path.abspath)
@@ -119,7 +112,7 @@ class VirtualCluster(object):
         store = config.ConfigStore.create(
             m.paths.config_file, self.cluster_name, m.name, m.ip,
             enabled_hypervisors=list(hypervisors), **params)
-        write_hmac_key(m.paths.hmac_key_file)
+        crypto.write_hmac_key(m.paths.hmac_key_file)
         cert = crypto.generate_cluster_certificate(
             crypto.server_pem_path(m.paths), self.cluster_name)
         return store, cert
@@ -155,7 +148,7 @@ class VirtualCluster(object):
                 mode = os.stat(src).st_mode & 0o777
                 if os.path.exists(dst):
                     os.chmod(dst, 0o600)
-                config.atomic_write(dst, data, mode=mode)
+                io.atomic_write(dst, data, mode=mode)
 
     def load(self):
         return config.ConfigStore.load(self.master.paths.config_file)

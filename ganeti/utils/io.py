@@ -1,0 +1,50 @@
+"""Durable file writes: what survives a crash is the old or the new file.
+
+Every persistent file of the project (config.data, job files, ssconf, keys,
+certificates) is written through :func:`atomic_write`: a temporary file in
+the same directory, fsync, rename over the target, fsync of the directory.
+"""
+
+import os
+import tempfile
+
+BACKUP_SUFFIX = ".bak"
+
+
+def fsync_dir(path):
+    """Make a rename or unlink inside directory ``path`` durable."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path, data, mode=0o600, backup=False):
+    """Write ``data`` (bytes) to ``path`` so that readers see old or new.
+
+    With ``backup``, the current file (if any) is kept as ``path + .bak``.
+    """
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=directory,
+                               prefix=".%s." % os.path.basename(path))
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        if backup and os.path.exists(path):
+            bak = path + BACKUP_SUFFIX
+            # A hard link is atomic and costs no copy; replace any old backup.
+            bak_tmp = bak + ".new"
+            if os.path.lexists(bak_tmp):
+                os.unlink(bak_tmp)
+            os.link(path, bak_tmp)
+            os.rename(bak_tmp, bak)
+        os.rename(tmp, path)
+        tmp = None
+        fsync_dir(directory)
+    finally:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
