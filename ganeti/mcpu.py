@@ -1,7 +1,7 @@
 """The opcode processor: runs one opcode through its logical unit.
 
-For each opcode the processor builds the logical unit (LU) registered for its
-OP_ID, lets it expand names and declare the locks it needs per level, takes
+For each opcode the processor builds the logical unit (LU) its table has for
+the OP_ID, lets it expand names and declare the locks it needs per level, takes
 those locks level by level through the lock manager (with the seed's
 release-and-retry, so a job waiting for one busy lock does not sit on the
 others), tells the job queue when the opcode really starts running, checks
@@ -20,19 +20,6 @@ from ganeti import locking
 from ganeti import opcodes
 
 log = Logger()
-
-#: OP_ID -> LogicalUnit subclass; filled by ganeti.cmdlib
-LU_REGISTRY = {}
-
-
-def register(lu_class):
-    """Class decorator: make ``lu_class`` run its ``OP_ID``."""
-    if lu_class.OP_ID in LU_REGISTRY:
-        raise errors.ProgrammerError("two logical units for %s"
-                                     % lu_class.OP_ID)
-    LU_REGISTRY[lu_class.OP_ID] = lu_class
-    return lu_class
-
 
 @attr.s
 class MasterContext(object):
@@ -63,10 +50,15 @@ async def _maybe_await(value):
 
 
 class Processor(object):
-    """Runs opcodes for the job queue (its ``executor``)."""
+    """Runs opcodes for the job queue (its ``executor``).
 
-    def __init__(self, context):
+    ``logical_units`` maps OP_IDs to logical unit classes (the master's is
+    :data:`ganeti.cmdlib.LOGICAL_UNITS`).
+    """
+
+    def __init__(self, context, logical_units):
         self.ctx = context
+        self.logical_units = logical_units
 
     def execute(self, job, op_index, op_input, feedback_fn,
                 notify_running=None):
@@ -87,7 +79,7 @@ class Processor(object):
     async def _run(self, owner, op_input, feedback_fn, notify_running):
         op = (op_input if isinstance(op_input, opcodes.OpCode)
               else opcodes.from_dict(op_input))
-        lu_class = LU_REGISTRY.get(op.OP_ID)
+        lu_class = self.logical_units.get(op.OP_ID)
         if lu_class is None:
             raise errors.OpCodeUnknown(
                 "opcode %s is not implemented by this master" % op.OP_ID)

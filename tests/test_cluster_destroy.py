@@ -11,7 +11,7 @@ import os
 from twisted.internet import task
 from twisted.trial import unittest
 
-import ganeti.cmdlib  # noqa: F401  (registers the logical units)
+from ganeti import cmdlib
 from ganeti import daemon_util
 from ganeti import errors
 from ganeti import mcpu
@@ -28,7 +28,8 @@ class DestroyLUTests(unittest.TestCase):
         self.cfg = make_store(self, file_storage_dir="/srv/ganeti/fs")
         self.glm = mcpu.make_lock_manager(self.cfg, self.clock)
         self.proc = mcpu.Processor(mcpu.MasterContext(
-            cfg=self.cfg, glm=self.glm, clock=self.clock))
+            cfg=self.cfg, glm=self.glm, clock=self.clock),
+            cmdlib.LOGICAL_UNITS)
         self.log = []
 
     def run_op(self):

@@ -6,7 +6,7 @@ import os
 from twisted.internet import defer, task
 from twisted.trial import unittest
 
-import ganeti.cmdlib  # noqa: F401  (registers the logical units)
+from ganeti import cmdlib
 from ganeti import errors
 from ganeti import locking
 from ganeti import mcpu
@@ -202,7 +202,7 @@ class InstanceTestCase(unittest.TestCase):
         self.rpc = FakeRpc()
         self.ctx = mcpu.MasterContext(cfg=self.cfg, glm=self.glm,
                                       clock=self.clock, rpc=self.rpc)
-        self.proc = mcpu.Processor(self.ctx)
+        self.proc = mcpu.Processor(self.ctx, cmdlib.LOGICAL_UNITS)
         self.log = []
         self.job = 0
 

@@ -3,7 +3,7 @@
 from twisted.internet import task
 from twisted.trial import unittest
 
-import ganeti.cmdlib  # noqa: F401  (registers the logical units)
+from ganeti import cmdlib
 from ganeti import errors
 from ganeti import locking
 from ganeti import mcpu
@@ -26,7 +26,7 @@ class GroupTestCase(unittest.TestCase):
         self.glm = mcpu.make_lock_manager(self.cfg, self.clock)
         self.ctx = mcpu.MasterContext(cfg=self.cfg, glm=self.glm,
                                       clock=self.clock)
-        self.proc = mcpu.Processor(self.ctx)
+        self.proc = mcpu.Processor(self.ctx, cmdlib.LOGICAL_UNITS)
         self.log = []
         self.job = 0
         self.default = self.cfg.get_nodegroup("default").uuid

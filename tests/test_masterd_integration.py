@@ -120,7 +120,7 @@ class GanetiClientTests(MasterdTestCase):
         self.assertEqual(code, 0, out)
 
     def test_gnt_list_commands_with_live_data(self):
-        from ganeti import demo
+        from ganeti.dev import demo
         store = self.vc.load()
         demo.populate(store)  # inst1 on node1 (noded runs) + a reservation
         self.vc.start("ganeti-noded", self.vc.twistd_command(

@@ -3,7 +3,7 @@
 from twisted.internet import task
 from twisted.trial import unittest
 
-import ganeti.cmdlib  # noqa: F401  (registers the logical units)
+from ganeti import cmdlib
 from ganeti import errors
 from ganeti import locking
 from ganeti import mcpu
@@ -22,7 +22,7 @@ class ProcessorTestCase(unittest.TestCase):
         self.glm = mcpu.make_lock_manager(self.cfg, self.clock)
         self.ctx = mcpu.MasterContext(cfg=self.cfg, glm=self.glm,
                                       clock=self.clock)
-        self.proc = mcpu.Processor(self.ctx)
+        self.proc = mcpu.Processor(self.ctx, cmdlib.LOGICAL_UNITS)
         self.log = []
 
     def tearDown(self):

@@ -2,6 +2,7 @@
 
 from ganeti import errors
 from ganeti import locking
+from ganeti import cmdlib
 from ganeti import mcpu
 from ganeti import objects
 
@@ -98,7 +99,7 @@ class MigrationTestCase(InstanceTestCase):
         self.glm = mcpu.make_lock_manager(self.cfg, self.clock)
         self.ctx = mcpu.MasterContext(cfg=self.cfg, glm=self.glm,
                                       clock=self.clock, rpc=self.rpc)
-        self.proc = mcpu.Processor(self.ctx)
+        self.proc = mcpu.Processor(self.ctx, cmdlib.LOGICAL_UNITS)
         self.rpc.os_list[NODE3] = list(self.rpc.os_list[NODE1])
 
     def set_offline(self, name, offline=True):

@@ -7,7 +7,7 @@ import os
 from twisted.internet import defer, task
 from twisted.trial import unittest
 
-import ganeti.cmdlib  # noqa: F401  (registers the logical units)
+from ganeti import cmdlib
 from ganeti import constants
 from ganeti import crypto
 from ganeti import errors
@@ -234,7 +234,7 @@ class MembershipTestCase(unittest.TestCase):
                                                  self.clock)
         self.cfg.write_listeners.append(self.replicator.config_written)
         self.ctx.replicator = self.replicator
-        self.proc = mcpu.Processor(self.ctx)
+        self.proc = mcpu.Processor(self.ctx, cmdlib.LOGICAL_UNITS)
         self.log = []
         self.job = 0
 

@@ -7,7 +7,7 @@ from twisted.trial import unittest
 
 from ganeti import errors
 from ganeti import storage
-from ganeti.backend import os as osapi
+from ganeti.backend import os_api
 from ganeti.backend import process
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -79,7 +79,7 @@ class DefinitionTests(unittest.TestCase):
         os.makedirs(self.base)
 
     def test_busybox_is_valid(self):
-        osdef = osapi.find_os("busybox", [self.base, ETC_OS])
+        osdef = os_api.find_os("busybox", [self.base, ETC_OS])
         self.assertEqual(osdef.api_versions, (20, 15))
         self.assertEqual(osdef.api_version, 20)
         self.assertEqual(osdef.variants, ("default", "minimal"))
@@ -98,7 +98,7 @@ class DefinitionTests(unittest.TestCase):
         path = make_os(self.base, "notexec")
         os.chmod(os.path.join(path, "create"), 0o644)
         make_os(self.base, "busybox", skip=("create",))  # shadows etc/os's
-        result = {e["name"]: e for e in osapi.diagnose([self.base, ETC_OS])}
+        result = {e["name"]: e for e in os_api.diagnose([self.base, ETC_OS])}
         self.assertTrue(result["good"]["valid"])
         self.assertTrue(result["api10"]["valid"])
         self.assertEqual(result["api10"]["variants"], [])
@@ -115,31 +115,31 @@ class DefinitionTests(unittest.TestCase):
                          os.path.join(self.base, "busybox"))
 
     def test_names(self):
-        self.assertEqual(osapi.split_os_name("busybox+minimal"),
+        self.assertEqual(os_api.split_os_name("busybox+minimal"),
                          ("busybox", "minimal"))
-        self.assertEqual(osapi.split_os_name("debootstrap"),
+        self.assertEqual(os_api.split_os_name("debootstrap"),
                          ("debootstrap", None))
         for bad in ("", "../etc", "a/b", ".hidden", "os+", "os+a/b", None):
-            self.assertRaises(errors.ParameterError, osapi.split_os_name, bad)
-        err = self.assertRaises(osapi.OsApiError, osapi.find_os, "nothere",
+            self.assertRaises(errors.ParameterError, os_api.split_os_name, bad)
+        err = self.assertRaises(os_api.OsApiError, os_api.find_os, "nothere",
                                 [self.base])
         self.assertIn("not found", str(err))
 
     def test_variant_checks(self):
-        osdef = osapi.find_os("busybox", [ETC_OS])
-        self.assertEqual(osapi.check_variant(osdef, None), "default")
-        self.assertEqual(osapi.check_variant(osdef, "minimal"), "minimal")
-        err = self.assertRaises(errors.ParameterError, osapi.check_variant,
+        osdef = os_api.find_os("busybox", [ETC_OS])
+        self.assertEqual(os_api.check_variant(osdef, None), "default")
+        self.assertEqual(os_api.check_variant(osdef, "minimal"), "minimal")
+        err = self.assertRaises(errors.ParameterError, os_api.check_variant,
                                 osdef, "gigantic")
         self.assertIn("has no variant 'gigantic'", str(err))
         self.assertIn("default, minimal", str(err))
-        self.assertEqual(osapi.check_variant(osdef, "gigantic", force=True),
+        self.assertEqual(os_api.check_variant(osdef, "gigantic", force=True),
                          "gigantic")
 
     def test_environment_depends_on_api_version(self):
         inst = instance_dict("/d0")
-        v20 = osapi.find_os("busybox", [ETC_OS])
-        env = osapi.build_env(v20, "default", inst, ["/d0"], debug=1)
+        v20 = os_api.find_os("busybox", [ETC_OS])
+        env = os_api.build_env(v20, "default", inst, ["/d0"], debug=1)
         expected = {
             "OS_API_VERSION": "20", "OS_NAME": "busybox",
             "OS_VARIANT": "default", "DEBUG_LEVEL": "1",
@@ -160,15 +160,15 @@ class DefinitionTests(unittest.TestCase):
         for key, value in expected.items():
             self.assertEqual(env.get(key), value, key)
         make_os(self.base, "v15", api="15\n", params=None, skip=("verify",))
-        v15 = osapi.find_os("v15", [self.base])
-        env = osapi.build_env(v15, "default", inst, ["/d0"])
+        v15 = os_api.find_os("v15", [self.base])
+        env = os_api.build_env(v15, "default", inst, ["/d0"])
         self.assertEqual(env["OS_API_VERSION"], "15")
         self.assertEqual(env["INSTANCE_HYPERVISOR"], "kvm")
         self.assertNotIn("OSP_MOTD", env)       # parameters are API 20
         make_os(self.base, "v10", api="10\n", variants=None, params=None,
                 skip=("verify",))
-        v10 = osapi.find_os("v10", [self.base])
-        env = osapi.build_env(v10, "", inst, ["/d0"])
+        v10 = os_api.find_os("v10", [self.base])
+        env = os_api.build_env(v10, "", inst, ["/d0"])
         self.assertEqual(env["OS_VARIANT"], "")
         self.assertEqual(env["HYPERVISOR"], "kvm")
         self.assertNotIn("INSTANCE_HYPERVISOR", env)  # new in API 15
@@ -193,8 +193,8 @@ class ScriptTests(unittest.TestCase):
         ctx = storage.StorageContext(runner=process.CommandRunner(reactor),
                                      file_storage_dirs=[self.store])
         self.log_dir = os.path.join(self.root, "var/log/ganeti")
-        self.backend = osapi.OsBackend(
-            reactor, osapi.default_search_path(self.root) +
+        self.backend = os_api.OsBackend(
+            reactor, os_api.default_search_path(self.root) +
             [self.extra, ETC_OS], ctx, self.log_dir, create_timeout=20)
 
     @defer.inlineCallbacks
@@ -243,7 +243,7 @@ class ScriptTests(unittest.TestCase):
     def test_failure_reports_last_output_lines(self):
         inst = instance_dict(self.disk, osparams={"fail_create": "yes"})
         err = yield self.assertFailure(self.backend.create(inst),
-                                       osapi.OsApiError)
+                                       os_api.OsApiError)
         self.assertIn("exit code 1", str(err))
         self.assertIn("failing on purpose", str(err))
 
@@ -254,7 +254,7 @@ class ScriptTests(unittest.TestCase):
         self.backend.create_timeout = 0.5
         err = yield self.assertFailure(
             self.backend.create(instance_dict(self.disk, os_name="slow")),
-            osapi.OsApiError)
+            os_api.OsApiError)
         self.assertIn("timed out", str(err))
         self.assertIn("starting", str(err))
 
@@ -283,7 +283,7 @@ class ScriptTests(unittest.TestCase):
         missing = yield self.backend.validate(False, "nothere", [], {})
         self.assertFalse(missing)
         yield self.assertFailure(
-            self.backend.validate(True, "nothere", [], {}), osapi.OsApiError)
+            self.backend.validate(True, "nothere", [], {}), os_api.OsApiError)
         err = yield self.assertFailure(
             self.backend.validate(True, "busybox", ["parameters"],
                                   {"colour": "red"}), errors.ParameterError)
@@ -293,7 +293,7 @@ class ScriptTests(unittest.TestCase):
         err = yield self.assertFailure(
             self.backend.validate(True, "busybox", ["parameters"],
                                   {"fail_create": "maybe"}),
-            osapi.OsApiError)
+            os_api.OsApiError)
         self.assertIn("must be yes or no", str(err))
         yield self.assertFailure(
             self.backend.validate(True, "busybox+xl", [], {}),

@@ -5,7 +5,7 @@ procedures onto them:
 
 ``process``
     running external commands without blocking the reactor, with timeouts.
-``os``
+``os_api``
     the OS API: finding OS definitions, their variants and parameters, and
     running their create/rename/... scripts with the API's environment.
 ``instances``

@@ -1,10 +1,42 @@
 """Logical units: one module per object kind.
 
-Importing this package registers every LU with the opcode processor
-(``ganeti.mcpu.LU_REGISTRY``).
+:data:`LOGICAL_UNITS` maps each OP_ID to the logical unit that runs it; the
+opcode processor (:class:`ganeti.mcpu.Processor`) is given this table.  A
+new logical unit is found once its module is listed in ``_MODULES``.
 """
 
-from ganeti.cmdlib import cluster, instance, os, tags, test  # noqa: F401
-from ganeti.cmdlib import group, node  # noqa: F401  (membership)
-from ganeti.cmdlib import cluster_ops  # noqa: F401
-from ganeti.cmdlib import instance_migration, instance_move, node_evacuate, storage  # noqa: F401,E501
+from ganeti import errors
+from ganeti.cmdlib import (
+    cluster, group, instance, instance_create, instance_migration,
+    instance_move, instance_set_params, instance_storage, node,
+    node_evacuate, operating_system, storage, tags, test, verify)
+from ganeti.cmdlib.base import LogicalUnit
+
+__all__ = ["LOGICAL_UNITS", "logical_units"]
+
+_MODULES = (cluster, verify, group, node, node_evacuate, instance,
+            instance_create, instance_set_params, instance_storage,
+            instance_migration, instance_move, operating_system, storage,
+            tags, test)
+
+
+def logical_units(modules=_MODULES):
+    """OP_ID -> logical unit class, for every LU defined in ``modules``."""
+    table = {}
+    for module in modules:
+        for value in vars(module).values():
+            if not (isinstance(value, type) and issubclass(value, LogicalUnit)
+                    and value.__module__ == module.__name__
+                    and value.OP_ID):
+                continue
+            if value.OP_ID in table:
+                raise errors.ProgrammerError(
+                    "two logical units for %s: %s and %s"
+                    % (value.OP_ID, table[value.OP_ID].__name__,
+                       value.__name__))
+            table[value.OP_ID] = value
+    return table
+
+
+#: OP_ID -> LogicalUnit subclass: what this master can run
+LOGICAL_UNITS = logical_units()

@@ -1,10 +1,17 @@
-"""Cluster-level logical units: query, modify, verify the configuration."""
+"""Cluster-level logical units: query, modify, verify the configuration,
+destroy (the full verification is in :mod:`ganeti.cmdlib.verify`).
+
+``OP_CLUSTER_DESTROY`` only checks and agrees: the cluster must be down to
+its master node with no instance left (forthcoming ones included).  Its
+result is the master node's UUID, as Ganeti 3.0 returns it; the client
+(``gnt-cluster destroy --yes-do-it``) then stops the daemons and removes
+the cluster's files.
+"""
 
 import platform
 
 from ganeti import constants
 from ganeti import errors
-from ganeti import mcpu
 from ganeti import objects
 from ganeti import uidpool
 from ganeti.cmdlib.base import LogicalUnit
@@ -109,7 +116,6 @@ def cluster_info(cfg):
     }
 
 
-@mcpu.register
 class LUClusterQuery(LogicalUnit):
     OP_ID = "OP_CLUSTER_QUERY"
 
@@ -117,7 +123,6 @@ class LUClusterQuery(LogicalUnit):
         return cluster_info(self.cfg)
 
 
-@mcpu.register
 class LUClusterVerifyConfig(LogicalUnit):
     """Report every inconsistency of the configuration; True if none."""
     OP_ID = "OP_CLUSTER_VERIFY_CONFIG"
@@ -144,7 +149,6 @@ def _edit_os_list(current, mods, field):
     return result
 
 
-@mcpu.register
 class LUClusterSetParams(LogicalUnit):
     """gnt-cluster modify: every change is checked before any is made."""
     OP_ID = "OP_CLUSTER_SET_PARAMS"
@@ -265,3 +269,48 @@ class LUClusterSetParams(LogicalUnit):
             self.log_info("Changed %s", key)
         if "max_running_jobs" in self.changes and self.ctx.queue is not None:
             self.ctx.queue.set_max_running(self.changes["max_running_jobs"])
+
+
+# --- destroy ------------------------------------------------------------------
+
+#: at most this many names are listed in an error
+_MAX_LISTED = 10
+
+
+def _listing(names):
+    names = sorted(names)
+    text = ", ".join(names[:_MAX_LISTED])
+    if len(names) > _MAX_LISTED:
+        text += " and %d more" % (len(names) - _MAX_LISTED)
+    return text
+
+
+class LUClusterDestroy(LogicalUnit):
+    """Agree to destroy an empty one-node cluster."""
+    OP_ID = "OP_CLUSTER_DESTROY"
+    # nothing else may run (or start) while we decide
+    REQ_BGL = True
+
+    def check_prereq(self):
+        cfg = self.cfg
+        master = cfg.cluster.master_node
+        others = [n.name for n in cfg.nodes.values() if n.uuid != master]
+        if others or master not in cfg.nodes:
+            raise errors.OpPrereqError(
+                "There are still %d node(s) in this cluster besides the"
+                " master: %s; remove them first (gnt-node remove)"
+                % (len(others), _listing(others)), errors.ECODE_INVAL)
+        instances = [i.display_name + (" (forthcoming)" if i.forthcoming
+                                       else "")
+                     for i in cfg.instances.values()]
+        if instances:
+            raise errors.OpPrereqError(
+                "There are still %d instance(s) in this cluster: %s; remove"
+                " them first (gnt-instance remove)"
+                % (len(instances), _listing(instances)), errors.ECODE_INVAL)
+
+    async def exec_(self):
+        master = self.cfg.nodes[self.cfg.cluster.master_node]
+        self.log_info("The cluster can be destroyed; its master node is %s",
+                      master.name)
+        return master.uuid

@@ -11,11 +11,10 @@ was not split before, unless ``force`` is given (Ganeti's rule).
 from ganeti import constants
 from ganeti import errors
 from ganeti import locking
-from ganeti import mcpu
 from ganeti import objects
 from ganeti import qlang
 from ganeti.cmdlib.base import LogicalUnit
-from ganeti.cmdlib.common import update_params
+from ganeti.cmdlib.instance_params import update_params
 from ganeti.cmdlib.node import check_ndparams, merge_state
 
 
@@ -106,7 +105,6 @@ def _check_name_free(cfg, name, except_uuid=None):
                                        % name, errors.ECODE_EXISTS)
 
 
-@mcpu.register
 class LUGroupAdd(LogicalUnit):
     """gnt-group add"""
     OP_ID = "OP_GROUP_ADD"
@@ -138,7 +136,6 @@ class LUGroupAdd(LogicalUnit):
         return None
 
 
-@mcpu.register
 class LUGroupRemove(_GroupLU):
     """gnt-group remove: only an empty group, never the last one."""
     OP_ID = "OP_GROUP_REMOVE"
@@ -172,7 +169,6 @@ class LUGroupRemove(_GroupLU):
         return None
 
 
-@mcpu.register
 class LUGroupRename(_GroupLU):
     """gnt-group rename: the group keeps its UUID, nothing else changes."""
     OP_ID = "OP_GROUP_RENAME"
@@ -189,7 +185,6 @@ class LUGroupRename(_GroupLU):
         return self.op.new_name
 
 
-@mcpu.register
 class LUGroupSetParams(_GroupLU):
     """gnt-group modify"""
     OP_ID = "OP_GROUP_SET_PARAMS"
@@ -243,7 +238,6 @@ class LUGroupSetParams(_GroupLU):
         return result
 
 
-@mcpu.register
 class LUGroupAssignNodes(_GroupLU):
     """gnt-group assign-nodes: move nodes into a group."""
     OP_ID = "OP_GROUP_ASSIGN_NODES"

@@ -17,15 +17,15 @@ from ganeti import constants
 from ganeti import errors
 from ganeti import hypervisor
 from ganeti import locking
-from ganeti import mcpu
 from ganeti import objects
-from ganeti.cmdlib import common
+from ganeti.cmdlib import checks
+from ganeti.cmdlib import instance_disks
+from ganeti.cmdlib import locks
+from ganeti.cmdlib import node_calls
+from ganeti.cmdlib import operating_system
+from ganeti.cmdlib import instance_params
+from ganeti.cmdlib import payloads
 from ganeti.cmdlib.base import LogicalUnit
-
-# Re-exported so that importing this module registers every instance LU.
-from ganeti.cmdlib import instance_create  # noqa: F401
-from ganeti.cmdlib import instance_set_params  # noqa: F401
-from ganeti.cmdlib import instance_storage  # noqa: F401
 
 ALL_NODES = "all"
 PRIMARY_NODE = "primary"
@@ -65,35 +65,34 @@ class InstanceLU(LogicalUnit):
 
 # --- start / stop / reboot --------------------------------------------------
 
-@mcpu.register
 class LUInstanceStartup(InstanceLU):
     OP_ID = "OP_INSTANCE_STARTUP"
     NODE_RES_LOCKS = PRIMARY_NODE
 
     def check_arguments(self):
-        self.beparams = common.check_beparams(self.op.beparams)
+        self.beparams = instance_params.check_beparams(self.op.beparams)
 
     def check_prereq(self):
         op = self.op
         inst = self.instance
         cluster = self.cfg.cluster
-        common.check_not_forthcoming(inst, "start it")
-        common.check_instance_state(inst, common.INSTANCE_ONLINE,
+        checks.check_not_forthcoming(inst, "start it")
+        checks.check_instance_state(inst, checks.INSTANCE_ONLINE,
                                     "cannot start it (mark it online first)")
         if op.hvparams:
-            common.check_hvparams(cluster, inst, overrides=op.hvparams,
+            instance_params.check_hvparams(cluster, inst, overrides=op.hvparams,
                                   log_warning=self.log_warning)
         if self.beparams:
             be = objects.fill_beparams(cluster, inst)
             be.update(self.beparams)
-            common.check_memory_range(be)
+            instance_params.check_memory_range(be)
         self.primary_offline = self.cfg.get_node(inst.primary_node).offline
         if self.primary_offline and op.ignore_offline_nodes:
             self.log_warning("Ignoring offline primary node")
             if op.hvparams or op.beparams:
                 self.log_warning("Overridden parameters are ignored")
         else:
-            common.check_node_online(self.cfg, inst.primary_node,
+            checks.check_node_online(self.cfg, inst.primary_node,
                                      "cannot start instance %s" % inst.name)
 
     async def exec_(self):
@@ -107,12 +106,12 @@ class LUInstanceStartup(InstanceLU):
                                              constants.ADMIN_SOURCE)
             self.log_info("Primary node offline, marked instance as started")
             return None
-        info = await common.live_info(self, inst)
-        running = common.is_live(info)
+        info = await node_calls.live_info(self, inst)
+        running = checks.is_live(info)
         if not running:
             be = objects.fill_beparams(cfg.cluster, inst)
             be.update(self.beparams)
-            await common.check_free_memory(
+            await node_calls.check_free_memory(
                 self, inst.primary_node, inst.hypervisor,
                 be[constants.BE_MINMEM], "starting instance %s" % inst.name)
         if not op.no_remember:
@@ -122,7 +121,7 @@ class LUInstanceStartup(InstanceLU):
             # A domain kept after a user shutdown or a crash (seed 004).
             self.log_info("Cleaning up the %s domain of instance %s first",
                           info.get("state"), inst.name)
-            await common.call_node(self, inst.primary_node,
+            await node_calls.call_node(self, inst.primary_node,
                                    "instance_cleanup",
                                    [inst.name, inst.hypervisor],
                                    "Cleaning up instance %s" % inst.name)
@@ -130,17 +129,17 @@ class LUInstanceStartup(InstanceLU):
             self.log_info("Instance %s is already running", inst.name)
             return None
         try:
-            await common.assemble_disks(self, self.instance)
-            spec = common.instance_spec(cfg, self.instance,
+            await instance_disks.assemble_disks(self, self.instance)
+            spec = payloads.instance_spec(cfg, self.instance,
                                         hvparams=op.hvparams,
                                         beparams=self.beparams)
             self.log_info("Starting instance %s on node %s", inst.name,
-                          common.node_name(cfg, inst.primary_node))
-            await common.call_node(self, inst.primary_node, "instance_start",
+                          node_calls.node_name(cfg, inst.primary_node))
+            await node_calls.call_node(self, inst.primary_node, "instance_start",
                                    [spec, op.startup_paused],
                                    "Starting instance %s" % inst.name)
         except BaseException:
-            await common.shutdown_disks(self, self.instance,
+            await instance_disks.shutdown_disks(self, self.instance,
                                         ignore_failures=True)
             if not op.no_remember and \
                     (self.instance.admin_state,
@@ -150,7 +149,6 @@ class LUInstanceStartup(InstanceLU):
         return None
 
 
-@mcpu.register
 class LUInstanceShutdown(InstanceLU):
     """Stop an instance; with admin_state_source "user", record a shutdown
     the guest's user did (PROTOCOLS 7.4, seed 004)."""
@@ -165,18 +163,18 @@ class LUInstanceShutdown(InstanceLU):
     def check_prereq(self):
         op = self.op
         inst = self.instance
-        common.check_not_forthcoming(inst, "shut it down")
+        checks.check_not_forthcoming(inst, "shut it down")
         if op.force:
             self.log_warning("Ignoring offline instance check")
         else:
-            common.check_instance_state(
-                inst, common.INSTANCE_ONLINE,
+            checks.check_instance_state(
+                inst, checks.INSTANCE_ONLINE,
                 "cannot shut it down (it is offline)")
         self.primary_offline = self.cfg.get_node(inst.primary_node).offline
         if self.primary_offline and op.ignore_offline_nodes:
             self.log_warning("Ignoring offline primary node")
         else:
-            common.check_node_online(self.cfg, inst.primary_node,
+            checks.check_node_online(self.cfg, inst.primary_node,
                                      "cannot shut down instance %s"
                                      % inst.name)
         if self.source == constants.USER_SOURCE and self.primary_offline:
@@ -190,40 +188,39 @@ class LUInstanceShutdown(InstanceLU):
         inst = self.instance
         user = self.source == constants.USER_SOURCE
         if user:
-            info = await common.live_info(self, inst)
-            if not common.is_user_down(cfg.cluster, inst, info):
+            info = await node_calls.live_info(self, inst)
+            if not checks.is_user_down(cfg.cluster, inst, info):
                 state = info.get("state") if info else "not present"
                 raise errors.OpPrereqError(
                     "Instance '%s' was not shutdown by the user (the node"
                     " reports it %s)" % (inst.name, state),
                     errors.ECODE_STATE)
-        if not op.no_remember and inst.admin_state in common.INSTANCE_ONLINE:
+        if not op.no_remember and inst.admin_state in checks.INSTANCE_ONLINE:
             cfg.set_instance_admin_state(inst.uuid, constants.ADMINST_DOWN,
                                          self.source)
         if self.primary_offline:
             self.log_info("Primary node offline, marked instance as stopped")
             return None
-        pname = common.node_name(cfg, inst.primary_node)
+        pname = node_calls.node_name(cfg, inst.primary_node)
         if user:
             # The guest powered itself off; its domain was kept so we could
             # tell (seed 004).  Clean it up; the disks stay active.
             self.log_info("Cleaning up the domain of instance %s, shut down"
                           " by its user, on node %s", inst.name, pname)
-            await common.call_node(self, inst.primary_node,
+            await node_calls.call_node(self, inst.primary_node,
                                    "instance_cleanup",
                                    [inst.name, inst.hypervisor],
                                    "Cleaning up instance %s" % inst.name)
             return None
         self.log_info("Shutting down instance %s on node %s", inst.name,
                       pname)
-        await common.call_node(self, inst.primary_node, "instance_shutdown",
+        await node_calls.call_node(self, inst.primary_node, "instance_shutdown",
                                [inst.name, inst.hypervisor, op.timeout],
                                "Shutting down instance %s" % inst.name)
-        await common.shutdown_disks(self, self.instance, ignore_failures=True)
+        await instance_disks.shutdown_disks(self, self.instance, ignore_failures=True)
         return None
 
 
-@mcpu.register
 class LUInstanceReboot(InstanceLU):
     """soft/hard: the node reboots the running instance; full (or an
     instance that is not running): shutdown and start by the master."""
@@ -232,56 +229,56 @@ class LUInstanceReboot(InstanceLU):
 
     def check_prereq(self):
         inst = self.instance
-        common.check_not_forthcoming(inst, "reboot it")
-        common.check_instance_state(inst, [constants.ADMINST_UP],
+        checks.check_not_forthcoming(inst, "reboot it")
+        checks.check_instance_state(inst, [constants.ADMINST_UP],
                                     "cannot reboot it (start it instead)")
-        common.check_node_online(self.cfg, inst.primary_node,
+        checks.check_node_online(self.cfg, inst.primary_node,
                                  "cannot reboot instance %s" % inst.name)
 
     async def exec_(self):
         op = self.op
         cfg = self.cfg
         inst = self.instance
-        info = await common.live_info(self, inst, prereq=False)
-        running = common.is_live(info)
+        info = await node_calls.live_info(self, inst, prereq=False)
+        running = checks.is_live(info)
         rtype = op.reboot_type
         if running and rtype in ("soft", "hard"):
             self.log_info("Rebooting instance %s (%s)", inst.name, rtype)
-            await common.call_node(
+            await node_calls.call_node(
                 self, inst.primary_node, "instance_reboot",
-                [common.instance_spec(cfg, inst), inst.hypervisor, rtype,
+                [payloads.instance_spec(cfg, inst), inst.hypervisor, rtype,
                  op.shutdown_timeout],
                 "Rebooting instance %s (%s)" % (inst.name, rtype))
         else:
             if running:
                 self.log_info("Shutting down instance %s for a full reboot",
                               inst.name)
-                await common.call_node(
+                await node_calls.call_node(
                     self, inst.primary_node, "instance_shutdown",
                     [inst.name, inst.hypervisor, op.shutdown_timeout],
                     "Shutting down instance %s for a full reboot" % inst.name)
-                await common.shutdown_disks(self, self.instance,
+                await instance_disks.shutdown_disks(self, self.instance,
                                             ignore_failures=True)
             else:
                 self.log_info("Instance %s was already stopped, starting now",
                               inst.name)
                 if info:
-                    await common.call_node(
+                    await node_calls.call_node(
                         self, inst.primary_node, "instance_cleanup",
                         [inst.name, inst.hypervisor],
                         "Cleaning up instance %s" % inst.name)
-            await common.assemble_disks(self, self.instance)
-            result = await common.try_call_node(
+            await instance_disks.assemble_disks(self, self.instance)
+            result = await node_calls.try_call_node(
                 self, inst.primary_node, "instance_start",
-                [common.instance_spec(cfg, self.instance), False])
+                [payloads.instance_spec(cfg, self.instance), False])
             if not result.success:
-                await common.shutdown_disks(self, self.instance,
+                await instance_disks.shutdown_disks(self, self.instance,
                                             ignore_failures=True)
                 raise errors.OpExecError(
                     "Could not start instance %s for full reboot: %s"
-                    % (inst.name, common.rpc_error(
+                    % (inst.name, node_calls.rpc_error(
                         result, "Starting",
-                        common.node_name(cfg, inst.primary_node))))
+                        node_calls.node_name(cfg, inst.primary_node))))
         if self.instance.admin_state != constants.ADMINST_UP:
             cfg.set_instance_admin_state(inst.uuid, constants.ADMINST_UP,
                                          constants.ADMIN_SOURCE)
@@ -290,7 +287,6 @@ class LUInstanceReboot(InstanceLU):
 
 # --- remove / rename / reinstall --------------------------------------------
 
-@mcpu.register
 class LUInstanceRemove(InstanceLU):
     OP_ID = "OP_INSTANCE_REMOVE"
     NODE_LOCKS = ALL_NODES
@@ -305,22 +301,22 @@ class LUInstanceRemove(InstanceLU):
             self.log_info("Instance %s is forthcoming; removing it from the"
                           " configuration only", inst.display_name)
         else:
-            pname = common.node_name(cfg, inst.primary_node)
+            pname = node_calls.node_name(cfg, inst.primary_node)
             self.log_info("Shutting down instance %s on node %s", inst.name,
                           pname)
-            result = await common.try_call_node(
+            result = await node_calls.try_call_node(
                 self, inst.primary_node, "instance_shutdown",
                 [inst.name, inst.hypervisor, op.shutdown_timeout])
             if not result.success:
-                err = common.rpc_error(result, "Shutting down instance %s"
+                err = node_calls.rpc_error(result, "Shutting down instance %s"
                                        % inst.name, pname)
                 if not op.ignore_failures:
                     raise err
                 self.log_warning("Warning: can't shutdown instance: %s", err)
             self.log_info("Removing block devices for instance %s",
                           inst.name)
-            ok = await common.remove_disks(
-                self, inst, common.all_disk_pairs(cfg, inst),
+            ok = await instance_disks.remove_disks(
+                self, inst, instance_disks.all_disk_pairs(cfg, inst),
                 ignore_failures=True)
             if not ok and not op.ignore_failures:
                 raise errors.OpExecError(
@@ -330,11 +326,10 @@ class LUInstanceRemove(InstanceLU):
         self.log_info("Removing instance %s out of cluster config",
                       inst.display_name)
         cfg.remove_instance(uuid)
-        await common.remove_instance_lock(self, uuid)
+        await locks.remove_instance_lock(self, uuid)
         return None
 
 
-@mcpu.register
 class LUInstanceRename(InstanceLU):
     OP_ID = "OP_INSTANCE_RENAME"
 
@@ -352,9 +347,9 @@ class LUInstanceRename(InstanceLU):
             except errors.HypervisorError as err:
                 raise errors.OpPrereqError("new_name: %s" % err,
                                            errors.ECODE_INVAL)
-            common.check_node_online(self.cfg, inst.primary_node,
+            checks.check_node_online(self.cfg, inst.primary_node,
                                      "cannot rename instance %s" % inst.name)
-            common.check_instance_state(inst, common.INSTANCE_NOT_RUNNING,
+            checks.check_instance_state(inst, checks.INSTANCE_NOT_RUNNING,
                                         "cannot rename")
 
     def _file_dir_move(self, inst, old_name, new_name):
@@ -386,7 +381,7 @@ class LUInstanceRename(InstanceLU):
         inst = self.instance
         old_name = inst.name
         if not inst.forthcoming:
-            await common.check_not_running(self, inst, "cannot rename")
+            await checks.check_not_running(self, inst, "cannot rename")
         move = None
         if not inst.forthcoming and old_name and \
                 old_name != self.op.new_name:
@@ -397,14 +392,14 @@ class LUInstanceRename(InstanceLU):
             old_dir, new_dir, _ = move
             self.log_info("Renaming the disks' directory %s to %s",
                           old_dir, new_dir)
-            result = await common.try_call_node(
+            result = await node_calls.try_call_node(
                 self, inst.primary_node, "file_storage_dir_rename",
                 [old_dir, new_dir])
             if not result.success:
                 raise errors.OpExecError(
                     "Could not rename the file storage directory %s to %s"
                     " on node %s: %s" % (old_dir, new_dir,
-                                         common.node_name(
+                                         node_calls.node_name(
                                              cfg, inst.primary_node),
                                          result.fail_msg))
         cfg.rename_instance(inst.uuid, self.op.new_name)
@@ -417,12 +412,12 @@ class LUInstanceRename(InstanceLU):
                       inst.name)
         if inst.forthcoming or not old_name or old_name == inst.name:
             return inst.name
-        pname = common.node_name(cfg, inst.primary_node)
+        pname = node_calls.node_name(cfg, inst.primary_node)
         self.log_info("Running the OS rename script for %s on node %s",
                       inst.name, pname)
-        result = await common.try_call_node(
+        result = await node_calls.try_call_node(
             self, inst.primary_node, "instance_run_rename",
-            [common.os_instance(cfg, inst), old_name,
+            [payloads.os_instance(cfg, inst), old_name,
              self.op.debug_level or 0])
         if not result.success:
             self.log_warning(
@@ -432,7 +427,6 @@ class LUInstanceRename(InstanceLU):
         return inst.name
 
 
-@mcpu.register
 class LUInstanceReinstall(InstanceLU):
     OP_ID = "OP_INSTANCE_REINSTALL"
     NODE_LOCKS = PRIMARY_NODE
@@ -441,38 +435,38 @@ class LUInstanceReinstall(InstanceLU):
         op = self.op
         cluster = self.cfg.cluster
         inst = self.instance
-        common.check_not_forthcoming(inst, "reinstall it")
-        common.check_node_online(self.cfg, inst.primary_node,
+        checks.check_not_forthcoming(inst, "reinstall it")
+        checks.check_node_online(self.cfg, inst.primary_node,
                                  "Instance primary node offline, cannot"
                                  " reinstall")
         if not inst.disks:
             raise errors.OpPrereqError("Instance '%s' has no disks"
                                        % inst.name, errors.ECODE_INVAL)
-        common.check_instance_state(inst, [constants.ADMINST_DOWN],
+        checks.check_instance_state(inst, [constants.ADMINST_DOWN],
                                     "cannot reinstall")
         self.os_name = op.os_type or inst.os
         if op.os_type:
-            common.check_os_name(op.os_type)
-            common.check_os_allowed(cluster, op.os_type)
-        self.osparams = common.update_params(inst.osparams, op.osparams)
+            operating_system.check_os_name(op.os_type)
+            operating_system.check_os_allowed(cluster, op.os_type)
+        self.osparams = instance_params.update_params(inst.osparams, op.osparams)
 
     async def exec_(self):
         op = self.op
         cfg = self.cfg
         inst = self.instance
-        await common.check_not_running(self, inst, "cannot reinstall")
+        await checks.check_not_running(self, inst, "cannot reinstall")
         candidate = inst.copy()
         candidate.os = self.os_name
         candidate.osparams = self.osparams
-        await common.check_os_on_node(
+        await operating_system.check_os_on_node(
             self, inst.primary_node, self.os_name,
             objects.fill_osparams(cfg.cluster, candidate), op.force_variant)
         if op.os_type:
             self.log_info("Changing OS scripts to '%s'...", op.os_type)
         self.log_info("Running instance OS create scripts...")
-        await common.call_node(
+        await node_calls.call_node(
             self, inst.primary_node, "instance_os_add",
-            [common.os_instance(cfg, inst, os_name=self.os_name,
+            [payloads.os_instance(cfg, inst, os_name=self.os_name,
                                 osparams=self.osparams), True,
              op.debug_level or 0],
             "Reinstalling OS %s for instance %s" % (self.os_name, inst.name))
@@ -503,7 +497,7 @@ def run_state(cluster, instance, info):
     state = (info or {}).get("state")
     if state == hypervisor.SHUTDOWN:
         allowed = cluster.enabled_user_shutdown and \
-            common.user_shutdown_allowed(cluster, instance)
+            checks.user_shutdown_allowed(cluster, instance)
         return "user down" if allowed else "down"
     if state in (hypervisor.RUNNING, hypervisor.PAUSED):
         return "up"
@@ -518,7 +512,6 @@ def run_state(cluster, instance, info):
     return "offline"
 
 
-@mcpu.register
 class LUInstanceQueryData(LogicalUnit):
     """Static and live data per instance (gnt-instance info)."""
     OP_ID = "OP_INSTANCE_QUERY_DATA"
@@ -587,10 +580,10 @@ class LUInstanceQueryData(LogicalUnit):
             slot[2][entry["node"]] = entry["status"]
             if entry["status"] == "missing" and entry["path"] is None:
                 continue
-            tup = [entry["path"] or common.disk_path(
+            tup = [entry["path"] or instance_disks.disk_path(
                 disks[entry["index"]]), None, None, entry["sync_percent"],
                 None, entry["status"] != "ok",
-                entry["ldisk"] or common.LDS_OKAY]
+                entry["ldisk"] or instance_disks.LDS_OKAY]
             if entry["node_uuid"] == inst.primary_node:
                 slot[0] = tup
             elif entry["node_uuid"] == secondary:
@@ -609,7 +602,7 @@ class LUInstanceQueryData(LogicalUnit):
                                  " returning static information only for"
                                  " instance %s", pnode.name, inst.name)
             else:
-                info = await common.call_node(
+                info = await node_calls.call_node(
                     self, inst.primary_node, "instance_info",
                     [inst.name, inst.hypervisor],
                     "Checking instance %s" % inst.name)
@@ -640,7 +633,7 @@ class LUInstanceQueryData(LogicalUnit):
             "pnode": pnode.name if pnode else None,
             "pnode_group_uuid": pgroup.uuid if pgroup else None,
             "pnode_group_name": pgroup.name if pgroup else None,
-            "snodes": [common.node_name(cfg, n)
+            "snodes": [node_calls.node_name(cfg, n)
                        for n in inst.secondary_nodes],
             "snodes_group_uuids": [g.uuid if g else None for g in sgroups],
             "snodes_group_names": [g.name if g else None for g in sgroups],

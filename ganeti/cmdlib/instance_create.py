@@ -27,9 +27,15 @@ from twisted.python.failure import Failure
 from ganeti import constants
 from ganeti import errors
 from ganeti import locking
-from ganeti import mcpu
 from ganeti import objects
-from ganeti.cmdlib import common
+from ganeti.cmdlib import checks
+from ganeti.cmdlib import instance_disks
+from ganeti.cmdlib import locks
+from ganeti.cmdlib import instance_nics
+from ganeti.cmdlib import node_calls
+from ganeti.cmdlib import operating_system
+from ganeti.cmdlib import instance_params
+from ganeti.cmdlib import payloads
 from ganeti.cmdlib.base import LogicalUnit
 
 log = Logger()
@@ -38,7 +44,6 @@ log = Logger()
 _HTS_REQ_PORT = frozenset([constants.HT_KVM, constants.HT_XEN_HVM])
 
 
-@mcpu.register
 class LUInstanceCreate(LogicalUnit):
     OP_ID = "OP_INSTANCE_CREATE"
 
@@ -75,7 +80,7 @@ class LUInstanceCreate(LogicalUnit):
             raise errors.OpPrereqError("disks: at most %d disks are allowed"
                                        % constants.MAX_DISKS,
                                        errors.ECODE_INVAL)
-        self.subdir = common.check_relative_dir(op.file_storage_dir)
+        self.subdir = instance_disks.check_relative_dir(op.file_storage_dir)
         for tag in op.tags:
             try:
                 objects.validate_tag(tag)
@@ -162,7 +167,7 @@ class LUInstanceCreate(LogicalUnit):
         if not self.lock_added:
             return
         self.lock_added = False
-        owner = common.lock_owner(self.ctx.glm, locking.LEVEL_INSTANCE,
+        owner = locks.lock_owner(self.ctx.glm, locking.LEVEL_INSTANCE,
                                   self.instance_uuid)
         if owner is not None:
             d = self.ctx.glm.remove(locking.LEVEL_INSTANCE,
@@ -201,17 +206,17 @@ class LUInstanceCreate(LogicalUnit):
         return template
 
     def _check_hypervisor(self, hv_name):
-        common.check_hypervisor_enabled(self.cfg.cluster, hv_name)
+        instance_params.check_hypervisor_enabled(self.cfg.cluster, hv_name)
 
     def _build_nics(self, group, except_instance=None):
-        used = common.used_macs(self.cfg, except_instance)
+        used = instance_nics.used_macs(self.cfg, except_instance)
         nics = []
         for idx, params in enumerate(self.op.nics):
-            nic = common.build_nic(self.cfg, params, "nics/%d" % idx, group,
+            nic = instance_nics.build_nic(self.cfg, params, "nics/%d" % idx, group,
                                    used)
             used.add(nic.mac)
             nics.append(nic)
-        common.check_unique_ips(self.cfg, nics, except_instance)
+        instance_nics.check_unique_ips(self.cfg, nics, except_instance)
         return nics
 
     def _group(self, node_uuid):
@@ -223,8 +228,8 @@ class LUInstanceCreate(LogicalUnit):
         cluster = self.cfg.cluster
         if os_name is None and not required:
             return
-        common.check_os_name(os_name)
-        common.check_os_allowed(cluster, os_name)
+        operating_system.check_os_name(os_name)
+        operating_system.check_os_allowed(cluster, os_name)
 
     def _prereq_new(self):
         op = self.op
@@ -233,12 +238,12 @@ class LUInstanceCreate(LogicalUnit):
         self._check_name_free()
         forthcoming = op.forthcoming
         if self.pnode_uuid is not None:
-            common.check_node_vm_capable(cfg, self.pnode_uuid)
+            checks.check_node_vm_capable(cfg, self.pnode_uuid)
         hv_name = op.hypervisor or cluster.default_hypervisor
         self._check_hypervisor(hv_name)
         template = self._template(op.disks)
         if op.disks or op.disk_template is not None:
-            common.check_template(cluster, template)
+            instance_disks.check_template(cluster, template)
         if template == constants.DT_DISKLESS and op.disks:
             raise errors.OpPrereqError(
                 "disks: a diskless instance cannot have disks",
@@ -251,7 +256,7 @@ class LUInstanceCreate(LogicalUnit):
             self.log_warning("Secondary node will be ignored on non-mirrored"
                              " disk template")
         self._check_os(op.os_type, required=not forthcoming)
-        be = common.check_beparams(op.beparams)
+        be = instance_params.check_beparams(op.beparams)
         be = {k: v for k, v in be.items() if v != constants.VALUE_DEFAULT}
         hvp = {k: v for k, v in (op.hvparams or {}).items()
                if v != constants.VALUE_DEFAULT}
@@ -265,13 +270,13 @@ class LUInstanceCreate(LogicalUnit):
             admin_state=constants.ADMINST_DOWN,
             admin_state_source=constants.ADMIN_SOURCE,
             nics=nics, forthcoming=forthcoming, tags=set(op.tags))
-        common.check_memory_range(objects.fill_beparams(cluster, inst))
-        self.hvparams = common.check_hvparams(cluster, inst,
+        instance_params.check_memory_range(objects.fill_beparams(cluster, inst))
+        self.hvparams = instance_params.check_hvparams(cluster, inst,
                                               log_warning=self.log_warning)
         dir_name = op.instance_name or self.instance_uuid
         disks = []
         for idx, params in enumerate(op.disks):
-            disks.append(common.generate_disk(
+            disks.append(instance_disks.generate_disk(
                 cfg, template, dir_name, idx, params, self.subdir,
                 op.file_driver, forthcoming=forthcoming))
         for disk in disks:
@@ -310,11 +315,11 @@ class LUInstanceCreate(LogicalUnit):
         elif self.pnode_uuid not in (None, inst.primary_node):
             raise errors.OpPrereqError(
                 "pnode: forthcoming instance %s is placed on node %s, not %s"
-                % (inst.display_name, common.node_name(cfg, inst.primary_node),
-                   common.node_name(cfg, self.pnode_uuid)),
+                % (inst.display_name, node_calls.node_name(cfg, inst.primary_node),
+                   node_calls.node_name(cfg, self.pnode_uuid)),
                 errors.ECODE_INVAL)
         pnode = changes.get("primary_node", inst.primary_node)
-        common.check_node_vm_capable(cfg, pnode)
+        checks.check_node_vm_capable(cfg, pnode)
         if not inst.name:
             raise errors.OpPrereqError(
                 "Forthcoming instance %s has no name; rename it first"
@@ -331,7 +336,7 @@ class LUInstanceCreate(LogicalUnit):
             changes["hypervisor"] = op.hypervisor or cluster.default_hypervisor
         self._check_hypervisor(changes.get("hypervisor", inst.hypervisor))
         if not inst.beparams and op.beparams:
-            be = common.check_beparams(op.beparams)
+            be = instance_params.check_beparams(op.beparams)
             changes["beparams"] = {k: v for k, v in be.items()
                                    if v != constants.VALUE_DEFAULT}
         if not inst.hvparams and op.hvparams:
@@ -353,8 +358,8 @@ class LUInstanceCreate(LogicalUnit):
         candidate = inst.copy()
         for key, value in changes.items():
             setattr(candidate, key, copy.deepcopy(value))
-        common.check_memory_range(objects.fill_beparams(cluster, candidate))
-        self.hvparams = common.check_hvparams(cluster, candidate,
+        instance_params.check_memory_range(objects.fill_beparams(cluster, candidate))
+        self.hvparams = instance_params.check_hvparams(cluster, candidate,
                                               log_warning=self.log_warning)
         # Disks: the reserved ones, completed; or new ones if none reserved.
         existing = cfg.instance_disks(inst)
@@ -371,7 +376,7 @@ class LUInstanceCreate(LogicalUnit):
                     raise errors.OpPrereqError(
                         "disks/%d: the forthcoming disk has no type; give"
                         " disk_template" % idx, errors.ECODE_INVAL)
-                common.check_template(cluster, dev_type, "disks/%d" % idx)
+                instance_disks.check_template(cluster, dev_type, "disks/%d" % idx)
                 if not disk.dev_type:
                     dchanges["dev_type"] = dev_type
                 if disk.size is None and dev_type != constants.DT_DISKLESS:
@@ -379,11 +384,11 @@ class LUInstanceCreate(LogicalUnit):
                         raise errors.OpPrereqError(
                             "disks/%d: the forthcoming disk has no size;"
                             " give it in disks" % idx, errors.ECODE_INVAL)
-                    dchanges["size"], _, _, _ = common.check_disk_params(
+                    dchanges["size"], _, _, _ = instance_disks.check_disk_params(
                         op.disks[idx], idx)
                 if not disk.logical_id and \
                         dev_type != constants.DT_DISKLESS:
-                    dchanges["logical_id"] = common.disk_logical_id(
+                    dchanges["logical_id"] = instance_disks.disk_logical_id(
                         cluster, dev_type, inst.name, idx,
                         op.disks[idx] if idx < len(op.disks) else {},
                         self.subdir, op.file_driver)
@@ -396,9 +401,9 @@ class LUInstanceCreate(LogicalUnit):
                     disk_changes[disk.uuid] = dchanges
         elif op.disks:
             template = self._template(op.disks)
-            common.check_template(cluster, template)
+            instance_disks.check_template(cluster, template)
             for idx, params in enumerate(op.disks):
-                disk = common.generate_disk(cfg, template, inst.name, idx,
+                disk = instance_disks.generate_disk(cfg, template, inst.name, idx,
                                             params, self.subdir,
                                             op.file_driver, forthcoming=True)
                 if disk.dev_type in constants.DTS_NODE_LOCAL:
@@ -426,7 +431,7 @@ class LUInstanceCreate(LogicalUnit):
         elif self.op.commit:
             cur = self.cfg.get_instance(self.instance_uuid)
             nodes = cur.all_nodes or nodes
-        return [common.node_name(self.cfg, n) for n in nodes]
+        return [node_calls.node_name(self.cfg, n) for n in nodes]
 
     # --- execution ----------------------------------------------------------
 
@@ -448,10 +453,10 @@ class LUInstanceCreate(LogicalUnit):
         candidate = inst.copy()
         candidate.os = os_name
         candidate.osparams = osparams
-        await common.check_os_on_node(
+        await operating_system.check_os_on_node(
             self, pnode, os_name, objects.fill_osparams(cluster, candidate),
             self.op.force_variant)
-        await common.call_node(
+        await node_calls.call_node(
             self, pnode, "hypervisor_validate_params",
             [inst.hypervisor, self.hvparams],
             "Checking hypervisor parameters", prereq=True)
@@ -481,7 +486,7 @@ class LUInstanceCreate(LogicalUnit):
         try:
             inst = cfg.get_instance(uuid)
             self.log_info("* creating instance disks...")
-            await common.create_disks(self, inst, cfg.instance_disks(inst))
+            await instance_disks.create_disks(self, inst, cfg.instance_disks(inst))
         except BaseException:
             self._remove_from_config(uuid)
             raise
@@ -492,8 +497,8 @@ class LUInstanceCreate(LogicalUnit):
             inst = cfg.get_instance(uuid)
             self.log_warning("Removing the disks of instance %s",
                              inst.display_name)
-            await common.remove_disks(self, inst,
-                                      common.all_disk_pairs(cfg, inst))
+            await instance_disks.remove_disks(self, inst,
+                                      instance_disks.all_disk_pairs(cfg, inst))
             self._remove_from_config(uuid)
             raise
         if self.start:
@@ -513,9 +518,9 @@ class LUInstanceCreate(LogicalUnit):
                           " not run")
             return
         self.log_info("* running the instance OS create scripts...")
-        await common.call_node(
+        await node_calls.call_node(
             self, inst.primary_node, "instance_os_add",
-            [common.os_instance(self.cfg, inst, disks=disks), False,
+            [payloads.os_instance(self.cfg, inst, disks=disks), False,
              self.op.debug_level or 0],
             "Installing OS %s for instance %s" % (inst.os, inst.name))
 
@@ -524,14 +529,14 @@ class LUInstanceCreate(LogicalUnit):
         cfg.set_instance_admin_state(inst.uuid, constants.ADMINST_UP,
                                      constants.ADMIN_SOURCE)
         self.log_info("* starting instance...")
-        result = await common.try_call_node(
+        result = await node_calls.try_call_node(
             self, inst.primary_node, "instance_start",
-            [common.instance_spec(cfg, cfg.get_instance(inst.uuid)), False])
+            [payloads.instance_spec(cfg, cfg.get_instance(inst.uuid)), False])
         if not result.success:
             cfg.set_instance_admin_state(inst.uuid, constants.ADMINST_DOWN,
                                          constants.ADMIN_SOURCE)
-            err = common.rpc_error(result, "Starting instance %s" % inst.name,
-                                   common.node_name(cfg, inst.primary_node))
+            err = node_calls.rpc_error(result, "Starting instance %s" % inst.name,
+                                   node_calls.node_name(cfg, inst.primary_node))
             raise errors.OpExecError(
                 "%s (the instance was created and stays stopped)" % err)
 
@@ -546,9 +551,9 @@ class LUInstanceCreate(LogicalUnit):
         await self._node_checks(candidate, pnode, candidate.os,
                                 candidate.osparams)
         if self.dry_run:
-            return [common.node_name(cfg, n) for n in candidate.all_nodes]
+            return [node_calls.node_name(cfg, n) for n in candidate.all_nodes]
         self.log_info("Nodes of instance %s: %s", inst.name,
-                      ", ".join(common.node_name(cfg, n)
+                      ", ".join(node_calls.node_name(cfg, n)
                                 for n in candidate.all_nodes))
         undo = _Undo(cfg, uuid)
         try:
@@ -559,12 +564,12 @@ class LUInstanceCreate(LogicalUnit):
                 undo.add_disk(disk)
             inst = cfg.get_instance(uuid)
             self.log_info("* creating instance disks...")
-            created = await common.create_disks(self, inst,
+            created = await instance_disks.create_disks(self, inst,
                                                 cfg.instance_disks(inst))
             try:
                 await self._install_os(inst)
             except BaseException:
-                await common.remove_disks(self, inst, created)
+                await instance_disks.remove_disks(self, inst, created)
                 raise
         except BaseException:
             undo.run(self)

@@ -30,9 +30,12 @@ from ganeti import constants
 from ganeti import errors
 from ganeti import hypervisor
 from ganeti import locking
-from ganeti import mcpu
 from ganeti import objects
-from ganeti.cmdlib import common
+from ganeti.cmdlib import checks
+from ganeti.cmdlib import instance_disks
+from ganeti.cmdlib import node_calls
+from ganeti.cmdlib import instance_params
+from ganeti.cmdlib import payloads
 from ganeti.cmdlib.base import LogicalUnit
 from ganeti.hypervisor import migration
 
@@ -143,14 +146,14 @@ def disk_for_node(cfg, instance, disk, node_uuid):
             lid[3], 1
     else:
         raise errors.OpExecError("node %s is not a node of drbd disk %s"
-                                 % (common.node_name(cfg, node_uuid),
+                                 % (node_calls.node_name(cfg, node_uuid),
                                     disk.iv_name))
     data["dynamic_params"] = {
         "local_ip": _ip(cfg, local), "remote_ip": _ip(cfg, remote),
         "local_minor": lminor, "remote_minor": rminor,
         "local_node_id": node_id,
-        "local_name": common.node_name(cfg, local),
-        "remote_name": common.node_name(cfg, remote),
+        "local_name": node_calls.node_name(cfg, local),
+        "remote_name": node_calls.node_name(cfg, remote),
         "primary": node_uuid == instance.primary_node}
     return data
 
@@ -164,18 +167,18 @@ def disks_for_node(cfg, instance, node_uuid, disks=None):
 
 async def assemble_instance_disks(lu, instance):
     """Activate the disks on their nodes (drbd ones with their dynamic
-    parameters); common.assemble_disks for the others."""
+    parameters); instance_disks.assemble_disks for the others."""
     cfg = lu.cfg
     disks = cfg.instance_disks(instance)
     if not any(d.dev_type == constants.DT_DRBD8 for d in disks):
-        return await common.assemble_disks(lu, instance)
+        return await instance_disks.assemble_disks(lu, instance)
     # secondaries first, so the primary finds its peer
     nodes = list(instance.secondary_nodes) + [instance.primary_node]
     for node_uuid in nodes:
         for idx, disk in enumerate(disks):
-            if node_uuid not in common.disk_nodes(instance, disk):
+            if node_uuid not in instance_disks.disk_nodes(instance, disk):
                 continue
-            await common.call_node(
+            await node_calls.call_node(
                 lu, node_uuid, "blockdev_assemble",
                 [disk_for_node(cfg, instance, disk, node_uuid), instance.name,
                  node_uuid == instance.primary_node, idx],
@@ -188,7 +191,7 @@ async def assemble_instance_disks(lu, instance):
 def start_spec(cfg, instance):
     """instance_start's specification, drbd disks annotated for the
     primary."""
-    spec = common.instance_spec(cfg, instance)
+    spec = payloads.instance_spec(cfg, instance)
     spec["disks"] = disks_for_node(cfg, instance, instance.primary_node)
     return spec
 
@@ -296,14 +299,14 @@ class _MoveInstanceLU(LogicalUnit):
                     "target_node: instances with drbd disks can only be %s"
                     " to their secondary node (%s)"
                     % ("failed over" if self.failover else "migrated",
-                       common.node_name(cfg, secondary)),
+                       node_calls.node_name(cfg, secondary)),
                     errors.ECODE_INVAL)
             self.target_uuid = secondary
         elif self.target_uuid is None and not self.cleanup:
             self.target_uuid = pick_target_node(cfg, inst)
             self.log_info("No target node given; chose %s (the node of the"
                           " group with the most free memory)",
-                          common.node_name(cfg, self.target_uuid))
+                          node_calls.node_name(cfg, self.target_uuid))
         if self.target_uuid is not None and not self.cleanup:
             check_target_node(cfg, self.target_uuid, inst)
         self.source_uuid = inst.primary_node
@@ -318,18 +321,18 @@ class _MoveInstanceLU(LogicalUnit):
                 if fallback:
                     self.log_info("Primary node %s is offline, fallback to"
                                   " failover",
-                                  common.node_name(cfg, self.source_uuid))
+                                  node_calls.node_name(cfg, self.source_uuid))
                     self.failover = True
                 else:
                     raise errors.OpPrereqError(
                         "Instance '%s': its primary node %s is offline, it"
                         " cannot be migrated (use failover)"
                         % (inst.display_name,
-                           common.node_name(cfg, self.source_uuid)),
+                           node_calls.node_name(cfg, self.source_uuid)),
                         errors.ECODE_STATE)
         if not self.failover and not self.cleanup:
-            info = await common.live_info(self, inst)
-            if not common.is_live(info):
+            info = await node_calls.live_info(self, inst)
+            if not checks.is_live(info):
                 if fallback:
                     self.log_info("Can't migrate, instance not running,"
                                   " fallback to failover")
@@ -339,14 +342,14 @@ class _MoveInstanceLU(LogicalUnit):
                         "Instance '%s' is not running on node %s, cannot"
                         " migrate it (use failover)"
                         % (inst.display_name,
-                           common.node_name(cfg, self.source_uuid)),
+                           node_calls.node_name(cfg, self.source_uuid)),
                         errors.ECODE_STATE)
             else:
                 self.current_mem = int(info.get("memory") or 0)
         if not self.cleanup and not inst.forthcoming and (
                 not self.failover or
                 inst.admin_state == constants.ADMINST_UP):
-            await common.check_free_memory(
+            await node_calls.check_free_memory(
                 self, self.target_uuid, inst.hypervisor,
                 be[constants.BE_MINMEM],
                 "%s instance %s" % ("failing over" if self.failover
@@ -365,7 +368,7 @@ class _MoveInstanceLU(LogicalUnit):
                 mode = constants.HT_MIGRATION_LIVE if op.live \
                     else constants.HT_MIGRATION_NONLIVE
             elif mode is None:
-                hvp = common.full_hvparams(cfg.cluster, inst)
+                hvp = instance_params.full_hvparams(cfg.cluster, inst)
                 mode = hvp.get(constants.HV_MIGRATION_MODE,
                                constants.HT_MIGRATION_LIVE)
             self.live = mode == constants.HT_MIGRATION_LIVE
@@ -387,12 +390,12 @@ class _MoveInstanceLU(LogicalUnit):
         if self.kind != INT:
             return True
         inst = self.instance
-        result = await common.try_call_node(
+        result = await node_calls.try_call_node(
             self, node_uuid, "blockdev_status",
             [disks_for_node(self.cfg, inst, node_uuid)])
         if not result.success:
             self.log_warning("Cannot check the disks on node %s: %s",
-                             common.node_name(self.cfg, node_uuid),
+                             node_calls.node_name(self.cfg, node_uuid),
                              result.fail_msg)
             return False
         good = True
@@ -400,7 +403,7 @@ class _MoveInstanceLU(LogicalUnit):
                             result.payload or []):
             if st is None or st.get("ldisk") != 1:
                 self.log_warning("Disk %s on node %s is %s", disk.iv_name,
-                                 common.node_name(self.cfg, node_uuid),
+                                 node_calls.node_name(self.cfg, node_uuid),
                                  "missing" if st is None else
                                  (st.get("details") or "not usable"))
                 good = False
@@ -411,14 +414,14 @@ class _MoveInstanceLU(LogicalUnit):
         wait for the resync."""
         inst = self.instance
         for node_uuid in node_uuids:
-            await common.call_node(
+            await node_calls.call_node(
                 self, node_uuid, "drbd_disconnect_net",
                 [disks_for_node(self.cfg, inst, node_uuid)],
                 "Disconnecting the drbd disks of %s" % inst.name)
         self.log_info("* changing disks into %s mode",
                       "dual-master" if multimaster else "single-master")
         for node_uuid in node_uuids:
-            await common.call_node(
+            await node_calls.call_node(
                 self, node_uuid, "drbd_attach_net",
                 [disks_for_node(self.cfg, inst, node_uuid), multimaster],
                 "Reconnecting the drbd disks of %s" % inst.name)
@@ -428,20 +431,20 @@ class _MoveInstanceLU(LogicalUnit):
         """Undo a migration in progress: drop the target copy, let the
         source run (Ganeti's _AbortMigration)."""
         inst = self.instance
-        dst = await common.try_call_node(
+        dst = await node_calls.try_call_node(
             self, self.target_uuid, "instance_finalize_migration_dst",
             [inst.name, inst.hypervisor, info, False])
         if not dst.success:
             self.log_warning("Aborting the migration failed on target node"
-                             " %s: %s", common.node_name(self.cfg,
+                             " %s: %s", node_calls.node_name(self.cfg,
                                                          self.target_uuid),
                              dst.fail_msg)
-        src = await common.try_call_node(
+        src = await node_calls.try_call_node(
             self, self.source_uuid, "instance_finalize_migration_src",
             [inst.name, inst.hypervisor, False, self.live])
         if not src.success:
             self.log_warning("Aborting the migration failed on source node"
-                             " %s: %s", common.node_name(self.cfg,
+                             " %s: %s", node_calls.node_name(self.cfg,
                                                          self.source_uuid),
                              src.fail_msg)
         if self.kind == INT:
@@ -458,8 +461,8 @@ class _MoveInstanceLU(LogicalUnit):
         cfg = self.cfg
         inst = self.instance
         src, dst = self.source_uuid, self.target_uuid
-        src_name, dst_name = common.node_name(cfg, src), \
-            common.node_name(cfg, dst)
+        src_name, dst_name = node_calls.node_name(cfg, src), \
+            node_calls.node_name(cfg, dst)
         free = await self._check_versions()
         self.log_info("* checking disk consistency between source and target")
         if not await self._check_consistency(dst):
@@ -472,33 +475,33 @@ class _MoveInstanceLU(LogicalUnit):
                 " (have %d MiB, need %d MiB; memory ballooning is not"
                 " supported)" % (inst.name, dst_name, free,
                                  self.current_mem))
-        result = await common.try_call_node(
+        result = await node_calls.try_call_node(
             self, src, "migration_info", [inst.name, inst.hypervisor])
         if not result.success:
-            raise common.rpc_error(result, "Fetching the migration"
+            raise node_calls.rpc_error(result, "Fetching the migration"
                                    " information of %s" % inst.name,
                                    src_name)
         info = result.payload or {}
         if self.kind == INT:
             await self._drbd_network([src, dst], True)
-        spec = dict(info.get("spec") or common.instance_spec(cfg, inst))
+        spec = dict(info.get("spec") or payloads.instance_spec(cfg, inst))
         spec["hypervisor"] = inst.hypervisor
         spec["disks"] = disks_for_node(cfg, inst, dst)
         self.log_info("* preparing %s to accept the instance", dst_name)
-        result = await common.try_call_node(
+        result = await node_calls.try_call_node(
             self, dst, "accept_instance",
             [spec, info, _ip(cfg, dst), None])
         if not result.success:
             self.log_info("Pre-migration failed, aborting")
             await self._abort(info)
             raise errors.OpExecError("Could not pre-migrate instance %s: %s"
-                                     % (inst.name, common.rpc_error(
+                                     % (inst.name, node_calls.rpc_error(
                                          result, "Accepting",
                                          dst_name).args[0]))
         where = result.payload or {}
         self.log_info("* migrating instance to %s (%s)", dst_name,
                       "live" if self.live else "non-live")
-        result = await common.try_call_node(
+        result = await node_calls.try_call_node(
             self, src, "instance_migrate",
             [inst.name, inst.hypervisor, where.get("address", _ip(cfg, dst)),
              int(where.get("port") or 0), self.live])
@@ -506,7 +509,7 @@ class _MoveInstanceLU(LogicalUnit):
             self.log_info("Migration failed, aborting")
             await self._abort(info)
             raise errors.OpExecError("Could not migrate instance %s: %s"
-                                     % (inst.name, common.rpc_error(
+                                     % (inst.name, node_calls.rpc_error(
                                          result, "Migrating",
                                          src_name).args[0]))
         self.log_info("* starting memory transfer")
@@ -529,13 +532,13 @@ class _MoveInstanceLU(LogicalUnit):
         versions = {}
         free = None
         for node_uuid in (self.source_uuid, self.target_uuid):
-            result = await common.try_call_node(
+            result = await node_calls.try_call_node(
                 self, node_uuid, "node_info",
                 [[], [[inst.hypervisor, {}]]])
             if not result.success:
-                raise common.rpc_error(
+                raise node_calls.rpc_error(
                     result, "Retrieving node information",
-                    common.node_name(self.cfg, node_uuid))
+                    node_calls.node_name(self.cfg, node_uuid))
             hvs = (result.payload or {}).get("hypervisors") or [{}]
             versions[node_uuid] = tuple(hvs[0].get("hv_version") or ())
             if node_uuid == self.target_uuid and \
@@ -562,7 +565,7 @@ class _MoveInstanceLU(LogicalUnit):
         clock = self.ctx.clock
         last = None
         while True:
-            result = await common.try_call_node(
+            result = await node_calls.try_call_node(
                 self, self.source_uuid, "instance_get_migration_status",
                 [inst.name, inst.hypervisor])
             status = (migration.MigrationStatus.from_dict(result.payload)
@@ -598,17 +601,17 @@ class _MoveInstanceLU(LogicalUnit):
                  [inst.name, inst.hypervisor, success, self.live]),
                 (self.target_uuid, "instance_finalize_migration_dst",
                  [inst.name, inst.hypervisor, info, success])):
-            result = await common.try_call_node(self, node_uuid, proc, args)
+            result = await node_calls.try_call_node(self, node_uuid, proc, args)
             if not result.success:
-                name = common.node_name(self.cfg, node_uuid)
-                errs.append("%s: %s" % (name, common.rpc_error(
+                name = node_calls.node_name(self.cfg, node_uuid)
+                errs.append("%s: %s" % (name, node_calls.rpc_error(
                     result, "Finalizing", name).args[0]))
         if errs:
             raise errors.OpExecError(
                 "Could not finalize instance migration (the configuration"
                 " still names %s as primary; run the migration with cleanup"
                 " after fixing): %s"
-                % (common.node_name(self.cfg, self.source_uuid),
+                % (node_calls.node_name(self.cfg, self.source_uuid),
                    "; ".join(errs)))
 
     # --- cleanup of an interrupted migration ---------------------------------
@@ -623,17 +626,17 @@ class _MoveInstanceLU(LogicalUnit):
         for node in sorted(self.cfg.nodes.values(), key=lambda n: n.name):
             if node.offline:
                 continue
-            result = await common.try_call_node(
+            result = await node_calls.try_call_node(
                 self, node.uuid, "instance_info",
                 [inst.name, inst.hypervisor])
             if not result.success:
-                raise common.rpc_error(result, "Looking for instance %s"
+                raise node_calls.rpc_error(result, "Looking for instance %s"
                                        % inst.name, node.name)
             if result.payload and result.payload.get("state") in \
                     hypervisor.LIVE_STATES:
                 found[node.uuid] = result.payload
         self.log_info("* instance running on: %s",
-                      ", ".join(common.node_name(self.cfg, n)
+                      ", ".join(node_calls.node_name(self.cfg, n)
                                 for n in found) or "no node")
         return found
 
@@ -655,7 +658,7 @@ class _MoveInstanceLU(LogicalUnit):
                     src_state == hypervisor.PAUSED:
                 # the memory got across and the target already runs: finish
                 self.log_info("* the migration to %s had completed,"
-                              " finalizing it", common.node_name(cfg, dst))
+                              " finalizing it", node_calls.node_name(cfg, dst))
                 await self._finalize(None, True)
                 on_src = False
             else:
@@ -679,7 +682,7 @@ class _MoveInstanceLU(LogicalUnit):
                 " stop' to ensure disk shutdown, and then restarting it")
         if on_dst:
             self.log_info("* instance running on secondary node (%s),"
-                          " updating config", common.node_name(cfg, dst))
+                          " updating config", node_calls.node_name(cfg, dst))
             changes = {"primary_node": dst}
             if self.kind == INT:
                 changes["secondary_nodes"] = [src]
@@ -687,7 +690,7 @@ class _MoveInstanceLU(LogicalUnit):
             demoted = src
         else:
             self.log_info("* instance confirmed to be running on its primary"
-                          " node (%s)", common.node_name(cfg, src))
+                          " node (%s)", node_calls.node_name(cfg, src))
             demoted = dst
         if self.kind == INT and demoted is not None:
             nodes = [self.instance.primary_node, demoted]
@@ -707,7 +710,7 @@ class _MoveInstanceLU(LogicalUnit):
         inst = self.instance
         src, dst = self.source_uuid, self.target_uuid
         src_node = cfg.get_node(src)
-        dst_name = common.node_name(cfg, dst)
+        dst_name = node_calls.node_name(cfg, dst)
         if inst.forthcoming:
             self.log_info("Instance is forthcoming, just updating the"
                           " configuration")
@@ -731,11 +734,11 @@ class _MoveInstanceLU(LogicalUnit):
                           " not running")
         self.log_info("* shutting down instance on source node")
         timeout = getattr(op, "shutdown_timeout", 120)
-        result = await common.try_call_node(
+        result = await node_calls.try_call_node(
             self, src, "instance_shutdown",
             [inst.name, inst.hypervisor, timeout])
         if not result.success:
-            err = common.rpc_error(result, "Shutting down instance %s"
+            err = node_calls.rpc_error(result, "Shutting down instance %s"
                                    % inst.name, src_node.name)
             if ignore or src_node.offline:
                 self.log_warning("Could not shutdown instance %s on node %s,"
@@ -748,8 +751,8 @@ class _MoveInstanceLU(LogicalUnit):
                                                            src_node.name,
                                                            err))
         self.log_info("* deactivating the instance's disks on source node")
-        pairs = [(d, n) for d, n in common.all_disk_pairs(cfg, inst)]
-        ok = await common.shutdown_disks(self, inst, pairs,
+        pairs = [(d, n) for d, n in instance_disks.all_disk_pairs(cfg, inst)]
+        ok = await instance_disks.shutdown_disks(self, inst, pairs,
                                          ignore_failures=True)
         if not ok and not (ignore or src_node.offline):
             raise errors.OpExecError("Can't shut down the instance's disks")
@@ -766,14 +769,14 @@ class _MoveInstanceLU(LogicalUnit):
         await assemble_instance_disks(self, inst)
         self.log_info("* starting the instance on the target node %s",
                       dst_name)
-        result = await common.try_call_node(
+        result = await node_calls.try_call_node(
             self, dst, "instance_start", [start_spec(cfg, inst), False])
         if not result.success:
-            await common.shutdown_disks(self, self.instance,
+            await instance_disks.shutdown_disks(self, self.instance,
                                         ignore_failures=True)
             raise errors.OpExecError("Could not start instance %s on node"
                                      " %s: %s" % (inst.name, dst_name,
-                                                  common.rpc_error(
+                                                  node_calls.rpc_error(
                                                       result, "Starting",
                                                       dst_name).args[0]))
         return None
@@ -796,7 +799,7 @@ async def wait_for_sync(lu, instance, node_uuids, clock=None):
         done_all = True
         lowest = None
         for node_uuid in node_uuids:
-            payload = await common.call_node(
+            payload = await node_calls.call_node(
                 lu, node_uuid, "drbd_wait_sync",
                 [disks_for_node(lu.cfg, instance, node_uuid)],
                 "Checking the resync of the disks of %s" % instance.name)
@@ -812,12 +815,10 @@ async def wait_for_sync(lu, instance, node_uuids, clock=None):
         await sleep(clock, POLL_INTERVAL)
 
 
-@mcpu.register
 class LUInstanceMigrate(_MoveInstanceLU):
     OP_ID = "OP_INSTANCE_MIGRATE"
 
 
-@mcpu.register
 class LUInstanceFailover(_MoveInstanceLU):
     OP_ID = "OP_INSTANCE_FAILOVER"
     FAILOVER = True

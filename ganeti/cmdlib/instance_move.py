@@ -24,9 +24,11 @@ import copy
 from ganeti import constants
 from ganeti import errors
 from ganeti import locking
-from ganeti import mcpu
 from ganeti import objects
-from ganeti.cmdlib import common
+from ganeti.cmdlib import checks
+from ganeti.cmdlib import instance_disks
+from ganeti.cmdlib import instance_params
+from ganeti.cmdlib import node_calls
 from ganeti.cmdlib.base import LogicalUnit
 from ganeti.cmdlib.instance_migration import (
     assemble_instance_disks, check_target_node, disk_for_node,
@@ -97,14 +99,14 @@ async def copy_disk(lu, src_node, src_disk, dst_node, dst_disk, what,
     sent = 0
     last_pct = -1
     while True:
-        data = await common.call_node(
+        data = await node_calls.call_node(
             lu, src_node, "blockdev_read_chunk", [src, offset, chunk],
             "Reading %s" % what)
         size = data.get("size") if size is None else size
         if data.get("data") == "" or (size is not None and offset >= size):
             break
         length = data.get("length") or chunk
-        await common.call_node(
+        await node_calls.call_node(
             lu, dst_node, "blockdev_write_chunk",
             [dst, offset, data.get("data"), length], "Writing %s" % what)
         if data.get("data") is not None:
@@ -120,12 +122,11 @@ async def copy_disk(lu, src_node, src_disk, dst_node, dst_disk, what,
         if size is not None and offset >= size:
             break
     if size is not None:
-        await common.call_node(lu, dst_node, "blockdev_truncate",
+        await node_calls.call_node(lu, dst_node, "blockdev_truncate",
                                [dst, size], "Finishing %s" % what)
     return size or 0
 
 
-@mcpu.register
 class LUInstanceMove(_InstanceLU):
     OP_ID = "OP_INSTANCE_MOVE"
 
@@ -141,7 +142,7 @@ class LUInstanceMove(_InstanceLU):
     def check_prereq(self):
         cfg = self.cfg
         inst = self.instance
-        common.check_not_forthcoming(inst, "move it")
+        checks.check_not_forthcoming(inst, "move it")
         disks = cfg.instance_disks(inst)
         bad = sorted(set(d.dev_type for d in disks
                          if d.dev_type not in COPYABLE | SHARED))
@@ -155,7 +156,7 @@ class LUInstanceMove(_InstanceLU):
         check_target_node(cfg, self.target_uuid, inst)
         self.copy = [d for d in disks if d.dev_type in COPYABLE]
         if self.copy:
-            common.check_node_online(
+            checks.check_node_online(
                 cfg, inst.primary_node,
                 "the data of instance %s is there (use recreate-disks to"
                 " make new disks elsewhere)" % inst.name)
@@ -174,22 +175,22 @@ class LUInstanceMove(_InstanceLU):
         cfg = self.cfg
         inst = self.instance
         src, dst = inst.primary_node, self.target_uuid
-        src_name = common.node_name(cfg, src)
-        dst_name = common.node_name(cfg, dst)
+        src_name = node_calls.node_name(cfg, src)
+        dst_name = node_calls.node_name(cfg, dst)
         was_up = inst.admin_state == constants.ADMINST_UP
         if was_up:
             be = objects.fill_beparams(cfg.cluster, inst)
-            await common.check_free_memory(
+            await node_calls.check_free_memory(
                 self, dst, inst.hypervisor, be[constants.BE_MINMEM],
                 "moving instance %s" % inst.name)
         src_offline = cfg.get_node(src).offline
         self.log_info("Shutting down instance %s on source node %s",
                       inst.name, src_name)
-        result = await common.try_call_node(
+        result = await node_calls.try_call_node(
             self, src, "instance_shutdown",
             [inst.name, inst.hypervisor, op.shutdown_timeout])
         if not result.success:
-            err = common.rpc_error(result, "Shutting down instance %s"
+            err = node_calls.rpc_error(result, "Shutting down instance %s"
                                    % inst.name, src_name)
             if op.ignore_consistency or src_offline:
                 self.log_warning("Could not shutdown instance %s on node %s,"
@@ -200,7 +201,7 @@ class LUInstanceMove(_InstanceLU):
                 raise errors.OpExecError("Could not shutdown instance %s on"
                                          " node %s: %s"
                                          % (inst.name, src_name, err))
-        await common.shutdown_disks(self, inst, ignore_failures=True)
+        await instance_disks.shutdown_disks(self, inst, ignore_failures=True)
         disks = cfg.instance_disks(inst)
         new_disks = {}
         created = []
@@ -212,7 +213,7 @@ class LUInstanceMove(_InstanceLU):
                 if disk.dev_type not in COPYABLE:
                     continue
                 new = renamed_disk(cfg, inst, disk, idx, dst)
-                await common.create_disk(self, inst, new, dst)
+                await instance_disks.create_disk(self, inst, new, dst)
                 created.append((new, dst))
                 new_disks[disk.uuid] = new
             for idx, disk in enumerate(disks):
@@ -225,13 +226,13 @@ class LUInstanceMove(_InstanceLU):
         except errors.GenericError:
             self.log_warning("Moving the data failed; removing the new"
                              " disks on %s", dst_name)
-            await common.remove_disks(self, inst, created)
+            await instance_disks.remove_disks(self, inst, created)
             if was_up:
                 self.log_info("Starting instance %s again on %s", inst.name,
                               src_name)
                 try:
                     await assemble_instance_disks(self, inst)
-                    await common.call_node(
+                    await node_calls.call_node(
                         self, src, "instance_start",
                         [start_spec(cfg, inst), False],
                         "Starting instance %s" % inst.name)
@@ -250,26 +251,25 @@ class LUInstanceMove(_InstanceLU):
         inst = self.instance
         if old:
             self.log_info("Removing the old disks on %s", src_name)
-            await common.remove_disks(self, inst, old)
+            await instance_disks.remove_disks(self, inst, old)
         if was_up:
             self.log_info("Starting instance %s on node %s", inst.name,
                           dst_name)
             await assemble_instance_disks(self, inst)
-            result = await common.try_call_node(
+            result = await node_calls.try_call_node(
                 self, dst, "instance_start", [start_spec(cfg, inst), False])
             if not result.success:
-                await common.shutdown_disks(self, inst, ignore_failures=True)
+                await instance_disks.shutdown_disks(self, inst, ignore_failures=True)
                 raise errors.OpExecError(
                     "Could not start instance %s on node %s (it was moved"
                     " and stays stopped): %s"
-                    % (inst.name, dst_name, common.rpc_error(
+                    % (inst.name, dst_name, node_calls.rpc_error(
                         result, "Starting", dst_name).args[0]))
         return None
 
 
 # --- recreate-disks ----------------------------------------------------------
 
-@mcpu.register
 class LUInstanceRecreateDisks(_InstanceLU):
     OP_ID = "OP_INSTANCE_RECREATE_DISKS"
 
@@ -292,7 +292,7 @@ class LUInstanceRecreateDisks(_InstanceLU):
                         errors.ECODE_INVAL)
                 change = {}
                 if "size" in params:
-                    change["size"] = common.parse_size(
+                    change["size"] = instance_params.parse_size(
                         params["size"], "disks/%d/size" % idx)
                 if "mode" in params:
                     if params["mode"] not in constants.DISK_ACCESS_SET:
@@ -323,7 +323,7 @@ class LUInstanceRecreateDisks(_InstanceLU):
     def check_prereq(self):
         cfg = self.cfg
         inst = self.instance
-        common.check_not_forthcoming(inst, "recreate its disks")
+        checks.check_not_forthcoming(inst, "recreate its disks")
         disks = cfg.instance_disks(inst)
         bad = sorted(set(d.dev_type for d in disks
                          if d.dev_type not in RECREATABLE))
@@ -355,7 +355,7 @@ class LUInstanceRecreateDisks(_InstanceLU):
                     "disks: when changing nodes, all disks must be"
                     " recreated", errors.ECODE_INVAL)
             for idx, node_uuid in enumerate(self.new_nodes):
-                common.check_node_vm_capable(
+                checks.check_node_vm_capable(
                     cfg, node_uuid, "primary" if idx == 0 else "secondary")
         else:
             for node_uuid in inst.all_nodes:
@@ -365,14 +365,14 @@ class LUInstanceRecreateDisks(_InstanceLU):
                         "Instance '%s' has disks on offline node %s; give"
                         " nodes to recreate them elsewhere"
                         % (inst.name, node.name), errors.ECODE_STATE)
-        common.check_instance_state(inst, common.INSTANCE_NOT_RUNNING,
+        checks.check_instance_state(inst, checks.INSTANCE_NOT_RUNNING,
                                     "cannot recreate disks")
 
     async def exec_(self):
         cfg = self.cfg
         inst = self.instance
         if not cfg.get_node(inst.primary_node).offline:
-            await common.check_not_running(self, inst,
+            await checks.check_not_running(self, inst,
                                            "cannot recreate disks")
         disks = cfg.instance_disks(inst)
         if self.new_nodes:
@@ -384,7 +384,7 @@ class LUInstanceRecreateDisks(_InstanceLU):
                     changes.get("secondary_nodes", inst.secondary_nodes) != \
                     inst.secondary_nodes:
                 self.log_info("Instance %s moves to %s", inst.name,
-                              ", ".join(common.node_name(cfg, n)
+                              ", ".join(node_calls.node_name(cfg, n)
                                         for n in self.new_nodes))
                 for disk in disks:
                     if disk.dev_type == constants.DT_DRBD8:
@@ -399,7 +399,7 @@ class LUInstanceRecreateDisks(_InstanceLU):
                 disks = cfg.instance_disks(inst)
                 self.log_info("The old nodes (%s) may still hold stale disks"
                               " of the instance; they are left alone",
-                              ", ".join(common.node_name(cfg, n)
+                              ", ".join(node_calls.node_name(cfg, n)
                                         for n in old_nodes))
         for idx, change in sorted(self.changes.items()):
             cfg.modify_disk(disks[idx].uuid, **change)
@@ -409,10 +409,10 @@ class LUInstanceRecreateDisks(_InstanceLU):
         for node_uuid in inst.all_nodes:
             wanted = [d for d in targets
                       if d.dev_type != constants.DT_DISKLESS and
-                      node_uuid in common.disk_nodes(inst, d)]
+                      node_uuid in instance_disks.disk_nodes(inst, d)]
             if not wanted:
                 continue
-            dims = await common.call_node(
+            dims = await node_calls.call_node(
                 self, node_uuid, "blockdev_status",
                 [[disk_for_node(cfg, inst, d, node_uuid) for d in wanted]],
                 "Looking for the disks of %s" % inst.name, prereq=True)
@@ -422,18 +422,18 @@ class LUInstanceRecreateDisks(_InstanceLU):
                         "Disk %s of instance %s still exists on node %s;"
                         " recreate-disks is for missing disks (remove it"
                         " first)" % (disk.iv_name, inst.name,
-                                     common.node_name(cfg, node_uuid)),
+                                     node_calls.node_name(cfg, node_uuid)),
                         errors.ECODE_EXISTS)
         created = []
         try:
             for disk in targets:
                 if disk.dev_type == constants.DT_DISKLESS:
                     continue
-                for node_uuid in reversed(common.disk_nodes(inst, disk)):
+                for node_uuid in reversed(instance_disks.disk_nodes(inst, disk)):
                     self.log_info("Creating disk %s (%d MiB) on node %s",
                                   disk.iv_name, disk.size,
-                                  common.node_name(cfg, node_uuid))
-                    await common.call_node(
+                                  node_calls.node_name(cfg, node_uuid))
+                    await node_calls.call_node(
                         self, node_uuid, "blockdev_create",
                         [disk_for_node(cfg, inst, disk, node_uuid),
                          disk.size, inst.name,
@@ -445,7 +445,7 @@ class LUInstanceRecreateDisks(_InstanceLU):
         except errors.GenericError:
             self.log_warning("Recreating the disks failed; removing those"
                              " made")
-            await common.remove_disks(self, inst, created)
+            await instance_disks.remove_disks(self, inst, created)
             raise
         self.log_info("Recreated %d disk(s) of instance %s; their content is"
                       " empty (reinstall the OS or restore a backup)",
@@ -477,7 +477,6 @@ def _free_minor(cfg, node_uuid):
 
 # --- replace-disks (drbd) ----------------------------------------------------
 
-@mcpu.register
 class LUInstanceReplaceDisks(_InstanceLU):
     OP_ID = "OP_INSTANCE_REPLACE_DISKS"
 
@@ -511,7 +510,7 @@ class LUInstanceReplaceDisks(_InstanceLU):
         cfg = self.cfg
         op = self.op
         inst = self.instance
-        common.check_not_forthcoming(inst, "replace its disks")
+        checks.check_not_forthcoming(inst, "replace its disks")
         disks = cfg.instance_disks(inst)
         if not disks or any(d.dev_type != constants.DT_DRBD8 for d in disks):
             raise errors.OpPrereqError(
@@ -534,14 +533,14 @@ class LUInstanceReplaceDisks(_InstanceLU):
             if self.remote_uuid in inst.all_nodes:
                 raise errors.OpPrereqError(
                     "remote_node: node %s is already a node of instance %s"
-                    % (common.node_name(cfg, self.remote_uuid), inst.name),
+                    % (node_calls.node_name(cfg, self.remote_uuid), inst.name),
                     errors.ECODE_INVAL)
-            common.check_node_vm_capable(cfg, self.remote_uuid, "secondary")
+            checks.check_node_vm_capable(cfg, self.remote_uuid, "secondary")
         if op.mode != "replace_new_secondary":
-            common.check_node_online(cfg, inst.primary_node)
-            common.check_node_online(cfg, inst.secondary_nodes[0])
+            checks.check_node_online(cfg, inst.primary_node)
+            checks.check_node_online(cfg, inst.secondary_nodes[0])
         else:
-            common.check_node_online(cfg, inst.primary_node)
+            checks.check_node_online(cfg, inst.primary_node)
 
     async def exec_(self):
         op = self.op
@@ -572,12 +571,12 @@ class LUInstanceReplaceDisks(_InstanceLU):
             raise errors.OpPrereqError(
                 "Instance %s has faulty disks on more than one node (%s);"
                 " cannot repair automatically"
-                % (inst.name, ", ".join(common.node_name(self.cfg, n)
+                % (inst.name, ", ".join(node_calls.node_name(self.cfg, n)
                                         for n in faulty)),
                 errors.ECODE_STATE)
         if faulty:
             self.log_info("Replacing disks on faulty node %s",
-                          common.node_name(self.cfg, faulty[0]))
+                          node_calls.node_name(self.cfg, faulty[0]))
             return faulty[0]
         return None
 
@@ -594,14 +593,14 @@ class LUInstanceReplaceDisks(_InstanceLU):
     async def _replace_on(self, node_uuid):
         cfg = self.cfg
         inst = self.instance
-        name = common.node_name(cfg, node_uuid)
+        name = node_calls.node_name(cfg, node_uuid)
         disks = cfg.instance_disks(inst)
         other = [n for n in inst.all_nodes if n != node_uuid][0]
         self.log_info("Replacing disk(s) %s for instance '%s' on node %s",
                       ", ".join(str(i) for i in self.wanted), inst.name,
                       name)
         self.log_info("STEP 1/5 Check device existence and consistency")
-        status = await common.call_node(
+        status = await node_calls.call_node(
             self, other, "blockdev_status",
             [[disk_for_node(cfg, inst, disks[i], other)
               for i in self.wanted]],
@@ -611,7 +610,7 @@ class LUInstanceReplaceDisks(_InstanceLU):
                 raise errors.OpExecError(
                     "Disk %s is not usable on peer node %s (%s); replacing"
                     " its storage on %s would lose the data"
-                    % (idx, common.node_name(cfg, other),
+                    % (idx, node_calls.node_name(cfg, other),
                        "missing" if st is None else st.get("details"), name))
         self.log_info("STEP 2/5 Allocate new storage")
         new = {}
@@ -620,7 +619,7 @@ class LUInstanceReplaceDisks(_InstanceLU):
             for idx in self.wanted:
                 children = self._new_children(disks[idx])
                 for child in children:
-                    await common.call_node(
+                    await node_calls.call_node(
                         self, node_uuid, "blockdev_create",
                         [child.to_dict(), child.size, inst.name, False,
                          "replace-disks"],
@@ -629,7 +628,7 @@ class LUInstanceReplaceDisks(_InstanceLU):
                 new[idx] = children
             self.log_info("STEP 3/5 Change the storage under the mirror")
             for idx in self.wanted:
-                await common.call_node(
+                await node_calls.call_node(
                     self, node_uuid, "blockdev_replace_children",
                     [disk_for_node(cfg, inst, disks[idx], node_uuid),
                      [c.to_dict() for c in new[idx]],
@@ -638,7 +637,7 @@ class LUInstanceReplaceDisks(_InstanceLU):
         except errors.GenericError:
             self.log_warning("Replacing failed; removing the new storage")
             for child in created:
-                await common.try_call_node(self, node_uuid, "blockdev_remove",
+                await node_calls.try_call_node(self, node_uuid, "blockdev_remove",
                                            [child.to_dict()])
             raise
         old = {idx: disks[idx].children for idx in self.wanted}
@@ -650,7 +649,7 @@ class LUInstanceReplaceDisks(_InstanceLU):
         self.log_info("STEP 5/5 Removing old storage")
         for idx in self.wanted:
             for child in old[idx]:
-                res = await common.try_call_node(
+                res = await node_calls.try_call_node(
                     self, node_uuid, "blockdev_remove", [child.to_dict()])
                 if not res.success:
                     self.log_warning("Can't remove old storage %s of disk %d"
@@ -664,14 +663,14 @@ class LUInstanceReplaceDisks(_InstanceLU):
         pnode = inst.primary_node
         old = inst.secondary_nodes[0]
         new = self.remote_uuid
-        new_name = common.node_name(cfg, new)
+        new_name = node_calls.node_name(cfg, new)
         disks = cfg.instance_disks(inst)
         # the old secondary's side of each mirror, before the config moves
         old_sides = [disk_for_node(cfg, inst, d, old) for d in disks]
         self.log_info("Replacing the secondary of instance '%s': %s -> %s",
-                      inst.name, common.node_name(cfg, old), new_name)
+                      inst.name, node_calls.node_name(cfg, old), new_name)
         self.log_info("STEP 1/6 Check device existence and consistency")
-        status = await common.call_node(
+        status = await node_calls.call_node(
             self, pnode, "blockdev_status",
             [[disk_for_node(cfg, inst, d, pnode) for d in disks]],
             "Checking the disks on the primary", prereq=True)
@@ -701,7 +700,7 @@ class LUInstanceReplaceDisks(_InstanceLU):
         created = []
         try:
             for nd in new_disks:
-                await common.call_node(
+                await node_calls.call_node(
                     self, new, "blockdev_create",
                     [disk_for_node(cfg, target, nd, new), nd.size, inst.name,
                      False, "replace-disks"],
@@ -709,13 +708,13 @@ class LUInstanceReplaceDisks(_InstanceLU):
                 created.append(nd)
         except errors.GenericError:
             for nd in created:
-                await common.try_call_node(
+                await node_calls.try_call_node(
                     self, new, "blockdev_remove",
                     [disk_for_node(cfg, target, nd, new)])
             raise
         self.log_info("STEP 3/6 Disconnect the primary from the old"
                       " secondary")
-        await common.call_node(
+        await node_calls.call_node(
             self, pnode, "drbd_disconnect_net",
             [[disk_for_node(cfg, inst, d, pnode) for d in disks]],
             "Disconnecting the mirrors on the primary")
@@ -729,25 +728,25 @@ class LUInstanceReplaceDisks(_InstanceLU):
         self.log_info("STEP 5/6 Connect the mirrors to %s and sync",
                       new_name)
         for disk in cfg.instance_disks(inst):
-            await common.call_node(
+            await node_calls.call_node(
                 self, new, "blockdev_assemble",
                 [disk_for_node(cfg, inst, disk, new), inst.name, False,
                  inst.disks.index(disk.uuid)],
                 "Activating disk %s on %s" % (disk.iv_name, new_name))
-        await common.call_node(
+        await node_calls.call_node(
             self, pnode, "drbd_attach_net",
             [[disk_for_node(cfg, inst, d, pnode)
               for d in cfg.instance_disks(inst)], False],
             "Connecting the mirrors of the primary to %s" % new_name)
         await wait_for_sync(self, inst, [pnode])
         self.log_info("STEP 6/6 Removing old storage on %s",
-                      common.node_name(cfg, old))
+                      node_calls.node_name(cfg, old))
         for side in old_sides:
-            res = await common.try_call_node(self, old, "blockdev_remove",
+            res = await node_calls.try_call_node(self, old, "blockdev_remove",
                                              [side])
             if not res.success:
                 self.log_warning("Can't remove the old storage of disk %s on"
                                  " %s (remove it by hand): %s",
                                  side.get("iv_name"),
-                                 common.node_name(cfg, old), res.fail_msg)
+                                 node_calls.node_name(cfg, old), res.fail_msg)
         return None

@@ -12,9 +12,12 @@ import copy
 from ganeti import constants
 from ganeti import errors
 from ganeti import locking
-from ganeti import mcpu
 from ganeti import objects
-from ganeti.cmdlib import common
+from ganeti.cmdlib import checks
+from ganeti.cmdlib import instance_disks
+from ganeti.cmdlib import instance_nics
+from ganeti.cmdlib import instance_params
+from ganeti.cmdlib import operating_system
 from ganeti.cmdlib.base import LogicalUnit
 
 _ADD = "add"
@@ -75,7 +78,6 @@ def _find(items, ident, field, what):
                                errors.ECODE_NOENT)
 
 
-@mcpu.register
 class LUInstanceSetParams(LogicalUnit):
     OP_ID = "OP_INSTANCE_SET_PARAMS"
 
@@ -99,7 +101,7 @@ class LUInstanceSetParams(LogicalUnit):
                              " effect at the instance's next start")
         self.nic_mods = _normalise_mods(op.nics, "nics")
         self.disk_mods = _normalise_mods(op.disks, "disks")
-        self.beparams = common.check_beparams(op.beparams)
+        self.beparams = instance_params.check_beparams(op.beparams)
         if not (self.nic_mods or self.disk_mods or op.beparams or
                 op.hvparams or op.os_name or op.osparams or
                 op.osparams_private or op.offline is not None):
@@ -130,39 +132,39 @@ class LUInstanceSetParams(LogicalUnit):
         changes = {}
         if op.offline is not None:
             if op.offline:
-                common.check_instance_state(
+                checks.check_instance_state(
                     inst, [constants.ADMINST_DOWN],
                     "can't change to offline without being down first")
             else:
-                common.check_instance_state(
+                checks.check_instance_state(
                     inst, [constants.ADMINST_OFFLINE],
                     "can't change to online (down) without being offline"
                     " first")
         if self.beparams:
             changes["beparams"] = {
-                k: v for k, v in common.update_params(
+                k: v for k, v in instance_params.update_params(
                     inst.beparams, self.beparams).items()}
         if op.hvparams:
-            changes["hvparams"] = common.update_params(inst.hvparams,
+            changes["hvparams"] = instance_params.update_params(inst.hvparams,
                                                        op.hvparams)
         if op.os_name:
-            common.check_os_name(op.os_name, "os_name")
-            common.check_os_allowed(cluster, op.os_name, "os_name")
+            operating_system.check_os_name(op.os_name, "os_name")
+            operating_system.check_os_allowed(cluster, op.os_name, "os_name")
             changes["os"] = op.os_name
         if op.osparams:
-            changes["osparams"] = common.update_params(inst.osparams,
+            changes["osparams"] = instance_params.update_params(inst.osparams,
                                                        op.osparams)
         if op.osparams_private:
-            changes["osparams_private"] = common.update_params(
+            changes["osparams_private"] = instance_params.update_params(
                 inst.osparams_private, op.osparams_private)
         candidate = inst.copy()
         for key, value in changes.items():
             setattr(candidate, key, copy.deepcopy(value))
         if "beparams" in changes:
-            common.check_memory_range(objects.fill_beparams(cluster,
+            instance_params.check_memory_range(objects.fill_beparams(cluster,
                                                             candidate))
         if "hvparams" in changes or "os" in changes:
-            common.check_hvparams(cluster, candidate,
+            instance_params.check_hvparams(cluster, candidate,
                                   log_warning=self.log_warning)
         # NICs
         self.nic_desc = []
@@ -183,7 +185,7 @@ class LUInstanceSetParams(LogicalUnit):
         if inst.primary_node in cfg.nodes:
             group = cfg.nodegroups.get(cfg.nodes[inst.primary_node].group)
         nics = [n.copy() for n in inst.nics]
-        others = common.used_macs(cfg, inst.uuid)
+        others = instance_nics.used_macs(cfg, inst.uuid)
         for action, ident, params in self.nic_mods:
             where = "nics"
             if action == _ADD:
@@ -199,7 +201,7 @@ class LUInstanceSetParams(LogicalUnit):
                         "nics: cannot add a NIC at index %s" % (ident,),
                         errors.ECODE_INVAL)
                 used = others | {n.mac for n in nics}
-                nic = common.build_nic(cfg, params, "nics/%d" % idx, group,
+                nic = instance_nics.build_nic(cfg, params, "nics/%d" % idx, group,
                                        used)
                 nics.insert(idx, nic)
                 filled = objects.fill_nicparams(cfg.cluster, nic, group)
@@ -213,7 +215,7 @@ class LUInstanceSetParams(LogicalUnit):
                 old = nics[idx]
                 used = others | {n.mac for i, n in enumerate(nics)
                                  if i != idx}
-                nic = common.build_nic(cfg, params, "nics/%d" % idx, group,
+                nic = instance_nics.build_nic(cfg, params, "nics/%d" % idx, group,
                                        used, old=old)
                 nics[idx] = nic
                 for key in ("mac", "ip", "name"):
@@ -233,7 +235,7 @@ class LUInstanceSetParams(LogicalUnit):
                 idx = _find(nics, ident, where, "NIC")
                 nics.pop(idx)
                 self.nic_desc.append(("nic.%d" % idx, "remove"))
-        common.check_unique_ips(cfg, nics, inst.uuid)
+        instance_nics.check_unique_ips(cfg, nics, inst.uuid)
         return nics
 
     def _plan_disks(self, inst):
@@ -264,8 +266,8 @@ class LUInstanceSetParams(LogicalUnit):
                         " (index -1 or %d)" % len(current),
                         errors.ECODE_INVAL)
                 idx = len(current)
-                common.check_template(cfg.cluster, template, "disks/%d" % idx)
-                disk = common.generate_disk(
+                instance_disks.check_template(cfg.cluster, template, "disks/%d" % idx)
+                disk = instance_disks.generate_disk(
                     cfg, template, inst.name or inst.uuid, idx, params,
                     forthcoming=inst.forthcoming)
                 if disk.dev_type in constants.DTS_NODE_LOCAL:
@@ -292,8 +294,8 @@ class LUInstanceSetParams(LogicalUnit):
             else:
                 idx = _find(current, ident, "disks", "disk")
                 if not inst.forthcoming:
-                    common.check_instance_state(
-                        inst, common.INSTANCE_NOT_RUNNING,
+                    checks.check_instance_state(
+                        inst, checks.INSTANCE_NOT_RUNNING,
                         "cannot remove disks")
                 disk = current.pop(idx)
                 self.disk_plan.append((_REMOVE, idx, disk, params))
@@ -309,10 +311,10 @@ class LUInstanceSetParams(LogicalUnit):
         result = []
         if any(a == _REMOVE for a, _, _, _ in self.disk_plan) and \
                 not inst.forthcoming:
-            await common.check_not_running(self, inst, "cannot remove disks")
+            await checks.check_not_running(self, inst, "cannot remove disks")
         if not inst.forthcoming and ("os" in self.changes
                                      or "osparams" in self.changes):
-            await common.check_os_on_node(
+            await operating_system.check_os_on_node(
                 self, inst.primary_node, self.candidate.os,
                 objects.fill_osparams(cfg.cluster, self.candidate),
                 op.force_variant, "os_name" if op.os_name else "osparams")
@@ -348,14 +350,14 @@ class LUInstanceSetParams(LogicalUnit):
             if not inst.forthcoming:
                 self.log_info("Creating disk %d (%s, %d MiB) of instance %s",
                               idx, disk.dev_type, disk.size, inst.name)
-                created = await common.create_disks(self, inst, [disk])
+                created = await instance_disks.create_disks(self, inst, [disk])
             try:
                 cfg.add_instance_disk(inst.uuid, disk)
             except BaseException:
-                await common.remove_disks(self, inst, created)
+                await instance_disks.remove_disks(self, inst, created)
                 raise
             if inst.disks_active and not inst.forthcoming:
-                await common.assemble_disks(self, self.instance, [disk],
+                await instance_disks.assemble_disks(self, self.instance, [disk],
                                             ignore_failures=True)
             return [("disk/%d" % idx,
                      "add:size=%s,mode=%s" % (disk.size, disk.mode))]
@@ -370,10 +372,10 @@ class LUInstanceSetParams(LogicalUnit):
             return out
         # remove
         if not inst.forthcoming:
-            pairs = [(disk, n) for n in common.disk_nodes(inst, disk)]
+            pairs = [(disk, n) for n in instance_disks.disk_nodes(inst, disk)]
             if inst.disks_active:
-                await common.shutdown_disks(self, inst, pairs,
+                await instance_disks.shutdown_disks(self, inst, pairs,
                                             ignore_failures=True)
-            await common.remove_disks(self, inst, pairs)
+            await instance_disks.remove_disks(self, inst, pairs)
         cfg.remove_instance_disk(inst.uuid, disk.uuid)
         return [("disk/%d" % idx, "remove")]

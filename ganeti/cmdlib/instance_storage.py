@@ -2,8 +2,9 @@
 
 from ganeti import errors
 from ganeti import locking
-from ganeti import mcpu
-from ganeti.cmdlib import common
+from ganeti.cmdlib import checks
+from ganeti.cmdlib import instance_disks
+from ganeti.cmdlib import node_calls
 from ganeti.cmdlib.base import LogicalUnit
 
 
@@ -28,48 +29,45 @@ class _DiskLU(LogicalUnit):
         return self.cfg.get_instance(self.instance_uuid)
 
 
-@mcpu.register
 class LUInstanceActivateDisks(_DiskLU):
     """Assemble the disks on their nodes; [(node, iv_name, path)]."""
     OP_ID = "OP_INSTANCE_ACTIVATE_DISKS"
 
     def check_prereq(self):
         inst = self.instance
-        common.check_not_forthcoming(inst, "activate its disks")
-        common.check_node_online(self.cfg, inst.primary_node,
+        checks.check_not_forthcoming(inst, "activate its disks")
+        checks.check_node_online(self.cfg, inst.primary_node,
                                  "cannot activate the disks of %s"
                                  % inst.name)
 
     async def exec_(self):
         inst = self.instance
         self.log_info("Activating the disks of instance %s", inst.name)
-        info = await common.assemble_disks(self, inst)
+        info = await instance_disks.assemble_disks(self, inst)
         return [list(entry) for entry in info]
 
 
-@mcpu.register
 class LUInstanceDeactivateDisks(_DiskLU):
     OP_ID = "OP_INSTANCE_DEACTIVATE_DISKS"
 
     def check_prereq(self):
         inst = self.instance
-        common.check_not_forthcoming(inst, "deactivate its disks")
+        checks.check_not_forthcoming(inst, "deactivate its disks")
         if not self.op.force:
-            common.check_instance_state(inst, common.INSTANCE_NOT_RUNNING,
+            checks.check_instance_state(inst, checks.INSTANCE_NOT_RUNNING,
                                         "cannot shutdown disks")
 
     async def exec_(self):
         inst = self.instance
         if not self.op.force:
-            await common.check_not_running(self, inst,
+            await checks.check_not_running(self, inst,
                                            "cannot shutdown disks")
         self.log_info("Deactivating the disks of instance %s", inst.name)
-        await common.shutdown_disks(self, inst,
+        await instance_disks.shutdown_disks(self, inst,
                                     ignore_failures=self.op.force)
         return None
 
 
-@mcpu.register
 class LUInstanceGrowDisk(_DiskLU):
     OP_ID = "OP_INSTANCE_GROW_DISK"
     LOCK_NODE_RES = True
@@ -78,9 +76,9 @@ class LUInstanceGrowDisk(_DiskLU):
         op = self.op
         cfg = self.cfg
         inst = self.instance
-        common.check_not_forthcoming(inst, "grow its disks")
+        checks.check_not_forthcoming(inst, "grow its disks")
         for node_uuid in inst.all_nodes:
-            common.check_node_online(cfg, node_uuid,
+            checks.check_node_online(cfg, node_uuid,
                                      "cannot grow the disks of %s"
                                      % inst.name)
         disks = cfg.instance_disks(inst)
@@ -89,7 +87,7 @@ class LUInstanceGrowDisk(_DiskLU):
                 "disk: instance %s has no disk %d (it has %d)"
                 % (inst.name, op.disk, len(disks)), errors.ECODE_INVAL)
         disk = disks[op.disk]
-        if disk.dev_type not in common.GROWABLE_TEMPLATES:
+        if disk.dev_type not in instance_disks.GROWABLE_TEMPLATES:
             raise errors.OpPrereqError(
                 "Instance's disk layout %s does not support growing"
                 % disk.dev_type, errors.ECODE_INVAL)
@@ -122,10 +120,10 @@ class LUInstanceGrowDisk(_DiskLU):
             return None
         self.log_info("Growing disk %d of instance '%s' by %d MiB to %d MiB",
                       self.op.disk, inst.name, self.delta, self.target)
-        nodes = common.disk_nodes(inst, disk)
+        nodes = instance_disks.disk_nodes(inst, disk)
         for dryrun in (True, False):
             for node_uuid in nodes:
-                await common.call_node(
+                await node_calls.call_node(
                     self, node_uuid, "blockdev_grow",
                     [disk.to_dict(), self.delta, dryrun],
                     "%s disk %d of instance %s"

@@ -27,13 +27,12 @@ from ganeti import constants
 from ganeti import crypto
 from ganeti import errors
 from ganeti import locking
-from ganeti import mcpu
 from ganeti import objects
 from ganeti import qlang
 from ganeti import replication
 from ganeti import ssconf
 from ganeti.cmdlib.base import LogicalUnit
-from ganeti.cmdlib.common import update_params
+from ganeti.cmdlib.instance_params import update_params
 
 # --- the candidate pool ------------------------------------------------------
 
@@ -208,7 +207,6 @@ def _strip(msg, address):
 
 # --- OP_NODE_ADD -------------------------------------------------------------
 
-@mcpu.register
 class LUNodeAdd(LogicalUnit):
     """gnt-node add: join a node (bootstrap mode) or take back one that
     holds the cluster certificate."""
@@ -434,7 +432,6 @@ class LUNodeAdd(LogicalUnit):
 
 # --- OP_NODE_REMOVE ----------------------------------------------------------
 
-@mcpu.register
 class LUNodeRemove(LogicalUnit):
     """gnt-node remove: out of the configuration, then the node leaves
     (removes the cluster's files; its daemon stops or goes back to
@@ -503,7 +500,6 @@ _ROLE_TO_FLAGS = {v: k for k, v in _FLAGS_TO_ROLE.items()}
 _ROLE_FLAGS = ("master_candidate", "drained", "offline")
 
 
-@mcpu.register
 class LUNodeSetParams(LogicalUnit):
     """gnt-node modify: roles (candidate, drained, offline), capabilities,
     parameters; keeps the master candidate pool."""
@@ -704,7 +700,6 @@ class LUNodeSetParams(LogicalUnit):
 
 # --- OP_CLUSTER_REDIST_CONF --------------------------------------------------
 
-@mcpu.register
 class LUClusterRedistConf(LogicalUnit):
     """gnt-cluster redist-conf: config.data to the master candidates,
     ssconf to every node, then the ancillary files (HMAC key, RAPI

@@ -34,8 +34,8 @@ from twisted.internet import defer
 from ganeti import constants
 from ganeti import errors
 from ganeti import locking
-from ganeti import mcpu
-from ganeti.cmdlib import common
+from ganeti.cmdlib import checks
+from ganeti.cmdlib import node_calls
 from ganeti.cmdlib.base import LogicalUnit
 from ganeti.cmdlib.instance_migration import (
     EXT, INT, eligible_targets, template_kind)
@@ -129,7 +129,6 @@ class _NodeJobsLU(LogicalUnit):
         return params
 
 
-@mcpu.register
 class LUNodeEvacuate(_NodeJobsLU):
     OP_ID = "OP_NODE_EVACUATE"
 
@@ -154,7 +153,7 @@ class LUNodeEvacuate(_NodeJobsLU):
         cfg = self.cfg
         mode = self.op.mode
         if self.remote_uuid is not None:
-            common.check_node_vm_capable(cfg, self.remote_uuid, "target")
+            checks.check_node_vm_capable(cfg, self.remote_uuid, "target")
         insts = []
         for inst in cfg.node_instances(self.node_uuid):
             primary = inst.primary_node == self.node_uuid
@@ -170,7 +169,7 @@ class LUNodeEvacuate(_NodeJobsLU):
                     raise errors.OpPrereqError(
                         "remote_node: node %s is the primary node of"
                         " instance %s, cannot use it as a target"
-                        % (common.node_name(cfg, self.remote_uuid),
+                        % (node_calls.node_name(cfg, self.remote_uuid),
                            inst.name), errors.ECODE_INVAL)
 
     def _plan(self):
@@ -200,7 +199,7 @@ class LUNodeEvacuate(_NodeJobsLU):
                 jobs.append([self._op(
                     "OP_INSTANCE_REPLACE_DISKS", instance_name=inst.name,
                     mode="replace_new_secondary",
-                    remote_node=common.node_name(cfg, target), disks=[],
+                    remote_node=node_calls.node_name(cfg, target), disks=[],
                     early_release=early)])
                 moved.append((inst.name, target, "new secondary"))
                 continue
@@ -225,7 +224,7 @@ class LUNodeEvacuate(_NodeJobsLU):
                     continue
                 if self.remote_uuid:
                     planner.place(target, mem)
-            tname = common.node_name(cfg, target)
+            tname = node_calls.node_name(cfg, target)
             if kind in (EXT, INT):
                 if node.offline or down:
                     jobs.append([self._op(
@@ -254,7 +253,7 @@ class LUNodeEvacuate(_NodeJobsLU):
 
     async def exec_(self):
         cfg = self.cfg
-        name = common.node_name(cfg, self.node_uuid)
+        name = node_calls.node_name(cfg, self.node_uuid)
         if not self.instances:
             self.log_info("No instances to evacuate from node '%s'", name)
             return {"jobs": []}
@@ -268,12 +267,11 @@ class LUNodeEvacuate(_NodeJobsLU):
                 raise errors.OpExecError("Unable to evacuate instances %s"
                                          % text)
         self.log_info("Instances to be moved: %s", ", ".join(
-            "%s (%s to %s)" % (n, how, common.node_name(cfg, t))
+            "%s (%s to %s)" % (n, how, node_calls.node_name(cfg, t))
             for n, t, how in moved))
         return {"jobs": await submit_jobs(self, jobs)}
 
 
-@mcpu.register
 class LUNodeMigrate(_NodeJobsLU):
     OP_ID = "OP_NODE_MIGRATE"
 
@@ -325,7 +323,7 @@ class LUNodeMigrate(_NodeJobsLU):
                     inst, memory=_memory(cfg, inst))
                 if self.target_uuid:
                     planner.place(target, _memory(cfg, inst))
-            tname = common.node_name(cfg, target) if target else None
+            tname = node_calls.node_name(cfg, target) if target else None
             if node.offline:
                 jobs.append([self._op(
                     "OP_INSTANCE_FAILOVER", instance_name=inst.name,

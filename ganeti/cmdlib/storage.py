@@ -18,9 +18,10 @@
 from ganeti import constants
 from ganeti import errors
 from ganeti import locking
-from ganeti import mcpu
 from ganeti import storage
-from ganeti.cmdlib import common
+from ganeti.cmdlib import checks
+from ganeti.cmdlib import instance_disks
+from ganeti.cmdlib import node_calls
 from ganeti.cmdlib.base import LogicalUnit
 from ganeti.cmdlib.instance_migration import disks_for_node
 
@@ -84,7 +85,6 @@ def default_storage_type(cluster):
         " units", errors.ECODE_INVAL)
 
 
-@mcpu.register
 class LUNodeQueryStorage(LogicalUnit):
     OP_ID = "OP_NODE_QUERY_STORAGE"
 
@@ -131,7 +131,7 @@ class LUNodeQueryStorage(LogicalUnit):
         for node in nodes:
             if node.offline:
                 continue
-            res = await common.try_call_node(
+            res = await node_calls.try_call_node(
                 self, node.uuid, "storage_list",
                 [self.storage_type, self.su_args, name, wanted])
             if not res.success:
@@ -174,13 +174,12 @@ class _NodeStorageLU(LogicalUnit):
             raise errors.OpPrereqError(
                 "name: the name of the %s storage unit is required"
                 % op.storage_type, errors.ECODE_INVAL)
-        common.check_node_online(self.cfg, self.node_uuid,
+        checks.check_node_online(self.cfg, self.node_uuid,
                                  "cannot %s its storage"
                                  % ("change" if what == "modified"
                                     else "repair"))
 
 
-@mcpu.register
 class LUNodeModifyStorage(_NodeStorageLU):
     OP_ID = "OP_NODE_MODIFY_STORAGE"
 
@@ -206,12 +205,12 @@ class LUNodeModifyStorage(_NodeStorageLU):
 
     async def exec_(self):
         op = self.op
-        name = common.node_name(self.cfg, self.node_uuid)
+        name = node_calls.node_name(self.cfg, self.node_uuid)
         self.log_info("Changing %s of %s storage unit %s on node %s",
                       ", ".join("%s=%s" % kv for kv in
                                 sorted(op.changes.items())),
                       op.storage_type, self.unit_name, name)
-        await common.call_node(
+        await node_calls.call_node(
             self, self.node_uuid, "storage_modify",
             [op.storage_type, self.su_args, self.unit_name,
              dict(op.changes)],
@@ -219,7 +218,6 @@ class LUNodeModifyStorage(_NodeStorageLU):
         return None
 
 
-@mcpu.register
 class LURepairNodeStorage(_NodeStorageLU):
     OP_ID = "OP_REPAIR_NODE_STORAGE"
 
@@ -260,13 +258,13 @@ class LURepairNodeStorage(_NodeStorageLU):
                     " %s); repairing node %s could lose its data (use"
                     " ignore_consistency to repair anyway)"
                     % (inst.name, first["node"], first["iv_name"],
-                       first["status"], common.node_name(cfg,
+                       first["status"], node_calls.node_name(cfg,
                                                          self.node_uuid)),
                     errors.ECODE_STATE)
 
     async def exec_(self):
         op = self.op
-        name = common.node_name(self.cfg, self.node_uuid)
+        name = node_calls.node_name(self.cfg, self.node_uuid)
         if op.ignore_consistency:
             self.log_warning("Not checking the instances' disks on other"
                              " nodes (ignore_consistency)")
@@ -274,7 +272,7 @@ class LURepairNodeStorage(_NodeStorageLU):
             await self._check_instances()
         self.log_info("Repairing %s storage unit %s on node %s",
                       op.storage_type, self.unit_name, name)
-        messages = await common.call_node(
+        messages = await node_calls.call_node(
             self, self.node_uuid, "storage_execute",
             [op.storage_type, self.su_args, self.unit_name,
              storage.SO_FIX_CONSISTENCY],
@@ -303,17 +301,17 @@ async def instance_disk_status(lu, instance, node_uuids=None):
     for node_uuid in node_uuids:
         pairs = [(idx, d) for idx, d in enumerate(disks)
                  if d.dev_type != constants.DT_DISKLESS and
-                 node_uuid in common.disk_nodes(instance, d)]
+                 node_uuid in instance_disks.disk_nodes(instance, d)]
         if not pairs:
             continue
         node = cfg.nodes.get(node_uuid)
-        name = common.node_name(cfg, node_uuid)
+        name = node_calls.node_name(cfg, node_uuid)
         answers = None
         why = None
         if node is None or node.offline:
             why = "node %s is offline" % name
         else:
-            res = await common.try_call_node(
+            res = await node_calls.try_call_node(
                 lu, node_uuid, "blockdev_status",
                 [disks_for_node(cfg, instance, node_uuid,
                                 [d for _, d in pairs])])

@@ -5,7 +5,6 @@ import re
 from ganeti import constants
 from ganeti import errors
 from ganeti import locking
-from ganeti import mcpu
 from ganeti.cmdlib.base import LogicalUnit
 
 _LEVEL_OF_KIND = {
@@ -37,7 +36,6 @@ class _TagsLU(LogicalUnit):
         return self.cfg._tag_target(self.op.kind, self.target_name)
 
 
-@mcpu.register
 class LUTagsGet(_TagsLU):
     OP_ID = "OP_TAGS_GET"
     SHARED = True
@@ -46,7 +44,6 @@ class LUTagsGet(_TagsLU):
         return sorted(self.target().tags)
 
 
-@mcpu.register
 class LUTagsSet(_TagsLU):
     OP_ID = "OP_TAGS_SET"
 
@@ -58,7 +55,6 @@ class LUTagsSet(_TagsLU):
         self.cfg.add_tags(self.op.kind, self.target_name, self.op.tags)
 
 
-@mcpu.register
 class LUTagsDel(_TagsLU):
     OP_ID = "OP_TAGS_DEL"
 
@@ -70,7 +66,6 @@ class LUTagsDel(_TagsLU):
         self.cfg.remove_tags(self.op.kind, self.target_name, self.op.tags)
 
 
-@mcpu.register
 class LUTagsSearch(LogicalUnit):
     """Every (path, tag) whose tag matches a regular expression."""
     OP_ID = "OP_TAGS_SEARCH"

@@ -4,11 +4,9 @@ from twisted.internet import task
 
 from ganeti import errors
 from ganeti import locking
-from ganeti import mcpu
 from ganeti.cmdlib.base import LogicalUnit
 
 
-@mcpu.register
 class LUTestDelay(LogicalUnit):
     """Sleep for ``duration`` seconds, ``repeat`` times (OP_TEST_DELAY).
 

@@ -32,10 +32,11 @@ from ganeti import crypto
 from ganeti import errors
 from ganeti import hypervisor
 from ganeti import locking
-from ganeti import mcpu
 from ganeti import objects
 from ganeti import opcodes
-from ganeti.cmdlib import common
+from ganeti.cmdlib import checks
+from ganeti.cmdlib import instance_disks
+from ganeti.cmdlib import node_calls
 from ganeti.cmdlib.base import LogicalUnit
 
 ETYPE_ERROR = "ERROR"
@@ -74,7 +75,6 @@ def _verify_params(op):
             "verbose": op.verbose}
 
 
-@mcpu.register
 class LUClusterVerify(LogicalUnit):
     """Submit the jobs verifying the cluster; returns their ids."""
     OP_ID = "OP_CLUSTER_VERIFY"
@@ -214,7 +214,6 @@ def _cluster_hvparams(cluster, hv_name):
     return result
 
 
-@mcpu.register
 class LUClusterVerifyGroup(LogicalUnit):
     """Verify the nodes of one group and the instances on them."""
     OP_ID = "OP_CLUSTER_VERIFY_GROUP"
@@ -248,7 +247,7 @@ class LUClusterVerifyGroup(LogicalUnit):
     # --- gathering --------------------------------------------------------
 
     async def _call(self, image, procedure, args):
-        return await common.try_call_node(self, image.uuid, procedure, args)
+        return await node_calls.try_call_node(self, image.uuid, procedure, args)
 
     async def _gather(self, image, hvs, hvparams, disks):
         """Ask one node everything the checks need (sequentially: one
@@ -351,7 +350,7 @@ class LUClusterVerifyGroup(LogicalUnit):
             for idx, disk in enumerate(self.cfg.instance_disks(inst)):
                 if disk.dev_type not in _MEASURED or disk.forthcoming:
                     continue
-                for node_uuid in common.disk_nodes(inst, disk):
+                for node_uuid in instance_disks.disk_nodes(inst, disk):
                     result.setdefault(node_uuid, []).append((inst, idx, disk))
         return result
 
@@ -391,7 +390,7 @@ class LUClusterVerifyGroup(LogicalUnit):
             rep.error_if(not result.success, CV_ENODEHV, name,
                          "hypervisor %s parameter verify failure (source"
                          " cluster): %s", hv_name,
-                         common._strip_node_prefix(result.fail_msg, name))
+                         node_calls.strip_node_prefix(result.fail_msg, name))
         if image.instances is None:
             rep.error(CV_ENODEHV, name, "node hypervisor returned no instance"
                       " list: %s", image.instances_msg)
@@ -458,7 +457,7 @@ class LUClusterVerifyGroup(LogicalUnit):
         """One instance: running where it should, disks present."""
         cluster = self.cfg.cluster
         pimg = images.get(inst.primary_node)
-        pname = common.node_name(self.cfg, inst.primary_node)
+        pname = node_calls.node_name(self.cfg, inst.primary_node)
         if pimg is None:
             return      # dangling: OP_CLUSTER_VERIFY_CONFIG reports it
         if inst.admin_state == constants.ADMINST_UP:
@@ -472,7 +471,7 @@ class LUClusterVerifyGroup(LogicalUnit):
                     pass
                 elif state == hypervisor.SHUTDOWN and \
                         cluster.enabled_user_shutdown and \
-                        common.user_shutdown_allowed(cluster, inst):
+                        checks.user_shutdown_allowed(cluster, inst):
                     # USER_down: the watcher records it, no error
                     rep.error(CV_EINSTANCEDOWN, inst.name,
                               "instance was shut down by its user on node %s"
@@ -500,7 +499,7 @@ class LUClusterVerifyGroup(LogicalUnit):
                     continue
                 rep.error_if(dims is None, CV_EINSTANCEMISSINGDISK,
                              inst.name, "disk/%d (%s) missing on node %s",
-                             idx, common.disk_path(disk) or disk.dev_type,
+                             idx, instance_disks.disk_path(disk) or disk.dev_type,
                              nname)
 
     def _verify_node_config(self, rep, image, settled, missed):

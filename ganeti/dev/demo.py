@@ -32,10 +32,10 @@ from twisted.plugin import getPlugins
 from ganeti import constants
 from ganeti import crypto
 from ganeti import objects
+from ganeti import dev
 from ganeti.dev.vcluster import VirtualCluster
 
-HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-OS_DIR = os.path.join(HERE, "etc", "os")
+OS_DIR = os.path.join(dev.CHECKOUT_DIR, "etc", "os")
 
 # daemon plugin -> (which nodes run it, extra arguments, how to see it is up)
 DAEMONS = [
@@ -170,7 +170,7 @@ def create_instances(vc, guest=None):
 def run_cli(vc, tool, *args):
     argv = [sys.executable, "-m", "ganeti.cli.%s" % tool.replace("-", "_"),
             "--root", vc.master.root] + list(args)
-    out = subprocess.run(argv, env=dict(os.environ, PYTHONPATH=HERE),
+    out = subprocess.run(argv, env=dict(os.environ, PYTHONPATH=dev.CHECKOUT_DIR),
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                          timeout=60)
     return out.stdout.decode("utf-8", "replace").rstrip()
@@ -305,7 +305,7 @@ def confd_answer(vc):
     """Ask the master's confd who the master is, as an admin would."""
     argv = [sys.executable, "-m", "ganeti.confd.cli", "--root",
             vc.master.root, "-a", vc.master.ip, "master"]
-    env = dict(os.environ, PYTHONPATH=HERE)
+    env = dict(os.environ, PYTHONPATH=dev.CHECKOUT_DIR)
     try:
         out = subprocess.run(argv, env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, timeout=20)

@@ -20,6 +20,7 @@ import attr
 from ganeti import config
 from ganeti import constants
 from ganeti import crypto
+from ganeti import dev
 from ganeti import objects
 from ganeti.pathutils import Paths
 from ganeti.utils import io
@@ -248,7 +249,7 @@ class VirtualCluster(object):
     def start(self, description, argv, env=None):
         """Start a daemon process; it is stopped by :meth:`stop_all`."""
         full_env = dict(os.environ)
-        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        here = dev.CHECKOUT_DIR
         full_env["PYTHONPATH"] = os.pathsep.join(
             [here] + [p for p in full_env.get("PYTHONPATH", "").split(
                 os.pathsep) if p])

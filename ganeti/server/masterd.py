@@ -14,7 +14,7 @@ from twisted.internet import defer
 from twisted.logger import Logger
 from twisted.python import usage
 
-import ganeti.cmdlib  # noqa: F401  (registers the logical units)
+from ganeti import cmdlib
 from ganeti import config
 from ganeti import constants
 from ganeti import crypto
@@ -164,7 +164,7 @@ class MasterLuxiHandler(object):
         return until
 
     def query_implemented_opcodes(self):
-        return sorted(mcpu.LU_REGISTRY)
+        return sorted(self.master.processor.logical_units)
 
 
 def _as_dict(op):
@@ -215,7 +215,8 @@ class MasterService(service.Service):
                                                  self.reactor)
         self.cfg.write_listeners.append(self.replicator.config_written)
         ctx.replicator = self.replicator
-        processor = mcpu.Processor(ctx)
+        processor = self.processor = mcpu.Processor(ctx,
+                                                    cmdlib.LOGICAL_UNITS)
         max_running = (self.max_running_jobs
                        or self.cfg.cluster.max_running_jobs)
         self.queue = jqueue.JobQueue(self.paths.queue_dir, processor,

@@ -40,7 +40,7 @@ from ganeti import hypervisor as hv
 from ganeti import pathutils
 from ganeti import storage
 from ganeti.backend import instances
-from ganeti.backend import os as osapi
+from ganeti.backend import os_api
 from ganeti.backend import process
 from ganeti.server import fallbacklog
 from ganeti.server import noded_procedures
@@ -424,8 +424,8 @@ def make_procedures(reactor, root="/", os_search_path=(),
         file_storage_dirs=noded_procedures.node_file_storage_dirs(
             paths, list(file_storage_dirs)),
         device_mapper=device_mapper)
-    search_path = osapi.default_search_path(paths.root) + list(os_search_path)
-    os_backend = osapi.OsBackend(reactor, search_path, storage_ctx,
+    search_path = os_api.default_search_path(paths.root) + list(os_search_path)
+    os_backend = os_api.OsBackend(reactor, search_path, storage_ctx,
                                  paths.log_dir,
                                  create_timeout=os_create_timeout)
     inst = instances.InstanceBackend(reactor, paths.root, storage_ctx,

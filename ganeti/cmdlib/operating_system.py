@@ -16,8 +16,7 @@ as Ganeti does.
 """
 
 from ganeti import errors
-from ganeti import mcpu
-from ganeti.cmdlib import common
+from ganeti.cmdlib import node_calls
 from ganeti.cmdlib.base import LogicalUnit
 
 OS_FIELDS = ("name", "valid", "hidden", "blacklisted", "variants",
@@ -92,7 +91,6 @@ def merge_diagnoses(answers, cluster):
     return result
 
 
-@mcpu.register
 class LUOsDiagnose(LogicalUnit):
     OP_ID = "OP_OS_DIAGNOSE"
 
@@ -110,7 +108,7 @@ class LUOsDiagnose(LogicalUnit):
         nodes = sorted((n for n in cfg.nodes.values()
                         if not n.offline and n.vm_capable),
                        key=lambda n: n.name)
-        client = common.rpc_client(self)
+        client = node_calls.rpc_client(self)
         answers = {}
         if nodes:
             results = await client.call_many([n.name for n in nodes],
@@ -143,3 +141,41 @@ class LUOsDiagnose(LogicalUnit):
                 continue
             rows.append([info[f] for f in fields])
         return rows
+
+
+# --- checks other logical units use ---------------------------------------
+
+async def check_os_on_node(lu, node_uuid, os_name, osparams,
+                           force_variant=False, field="os_type"):
+    """Ask the node whether ``os_name`` (os+variant) is valid and accepts
+    the (filled) ``osparams``; OpPrereqError naming the node if not."""
+    name = node_calls.node_name(lu.cfg, node_uuid)
+    result = await node_calls.try_call_node(
+        lu, node_uuid, "os_validate",
+        [True, os_name, ["parameters"], osparams, force_variant])
+    if not result.success:
+        raise errors.OpPrereqError(
+            "%s: OS '%s' cannot be used on node %s: %s"
+            % (field, os_name, name,
+               node_calls.strip_node_prefix(result.fail_msg, name)),
+            errors.ECODE_INVAL)
+
+
+def check_os_name(os_name, field="os_type"):
+    if not os_name or not isinstance(os_name, str):
+        raise errors.OpPrereqError("%s: an OS (os or os+variant) is required"
+                                   % field, errors.ECODE_INVAL)
+    base, _, variant = os_name.partition("+")
+    if not base or ("+" in os_name and not variant):
+        raise errors.OpPrereqError("%s: '%s' is not an OS name (os or"
+                                   " os+variant)" % (field, os_name),
+                                   errors.ECODE_INVAL)
+
+
+def check_os_allowed(cluster, os_name, field="os_type"):
+    base = os_name.partition("+")[0]
+    if base in (cluster.blacklisted_os or []) or \
+            os_name in (cluster.blacklisted_os or []):
+        raise errors.OpPrereqError("%s: guest OS '%s' is not allowed for"
+                                   " installation (blacklisted)"
+                                   % (field, os_name), errors.ECODE_STATE)
