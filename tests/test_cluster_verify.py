@@ -486,7 +486,7 @@ class VerifyNodeFilesProcedureTests(unittest.TestCase):
 
     def setUp(self):
         from ganeti import pathutils
-        from ganeti.server import noded_procedures
+        from ganeti.server.noded import procedures
         from ganeti import storage
         self.root = os.path.abspath(self.mktemp())
         self.paths = pathutils.Paths(self.root)
@@ -496,7 +496,7 @@ class VerifyNodeFilesProcedureTests(unittest.TestCase):
         self.runner = FakeLvmRunner()
         ctx = storage.StorageContext(runner=self.runner,
                                      file_storage_dirs=[self.store])
-        self.procs = noded_procedures.NodeProcedures(None, self.paths, ctx,
+        self.procs = procedures.NodeProcedures(None, self.paths, ctx,
                                                      None, None)
 
     def call(self, *args):

@@ -22,6 +22,7 @@ from ganeti import crypto
 from ganeti import errors
 from ganeti import rpc
 from ganeti.server import noded
+from ganeti.server.noded import http
 
 _CERTS = {}
 
@@ -46,7 +47,7 @@ def listen_noded(testcase, cert, root=None, procedures=None, **kw):
             root = testcase.mktemp()
             os.makedirs(root)
         procedures = noded.make_procedures(reactor, root, **kw)
-    site = noded.make_site(reactor, procedures)
+    site = http.make_site(reactor, procedures)
     port = reactor.listenSSL(0, site, crypto.server_context_factory(cert),
                              interface="127.0.0.1")
     testcase.addCleanup(port.stopListening)

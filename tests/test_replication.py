@@ -260,7 +260,7 @@ class PinnedClientTests(unittest.TestCase):
 
     def setUp(self):
         from ganeti.server import noded
-        from ganeti.server import noded_procedures
+        from ganeti.server.noded import bootstrap, http, membership
         from twisted.internet import endpoints
         from twisted.protocols.tls import TLSMemoryBIOFactory
         self.root = os.path.abspath(self.mktemp())
@@ -268,13 +268,13 @@ class PinnedClientTests(unittest.TestCase):
         self.cert = cluster_cert(os.path.join(self.root, "certs"))
         procs = noded.make_procedures(reactor, self.root)
         self.procs = procs
-        self.membership = noded.Membership(self.paths, procs, None)
+        self.membership = bootstrap.Membership(self.paths, procs, None)
         self.left = []
         procs.on_leave = lambda: (self.left.append(True),
                                   self.membership.left())
         factory = TLSMemoryBIOFactory(
             self.membership, False,
-            noded.make_site(reactor, procs, self.membership.procedures_for))
+            http.make_site(reactor, procs, self.membership.procedures_for))
         endpoint = endpoints.TCP4ServerEndpoint(reactor, 0,
                                                 interface="127.0.0.1")
         d = endpoint.listen(factory)
@@ -284,7 +284,7 @@ class PinnedClientTests(unittest.TestCase):
             self.addCleanup(port.stopListening)
             self.client = replication.AddressRpc(
                 reactor, self.cert, port=port.getHost().port)
-        self.assertIsInstance(noded_procedures.BootstrapProcedures,
+        self.assertIsInstance(membership.BootstrapProcedures,
                               type)
         return d.addCallback(listening)
 
@@ -390,14 +390,14 @@ class PinnedClientTests(unittest.TestCase):
 
     @defer.inlineCallbacks
     def test_master_fingerprint_restricts_the_join(self):
-        from ganeti.server import noded
+        from ganeti.server.noded import bootstrap
         other = cluster_cert(os.path.join(self.root, "other"))
         self.membership.master_digest = other.digest()
         self.membership.bootstrap()
         one_time = crypto.parse_fingerprint(self.membership.fingerprint)
         result = yield self.client.call("127.0.0.1", one_time, "version")
         self.assertFalse(result.success)
-        self.assertIsInstance(self.membership, noded.Membership)
+        self.assertIsInstance(self.membership, bootstrap.Membership)
         self.membership.master_digest = self.cert.digest()
         self.membership.bootstrap()
         one_time = crypto.parse_fingerprint(self.membership.fingerprint)

@@ -1,0 +1,260 @@
+"""The node daemon, ``ganeti-noded``: HTTPS with mutual TLS on port 1811.
+
+Run with ``twist ganeti-noded --root DIR --bind ADDR`` (or twistd).  A call
+is ``POST /<procedure>`` (PUT, as Ganeti's own clients send, works too) with
+a JSON body holding the argument list, or an object of named arguments.
+The reply is JSON ``[true, result]`` on success, ``[false, message]``
+otherwise, with HTTP status 200 (success), 400 (bad arguments: the message
+names the argument), 404 (unknown procedure), 413 (body too big) or 500 (the
+operation failed).  Nothing a caller sends can stop the daemon: every error
+is logged and answered.
+
+Only peers presenting the cluster certificate (``<data_dir>/server.pem``)
+get past the TLS handshake; see :mod:`ganeti.crypto`.
+
+At start the daemon locks its memory (``mlockall``), so that it keeps
+answering -- for example a powercycle request -- on a node whose disks are
+failing (seed 003, "Node daemon availability").
+"""
+
+import ctypes
+import ctypes.util
+import os
+
+from twisted.application import internet, service
+from twisted.internet import defer, endpoints
+from twisted.protocols.tls import TLSMemoryBIOFactory
+from twisted.logger import Logger, globalLogPublisher
+from twisted.python import usage
+
+from ganeti import constants
+from ganeti import crypto
+from ganeti import errors
+from ganeti import hypervisor as hv
+from ganeti import pathutils
+from ganeti import storage
+from ganeti.backend import instances as instance_backend
+from ganeti.backend import os_api
+from ganeti.backend import process
+from ganeti.server import fallbacklog
+from ganeti.server.noded.bootstrap import Membership
+from ganeti.server.noded.http import make_site
+from ganeti.server.noded.node import node_file_storage_dirs
+from ganeti.server.noded.procedures import NodeProcedures
+from ganeti.server.options import check_listen, service_port
+
+__all__ = ["Options", "makeService", "NodedService", "make_procedures",
+           "mlock_all"]
+
+log = Logger()
+
+SERVICE_NAME = "ganeti-noded"
+# From <sys/mman.h> on Linux.
+MCL_CURRENT = 1
+MCL_FUTURE = 2
+
+
+def default_port():
+    """The ``ganeti-noded/tcp`` service port if the system has one."""
+    return service_port(SERVICE_NAME, "tcp", constants.DEFAULT_NODED_PORT)
+
+
+def mlock_all():
+    """Lock the daemon's memory, present and future; False (and a warning)
+    if that is not possible here."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6",
+                           use_errno=True)
+        mlockall = libc.mlockall
+    except (OSError, AttributeError) as err:
+        log.warn("Cannot lock memory: libc's mlockall is unavailable ({err});"
+                 " continuing unlocked", err=err)
+        return False
+    if mlockall(MCL_CURRENT | MCL_FUTURE) != 0:
+        err = ctypes.get_errno()
+        log.warn("Cannot lock memory: mlockall failed: {err}; continuing"
+                 " unlocked (the daemon may be swapped out)",
+                 err=errno_text(err))
+        return False
+    log.info("Memory locked (mlockall)")
+    return True
+
+
+def errno_text(err):
+    return "%s (errno %d)" % (os.strerror(err), err)
+
+
+class Options(usage.Options):
+    synopsis = "[options]"
+    longdesc = ("The node daemon: does the node-local work (hypervisor,"
+                " storage, OS installs, files) the master asks for over"
+                " mutually authenticated HTTPS.")
+    optFlags = [
+        ["no-mlock", None, "Do not lock the daemon's memory (mlockall)."],
+        ["bootstrap", None, "Run even without the cluster certificate: serve"
+         " a one-time certificate (fingerprint in the log) until the master"
+         " joins this node (gnt-node add --join-fingerprint)."],
+    ]
+    optParameters = [
+        ["log-file", None, None, "Also log to this file, falling back to"
+         " the console when it cannot be written (a failing system disk)."],
+        ["console", None, fallbacklog.DEFAULT_CONSOLE, "Where log messages"
+         " go when the log file cannot be written."],
+        ["root", None, "/", "Root directory: files are under"
+         " ROOT/var/lib/ganeti (virtual cluster mode)."],
+        ["bind", "b", "0.0.0.0", "Address to listen on."],
+        ["port", "p", None, "TCP port [default: the ganeti-noded/tcp"
+         " service, else %d]." % constants.DEFAULT_NODED_PORT, int],
+        ["cert-file", None, None, "The cluster certificate (key and"
+         " certificate) [default: ROOT/var/lib/ganeti/server.pem]."],
+        ["os-create-timeout", None, 24 * 3600.0, "Seconds an OS create"
+         " script may run.", float],
+        ["master-fingerprint", None, None, "With --bootstrap: accept a join"
+         " only from a master presenting the cluster certificate with this"
+         " SHA-256 fingerprint (on the master: openssl x509 -noout"
+         " -fingerprint -sha256 -in /var/lib/ganeti/server.pem)."],
+    ]
+
+    def __init__(self):
+        usage.Options.__init__(self)
+        self["os-search-path"] = []
+        self["file-storage-dir"] = []
+        self["extra-file-dir"] = []
+
+    def opt_extra_file_dir(self, directory):
+        """Also accept admin-listed extra files (gnt-cluster redist-conf)
+        below this standard directory (repeatable; default /etc/ganeti and
+        /etc/xen)."""
+        self["extra-file-dir"].append(directory)
+
+    def opt_os_search_path(self, directory):
+        """Also look for OS definitions in this directory (repeatable; after
+        ROOT/srv/ganeti/os and Ganeti's other standard directories)."""
+        self["os-search-path"].append(directory)
+
+    def opt_file_storage_dir(self, directory):
+        """Also allow file disks in this directory (repeatable)."""
+        self["file-storage-dir"].append(directory)
+
+    def postOptions(self):
+        check_listen(self, default_port)
+        if self["os-create-timeout"] <= 0:
+            raise usage.UsageError("--os-create-timeout must be positive")
+        paths = pathutils.Paths(self["root"])
+        cert_file = self["cert-file"] or crypto.server_pem_path(paths)
+        if self["master-fingerprint"] is not None:
+            try:
+                self["master-fingerprint"] = crypto.parse_fingerprint(
+                    self["master-fingerprint"])
+            except errors.ParameterError as err:
+                raise usage.UsageError("--master-fingerprint: %s"
+                                       % err.args[-1])
+        for directory in self["extra-file-dir"]:
+            if not directory.startswith("/"):
+                raise usage.UsageError("--extra-file-dir: %r is not an"
+                                       " absolute path" % directory)
+        try:
+            self["certificate"] = crypto.load_cluster_certificate(cert_file)
+        except errors.X509CertError as err:
+            if self["bootstrap"] and not os.path.exists(cert_file):
+                self["certificate"] = None  # not a member yet
+            else:
+                raise usage.UsageError("ganeti-noded cannot start: %s" % err)
+
+
+# ---------------------------------------------------------------------------
+# Assembly
+
+def make_procedures(reactor, root="/", os_search_path=(),
+                    file_storage_dirs=(), get_hypervisor=hv.get_hypervisor,
+                    os_create_timeout=24 * 3600.0, device_mapper=None):
+    """The node's :class:`NodeProcedures` (no network involved)."""
+    paths = pathutils.Paths(root)
+    storage_ctx = storage.StorageContext(
+        runner=process.CommandRunner(reactor),
+        file_storage_dirs=node_file_storage_dirs(
+            paths, list(file_storage_dirs)),
+        device_mapper=device_mapper)
+    search_path = os_api.default_search_path(paths.root) + list(os_search_path)
+    os_backend = os_api.OsBackend(reactor, search_path, storage_ctx,
+                                 paths.log_dir,
+                                 create_timeout=os_create_timeout)
+    inst = instance_backend.InstanceBackend(reactor, paths.root, storage_ctx,
+                                     get_hypervisor=get_hypervisor)
+    return NodeProcedures(reactor, paths, storage_ctx, inst,
+                                           os_backend)
+
+
+class NodedService(service.MultiService):
+
+    def __init__(self, procedures, bind, port, mlock=True, log_file=None,
+                 console=fallbacklog.DEFAULT_CONSOLE):
+        service.MultiService.__init__(self)
+        self.procedures = procedures
+        self.bind = bind
+        self.port = port
+        self.mlock = mlock
+        self.log_observer = None
+        if log_file:
+            self.log_observer = fallbacklog.ConsoleFallbackObserver(
+                log_file, console)
+
+    def startService(self):
+        if self.log_observer is not None:
+            globalLogPublisher.addObserver(self.log_observer)
+        if self.mlock:
+            mlock_all()
+        log.info("ganeti-noded starting: HTTPS {bind}:{port}, root {root},"
+                 " {count} procedures", bind=self.bind, port=self.port,
+                 root=self.procedures.paths.root,
+                 count=len(self.procedures.names()))
+        service.MultiService.startService(self)
+
+    def stopService(self):
+        d = defer.maybeDeferred(service.MultiService.stopService, self)
+        d.addBoth(lambda r: self.procedures.instances.close())
+        d.addBoth(self._stop_logging)
+        return d
+
+    def _stop_logging(self, result):
+        if self.log_observer is not None:
+            globalLogPublisher.removeObserver(self.log_observer)
+            self.log_observer.close()
+        return result
+
+
+def makeService(options, reactor=None):
+    if reactor is None:
+        from twisted.internet import reactor
+    procedures = make_procedures(
+        reactor, options["root"], os_search_path=options["os-search-path"],
+        file_storage_dirs=options["file-storage-dir"],
+        os_create_timeout=options["os-create-timeout"])
+    if options["extra-file-dir"]:
+        procedures.extra_file_dirs = (tuple(procedures.extra_file_dirs)
+                                      + tuple(options["extra-file-dir"]))
+    top = NodedService(procedures, options["bind"], options["port"],
+                       mlock=not options["no-mlock"],
+                       log_file=options["log-file"],
+                       console=options["console"])
+    if options["bootstrap"]:
+        membership = Membership(procedures.paths, procedures,
+                                options["certificate"],
+                                options["master-fingerprint"])
+        endpoint = endpoints.TCP4ServerEndpoint(
+            reactor, options["port"], interface=options["bind"])
+        factory = TLSMemoryBIOFactory(
+            membership, False,
+            make_site(reactor, procedures, membership.procedures_for))
+    else:
+        # a node that leaves the cluster stops its daemon (as Ganeti's)
+        procedures.on_leave = reactor.stop
+        endpoint = endpoints.SSL4ServerEndpoint(
+            reactor, options["port"],
+            crypto.server_context_factory(options["certificate"]),
+            interface=options["bind"])
+        factory = make_site(reactor, procedures)
+    https = internet.StreamServerEndpointService(endpoint, factory)
+    https.setName("https")
+    https.setServiceParent(top)
+    return top

@@ -1,0 +1,187 @@
+"""Block device procedures: create, assemble, grow, remove, status, and
+copying a disk between nodes in chunks through the master (instance move;
+chunks that are all zeros are not sent: disks are sparse)."""
+
+import base64
+import os
+
+from twisted.internet import threads
+from twisted.logger import Logger
+
+from ganeti import constants
+from ganeti import errors
+from ganeti import storage
+from ganeti.storage import filestorage
+from ganeti.server.noded.procedure import (
+    Arg, boolean, integer, list_of, mapping, number, optional, procedure,
+    string, text)
+
+log = Logger()
+
+
+#: the biggest chunk one read may ask for (bytes)
+CHUNK_MAX = 16 * 1024 * 1024
+
+
+class DiskProcedures(object):
+    """Disks of instances on this node."""
+
+    def _device(self, disk, field="disk"):
+        try:
+            return storage.block_device(disk, self.storage_ctx)
+        except errors.ParameterError as err:
+            raise errors.ParameterError(field, "argument '%s': %s"
+                                        % (field, err.args[-1]))
+
+    @procedure(Arg("disk", mapping), Arg("size", number(1)),
+               Arg("owner", optional(text), None),
+               Arg("on_primary", boolean, True),
+               Arg("info", optional(text), None))
+    async def blockdev_create(self, disk, size, owner, on_primary, info):
+        """Create a disk of ``size`` MiB; returns its path (null: diskless)."""
+        dev = self._device(disk)
+        path = await dev.create(storage.check_size("size", size))
+        log.info("Created {dev} ({size} MiB) for {owner}", dev=dev,
+                 size=size, owner=owner)
+        return path
+
+    @procedure(Arg("disk", mapping))
+    async def blockdev_remove(self, disk):
+        """Delete a disk and its data; a missing disk is no error."""
+        dev = self._device(disk)
+        await dev.remove()
+        log.info("Removed {dev}", dev=dev)
+        return True
+
+    @procedure(Arg("old_dir", string), Arg("new_dir", string))
+    def file_storage_dir_rename(self, old_dir, new_dir):
+        """Rename an instance's directory of file disks (instance rename).
+
+        Both must lie inside this node's file storage directories; the new
+        one must not exist.  A missing old directory is no error (the
+        instance has no file disks on this node).
+        """
+        allowed = self.storage_ctx.allowed_file_dirs()
+        old_real = filestorage.check_file_path(old_dir, allowed, "old_dir")
+        new_real = filestorage.check_file_path(new_dir, allowed, "new_dir")
+        if not os.path.exists(old_real):
+            return False
+        if not os.path.isdir(old_real):
+            raise errors.ParameterError(
+                "old_dir", "old_dir: %s is not a directory" % old_dir)
+        if os.path.lexists(new_real):
+            raise errors.ParameterError(
+                "new_dir", "new_dir: %s already exists" % new_dir)
+        os.rename(old_real, new_real)
+        log.info("Renamed file storage directory {old} to {new}",
+                 old=old_real, new=new_real)
+        return True
+
+    @procedure(Arg("disk", mapping), Arg("owner", optional(string), None),
+               Arg("on_primary", boolean, True),
+               Arg("idx", optional(integer(0)), None))
+    async def blockdev_assemble(self, disk, owner, on_primary, idx):
+        """Make a disk usable: ``{"path", "format", "mode"}``."""
+        dev = self._device(disk)
+        path = await dev.assemble()
+        return {"path": path, "format": dev.format,
+                "mode": disk.get("mode") or constants.DISK_RDWR}
+
+    @procedure(Arg("disk", mapping))
+    async def blockdev_shutdown(self, disk):
+        dev = self._device(disk)
+        await dev.shutdown()
+        return True
+
+    @procedure(Arg("disk", mapping), Arg("amount", number(1)),
+               Arg("dryrun", boolean, False))
+    async def blockdev_grow(self, disk, amount, dryrun):
+        """Grow a disk by ``amount`` MiB."""
+        dev = self._device(disk)
+        await dev.grow(storage.check_size("amount", amount), dryrun)
+        return True
+
+    @procedure(Arg("disks", list_of(mapping)))
+    async def blockdev_getdimensions(self, disks):
+        """Per disk ``{"size": bytes, "spindles"}``, or null if missing."""
+        result = []
+        for idx, disk in enumerate(disks):
+            dims = await self._device(disk, "disks[%d]" % idx).dimensions()
+            result.append(None if dims is None else
+                          {"size": dims[0], "spindles": dims[1]})
+        return result
+
+    @procedure(Arg("disks", list_of(mapping)))
+    async def blockdev_status(self, disks):
+        """Per disk: null if it does not exist here, else ``{"path",
+        "status": ok|degraded|missing, "degraded", "sync_percent",
+        "estimated_time", "ldisk", "details"}``."""
+        result = []
+        for idx, disk in enumerate(disks):
+            dev = self._device(disk, "disks[%d]" % idx)
+            result.append(await storage.device_status(dev))
+        return result
+
+    async def _data_path(self, disk):
+        dev = self._device(disk)
+        path = await dev.assemble()
+        if path is None:
+            raise errors.BlockDeviceError("disk %s has no data to copy"
+                                          % disk.get("iv_name"))
+        return path
+
+    @procedure(Arg("disk", mapping), Arg("offset", integer(0)),
+               Arg("length", integer(1)))
+    async def blockdev_read_chunk(self, disk, offset, length):
+        """``{"size", "data"}``: the data (base64) at ``offset``; ``data``
+        is null when the chunk is all zeros, ``""`` past the end."""
+        if length > CHUNK_MAX:
+            raise errors.ParameterError(
+                "length", "argument 'length' must be at most %d, not %d"
+                % (CHUNK_MAX, length))
+        path = await self._data_path(disk)
+        return await threads.deferToThread(_read_chunk, path, offset, length)
+
+    @procedure(Arg("disk", mapping), Arg("offset", integer(0)),
+               Arg("data", optional(string), None),
+               Arg("length", integer(0), 0))
+    async def blockdev_write_chunk(self, disk, offset, data, length):
+        """Write base64 ``data`` at ``offset``; null ``data`` means
+        ``length`` zero bytes (written only where the disk is not a new
+        sparse file, i.e. block devices)."""
+        path = await self._data_path(disk)
+        raw = base64.b64decode(data) if data else None
+        await threads.deferToThread(_write_chunk, path, offset, raw, length)
+        return True
+
+    @procedure(Arg("disk", mapping), Arg("size", integer(0)))
+    async def blockdev_truncate(self, disk, size):
+        """Make a file disk exactly ``size`` bytes (end of a copy)."""
+        path = await self._data_path(disk)
+        if os.path.isfile(path):
+            os.truncate(path, size)
+        return True
+
+
+def _read_chunk(path, offset, length):
+    with open(path, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        size = f.tell()
+        if offset >= size:
+            return {"size": size, "data": ""}
+        f.seek(offset)
+        data = f.read(length)
+    if not data.strip(b"\0"):
+        return {"size": size, "data": None, "length": len(data)}
+    return {"size": size, "data": base64.b64encode(data).decode("ascii"),
+            "length": len(data)}
+
+
+def _write_chunk(path, offset, data, length):
+    with open(path, "r+b") as f:
+        if data is None:
+            if os.path.isfile(path):
+                return      # a new file disk is sparse: zeros already
+            data = b"\0" * length
+        f.seek(offset)
+        f.write(data)

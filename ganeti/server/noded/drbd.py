@@ -1,0 +1,63 @@
+"""DRBD network and sync control for replace-disks."""
+
+
+
+from ganeti import constants
+from ganeti import errors
+from ganeti import storage
+from ganeti.server.noded.procedure import (
+    Arg, boolean, list_of, mapping, procedure)
+
+
+
+class DrbdProcedures(object):
+    """DRBD disks of this node (uses DiskProcedures._device)."""
+
+    def _drbd(self, disk, field="disk"):
+        dev = self._device(disk, field)
+        if dev.dev_type != constants.DT_DRBD8:
+            raise errors.ParameterError(
+                field, "argument '%s': disk %s is %s, not drbd"
+                % (field, disk.get("iv_name"), dev.dev_type))
+        return dev
+
+    @procedure(Arg("disks", list_of(mapping)))
+    async def drbd_disconnect_net(self, disks):
+        """Put the DRBD disks into standalone mode (no peer)."""
+        for idx, disk in enumerate(disks):
+            await self._drbd(disk, "disks[%d]" % idx).disconnect_net()
+        return True
+
+    @procedure(Arg("disks", list_of(mapping)),
+               Arg("multimaster", boolean, False))
+    async def drbd_attach_net(self, disks, multimaster):
+        """Connect the DRBD disks to the peers their config names."""
+        for idx, disk in enumerate(disks):
+            await self._drbd(disk, "disks[%d]" % idx).attach_net(multimaster)
+        return True
+
+    @procedure(Arg("disks", list_of(mapping)))
+    async def drbd_wait_sync(self, disks):
+        """``[all done, lowest sync percent or null]`` (one look, the master
+        polls)."""
+        done, lowest = True, None
+        for idx, disk in enumerate(disks):
+            st = await storage.device_status(
+                self._drbd(disk, "disks[%d]" % idx))
+            if st is None:
+                raise errors.BlockDeviceError("DRBD disk %s does not exist"
+                                              % disk.get("iv_name"))
+            pct = st.get("sync_percent")
+            if pct is not None:
+                done = False
+                lowest = pct if lowest is None else min(lowest, pct)
+        return [done, lowest]
+
+    @procedure(Arg("disk", mapping), Arg("new_children", list_of(mapping)),
+               Arg("old_children", list_of(mapping), []))
+    async def blockdev_replace_children(self, disk, new_children,
+                                        old_children):
+        """Detach a DRBD disk's local storage and attach ``new_children``
+        (data LV, metadata LV) instead; DRBD resyncs from the peer."""
+        await self._drbd(disk).replace_children(new_children)
+        return True

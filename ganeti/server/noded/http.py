@@ -1,0 +1,113 @@
+"""The node daemon's HTTP side: ``POST /<procedure>`` with a JSON body.
+
+The reply is JSON ``[true, result]`` on success, ``[false, message]``
+otherwise, with HTTP status 200 (success), 400 (bad arguments: the message
+names the argument), 404 (unknown procedure), 413 (body too big) or 500 (the
+operation failed).  Nothing a caller sends can stop the daemon: every error
+is logged and answered."""
+
+import json
+
+from klein import Klein
+from twisted.internet import defer
+from twisted.logger import Logger
+from twisted.web import server
+
+from ganeti import errors
+from ganeti.server.noded.procedure import error_message
+
+log = Logger()
+
+#: Biggest request body accepted (config.data uploads are the big ones).
+MAX_BODY = 256 * 1024 * 1024
+
+
+def _reply(request, code, success, payload):
+    try:
+        body = json.dumps([success, payload])
+    except (TypeError, ValueError) as err:
+        code, body = 500, json.dumps(
+            [False, "the result cannot be encoded as JSON: %s" % err])
+    request.setResponseCode(code)
+    request.setHeader(b"content-type", b"application/json")
+    return body.encode("utf-8")
+
+
+class NodedHttpApi(object):
+    """The Klein application: routes ``POST /<procedure>`` to procedures."""
+
+    app = Klein()
+
+    def __init__(self, reactor, procedures, max_body=MAX_BODY,
+                 procedures_for=None):
+        self._reactor = reactor
+        self._procedures = procedures
+        self._max_body = max_body
+        # request -> the procedures this caller may use (bootstrap mode)
+        self._procedures_for = procedures_for
+
+    def resource(self):
+        return self.app.resource()
+
+    @app.route("/", methods=["GET"])
+    def index(self, request):
+        """The procedure names (handy when exploring with curl)."""
+        return _reply(request, 200, True, self._procedures.names())
+
+    @app.route("/<string:procedure>", methods=["POST", "PUT"])
+    def call(self, request, procedure):
+        return defer.Deferred.fromCoroutine(self._call(request, procedure))
+
+    async def _call(self, request, name):
+        started = self._reactor.seconds()
+        peer = request.getClientAddress()
+        peer = getattr(peer, "host", str(peer))
+        procedures = (self._procedures if self._procedures_for is None
+                      else self._procedures_for(request))
+        if name not in procedures.table:
+            log.warn("RPC from {peer}: unknown procedure {name!r}", peer=peer,
+                     name=name)
+            return _reply(request, 404, False,
+                          "unknown procedure %r" % name)
+        length = request.getHeader(b"content-length")
+        if length is not None and length.isdigit() and \
+                int(length) > self._max_body:
+            return _reply(request, 413, False, "request body of %s bytes is"
+                          " bigger than the %d allowed" % (length,
+                                                           self._max_body))
+        raw = request.content.read() if request.content is not None else b""
+        try:
+            body = json.loads(raw.decode("utf-8")) if raw.strip() else []
+        except (ValueError, UnicodeDecodeError) as err:
+            return _reply(request, 400, False,
+                          "%s: the request body is not JSON: %s" % (name, err))
+        try:
+            result = await procedures.call(name, body)
+        except errors.ParameterError as err:
+            msg = error_message(err)
+            log.info("RPC {name} from {peer}: bad arguments: {msg}",
+                     name=name, peer=peer, msg=msg)
+            return _reply(request, 400, False, "%s: %s" % (name, msg))
+        except (errors.GenericError, OSError) as err:
+            msg = error_message(err)
+            log.warn("RPC {name} from {peer} failed: {msg}", name=name,
+                     peer=peer, msg=msg)
+            return _reply(request, 500, False, "%s: %s" % (name, msg))
+        except Exception as err:
+            log.failure("RPC {name} from {peer}: unexpected error",
+                        name=name, peer=peer)
+            return _reply(request, 500, False,
+                          "%s: internal error in the node daemon: %s: %s"
+                          " (details in its log)" % (name,
+                                                     type(err).__name__, err))
+        log.debug("RPC {name} from {peer} done in {secs:.3f}s", name=name,
+                  peer=peer, secs=self._reactor.seconds() - started)
+        return _reply(request, 200, True, result)
+
+
+def make_site(reactor, procedures, procedures_for=None):
+    site = server.Site(NodedHttpApi(reactor, procedures,
+                                    procedures_for=procedures_for).resource(),
+                       reactor=reactor)
+    site.displayTracebacks = False
+    return site

@@ -1,0 +1,185 @@
+"""Procedures about the node itself: version, resources (memory,
+storage space), hypervisor checks and the files ``gnt-cluster verify``
+compares with the configuration."""
+
+import json
+import os
+
+
+from ganeti import constants
+from ganeti import errors
+from ganeti import storage
+from ganeti.backend import files
+from ganeti.server.noded.procedure import (
+    Arg, anything, error_message, fail, list_of, mapping, procedure, string)
+
+
+
+def _read_boot_id():
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def _storage_unit(name, value):
+    """``[type, key, params]`` or ``{"type", "key", "params"}``."""
+    if isinstance(value, dict):
+        value = [value.get("type"), value.get("key"), value.get("params", [])]
+    if not isinstance(value, (list, tuple)) or len(value) not in (2, 3):
+        fail(name, "[storage type, key, params]", value)
+    st_type, key = value[0], value[1]
+    params = value[2] if len(value) == 3 else []
+    if st_type not in constants.STORAGE_TYPES:
+        fail(name + "[0]", "a storage type (%s)"
+              % ", ".join(sorted(constants.STORAGE_TYPES)), st_type)
+    return st_type, key, params or []
+
+
+class NodeProcedures(object):
+    """This node: version, resources, hypervisor checks, what verify
+    compares."""
+
+    @procedure()
+    def version(self):
+        """The RPC protocol version of this node daemon."""
+        return constants.PROTOCOL_VERSION
+
+    @procedure(Arg("storage_units", list_of(_storage_unit), []),
+               Arg("hv_specs", list_of(anything), []))
+    async def node_info(self, storage_units, hv_specs):
+        """Space of the given storage units, resources per hypervisor.
+
+        Returns ``{"boot_id", "storage": [{"type", "name", "storage_size",
+        "storage_free"[, "error"]}], "hypervisors": [NodeInfo fields +
+        "name"]}``.  A broken storage unit is reported in its entry (with
+        ``error``) instead of failing the whole call.
+        """
+        units = []
+        for st_type, key, params in storage_units:
+            try:
+                kind = storage.storage_unit_kind(st_type, self.storage_ctx)
+                units.append(await kind.space_info(key, params))
+            except (errors.GenericError, OSError) as err:
+                units.append({"type": st_type, "name": key,
+                              "storage_size": None, "storage_free": None,
+                              "error": error_message(err)})
+        hvs = await self.instances.node_info(hv_specs)
+        return {"boot_id": _read_boot_id(), "storage": units,
+                "hypervisors": hvs}
+
+    @procedure(Arg("hv", string), Arg("hvparams", mapping))
+    async def hypervisor_validate_params(self, hv, hvparams):
+        """Check hypervisor parameters on this node (files, binaries)."""
+        await self.instances.validate_params(hv, hvparams)
+        return True
+
+    @procedure(Arg("hvs", list_of(string)), Arg("hvparams", mapping, {}))
+    async def hypervisor_verify(self, hvs, hvparams):
+        """``{hv: [problems]}``: each hypervisor's own check of this node
+        (binary present and working, runtime directory); ``hvparams`` maps
+        a hypervisor to its filled cluster parameters."""
+        result = {}
+        for name, driver in zip(hvs, self.instances.hypervisors(hvs)):
+            result[name] = list(await driver.verify(hvparams.get(name) or {}))
+        return result
+
+    #: at most this many files are listed per storage directory
+    VERIFY_MAX_FILES = 10000
+
+    @procedure(Arg("storage_dirs", list_of(string), []),
+               Arg("vgs", list_of(string), []))
+    async def verify_node_files(self, storage_dirs, vgs):
+        """What ``gnt-cluster verify`` compares with the configuration:
+        ``{"config_serial": serial of this node's config.data or null,
+        "config_error": why it could not be read or null, "files": {dir:
+        [paths of the files below it]}, "lvs": {vg: ["vg/lv", ...]},
+        "errors": {dir or vg: message}}``.  Each directory must be one of
+        the node's file storage directories (a missing one lists nothing);
+        paths are given below the directory as named."""
+        result = {"config_serial": None, "config_error": None, "files": {},
+                  "lvs": {}, "errors": {}}
+        try:
+            with open(self.paths.config_file, "rb") as f:
+                data = json.loads(f.read().decode("utf-8"))
+            serial = data.get("serial_no") if isinstance(data, dict) \
+                else None
+            if isinstance(serial, int) and not isinstance(serial, bool):
+                result["config_serial"] = serial
+            else:
+                result["config_error"] = "no serial_no in %s" % (
+                    self.paths.config_file)
+        except FileNotFoundError:
+            pass
+        except (OSError, ValueError) as err:
+            result["config_error"] = error_message(err)
+        allowed = self.storage_ctx.allowed_file_dirs()
+        for directory in storage_dirs:
+            if not os.path.isabs(directory) or \
+                    os.path.realpath(directory) not in allowed:
+                result["errors"][directory] = (
+                    "%s is not a file storage directory of this node"
+                    % directory)
+                continue
+            found = []
+            for top, _, names in os.walk(directory):
+                found.extend(os.path.join(top, n) for n in sorted(names))
+                if len(found) >= self.VERIFY_MAX_FILES:
+                    break
+            result["files"][directory] = sorted(found)[:self.VERIFY_MAX_FILES]
+        if vgs:
+            from ganeti.storage import lvm
+            command = lvm._LvmCommands(self.storage_ctx)
+        for vg in vgs:
+            try:
+                lvm.check_lvm_name("vgs", vg)
+                answer = await command.run(
+                    "lvs", "--reportformat", "json", "-o", "lv_name,vg_name",
+                    vg)
+                result["lvs"][vg] = sorted(
+                    "%s/%s" % (row.get("vg_name"), row.get("lv_name"))
+                    for row in lvm.parse_report(answer.stdout, "lv"))
+            except (errors.GenericError, OSError) as err:
+                result["errors"][vg] = error_message(err)
+        return result
+
+
+def node_file_storage_dirs(paths, extra=()):
+    """A callable listing the node's allowed file storage directories.
+
+    Read at each call so ssconf updates apply at once: the standard dirs
+    under the root, ssconf_file_storage_dir / ssconf_shared_file_storage_dir
+    (as given, and under the root: in a virtual cluster config paths may be
+    either), Ganeti's ``etc/ganeti/file-storage-paths`` and ``extra``.
+    """
+    def dirs():
+        root = paths.root
+        result = [os.path.join(root, "srv/ganeti/file-storage"),
+                  os.path.join(root, "srv/ganeti/shared-file-storage")]
+        result.extend(extra)
+        configured = []
+        for key in ("file_storage_dir", "shared_file_storage_dir"):
+            value = files.read_ssconf_value(paths, key)
+            if value:
+                configured.append(value)
+        try:
+            with open(os.path.join(root, "etc/ganeti/file-storage-paths")) \
+                    as f:
+                configured.extend(line.strip() for line in f
+                                  if line.strip() and
+                                  not line.startswith("#"))
+        except OSError:
+            pass
+        for value in configured:
+            if not os.path.isabs(value) or value == "/":
+                continue
+            result.append(value)
+            if root != "/" and os.path.commonpath([value, root]) != root:
+                result.append(os.path.join(root, value.lstrip("/")))
+        seen = []
+        for d in result:
+            if d not in seen:
+                seen.append(d)
+        return seen
+    return dirs

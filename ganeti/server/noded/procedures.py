@@ -1,0 +1,36 @@
+"""Every procedure of the node daemon, bound to one node.
+
+The procedures are grouped by what they act on, one module each:
+:mod:`~ganeti.server.noded.node` (this node), :mod:`~.instances`,
+:mod:`~.disks`, :mod:`~.os_scripts`, :mod:`~.migration`, :mod:`~.drbd`,
+:mod:`~.storage_units` and :mod:`~.membership`.  The work itself is in
+``ganeti.backend`` and ``ganeti.storage``.
+"""
+
+from ganeti.server.noded.disks import DiskProcedures
+from ganeti.server.noded.drbd import DrbdProcedures
+from ganeti.server.noded.instances import InstanceProcedures
+from ganeti.server.noded.membership import MembershipProcedures
+from ganeti.server.noded.migration import MigrationProcedures
+from ganeti.server.noded.node import NodeProcedures as _ThisNode
+from ganeti.server.noded.os_scripts import OsProcedures
+from ganeti.server.noded.procedure import ProcedureTable
+from ganeti.server.noded.storage_units import StorageUnitProcedures
+
+__all__ = ["NodeProcedures"]
+
+
+class NodeProcedures(_ThisNode, InstanceProcedures, DiskProcedures,
+                     OsProcedures, MigrationProcedures, DrbdProcedures,
+                     StorageUnitProcedures, MembershipProcedures,
+                     ProcedureTable):
+    """The procedures of one node: ``table`` maps each name to its
+    argument spec and bound method; :meth:`call` runs one."""
+
+    def __init__(self, reactor, paths, storage_ctx, instances, os_backend):
+        self.reactor = reactor
+        self.paths = paths
+        self.storage_ctx = storage_ctx
+        self.instances = instances
+        self.os = os_backend
+        ProcedureTable.__init__(self)

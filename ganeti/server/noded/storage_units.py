@@ -1,0 +1,58 @@
+"""Storage unit procedures: list, modify (e.g. a PV's allocatable flag)
+and execute (e.g. ``fix-consistency`` of a VG)."""
+
+
+
+from ganeti import errors
+from ganeti import storage
+from ganeti.server.noded.procedure import (
+    Arg, anything, list_of, mapping, optional, procedure, string)
+
+
+
+class StorageUnitProcedures(object):
+    """The node's storage units (file, lvm-vg, lvm-pv, ...)."""
+
+    @procedure(Arg("su_name", string), Arg("su_args", list_of(anything), []),
+               Arg("name", optional(string), None),
+               Arg("fields", list_of(string),
+                   [storage.SF_NAME, storage.SF_SIZE, storage.SF_USED,
+                    storage.SF_FREE, storage.SF_ALLOCATABLE]))
+    async def storage_list(self, su_name, su_args, name, fields):
+        """Rows (lists, in ``fields`` order) for the storage units of type
+        ``su_name`` (file, sharedfile, lvm-vg, lvm-pv), or only ``name``."""
+        for field in fields:
+            if field not in storage.STORAGE_FIELDS:
+                raise errors.ParameterError(
+                    "fields", "unknown storage field %r (known: %s)"
+                    % (field, ", ".join(storage.STORAGE_FIELDS)))
+        try:
+            kind = storage.storage_unit_kind(su_name, self.storage_ctx)
+        except errors.ParameterError as err:
+            raise errors.ParameterError("su_name", "argument 'su_name': %s"
+                                        % err.args[-1])
+        units = await kind.list_units(name)
+        return [[u.field(f) for f in fields] for u in units]
+
+    @procedure(Arg("su_name", string), Arg("su_args", list_of(anything), []),
+               Arg("name", string), Arg("changes", mapping))
+    async def storage_modify(self, su_name, su_args, name, changes):
+        """Change fields of one storage unit (lvm-pv: allocatable)."""
+        kind = self._kind(su_name)
+        await kind.modify_unit(name, changes)
+        return True
+
+    @procedure(Arg("su_name", string), Arg("su_args", list_of(anything), []),
+               Arg("name", string), Arg("op", string))
+    async def storage_execute(self, su_name, su_args, name, op):
+        """Run a storage operation (``fix-consistency``) on one unit; the
+        messages of what was done."""
+        kind = self._kind(su_name)
+        return await kind.execute(name, op)
+
+    def _kind(self, su_name):
+        try:
+            return storage.storage_unit_kind(su_name, self.storage_ctx)
+        except errors.ParameterError as err:
+            raise errors.ParameterError("su_name", "argument 'su_name': %s"
+                                        % err.args[-1])
