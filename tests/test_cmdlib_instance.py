@@ -645,6 +645,7 @@ class LifeCycleTests(InstanceTestCase):
                         procs.index("instance_start"))
 
     def test_user_shutdown_refused_when_running(self):
+        self.cfg.set_cluster_params(enabled_user_shutdown=True)
         err = self.fails(self.op("OP_INSTANCE_SHUTDOWN",
                                  admin_state_source="user"))
         self.assertIn("was not shutdown by the user", str(err))
@@ -653,6 +654,7 @@ class LifeCycleTests(InstanceTestCase):
         self.assertEqual(self.rpc.procedures(), ["instance_info"])
 
     def test_user_shutdown_recorded_and_cleaned_up(self):
+        self.cfg.set_cluster_params(enabled_user_shutdown=True)
         self.rpc.domains[(NODE1, "inst1.example.com")] = "shutdown"
         self.ok(self.op("OP_INSTANCE_SHUTDOWN", admin_state_source="user"))
         inst = self.inst()

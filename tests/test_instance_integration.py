@@ -77,6 +77,8 @@ class InstanceLifeCycleTests(DaemonsTestCase):
             self.assertEqual(self.query()["run_state"], "up", rtype)
 
         # a user shutdown cannot be recorded while the guest runs
+        self.run_job({"OP_ID": "OP_CLUSTER_SET_PARAMS",
+                      "enabled_user_shutdown": True})
         _, log = self.run_job({"OP_ID": "OP_INSTANCE_SHUTDOWN",
                                "instance_name": INSTANCE,
                                "admin_state_source": "user"},
@@ -86,7 +88,8 @@ class InstanceLifeCycleTests(DaemonsTestCase):
         # the watcher's opcode records it and cleans up (seed 004)
         rt = state.RuntimeDir(self.vc.master.root, "fake")
         os.kill(state.read_pid_file(rt.pid_path(INSTANCE)), signal.SIGUSR1)
-        wait_for("user shutdown", lambda: self.query()["run_state"] == "down")
+        wait_for("user shutdown",
+                 lambda: self.query()["run_state"] == "user down")
         self.run_job({"OP_ID": "OP_INSTANCE_SHUTDOWN",
                       "instance_name": INSTANCE,
                       "admin_state_source": "user"})

@@ -11,6 +11,7 @@ from ganeti import constants
 from ganeti import errors
 from ganeti import locking
 from ganeti import query
+from ganeti import user_shutdown
 from ganeti.config import ConfigStore
 from ganeti.objects import (Cluster, Disk, Instance, NIC, Network, Node,
                             NodeGroup)
@@ -689,9 +690,9 @@ class StatusTests(unittest.TestCase):
                           default_hypervisor="kvm")
         inst = Instance(name="i", primary_node="p", hypervisor="kvm",
                         admin_state="up")
-        self.assertFalse(qlive.user_shutdown_allowed(cluster, inst))
+        self.assertFalse(user_shutdown.allowed(cluster, inst))
         inst.hvparams = {"user_shutdown": True}
-        self.assertTrue(qlive.user_shutdown_allowed(cluster, inst))
+        self.assertTrue(user_shutdown.allowed(cluster, inst))
         self.assertEqual(qlive.instance_status(
             cluster, inst, qlive.WHERE_PRIMARY, {"state": "shutdown"}),
             constants.INSTST_USERDOWN)

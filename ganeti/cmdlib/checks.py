@@ -6,7 +6,6 @@ units.
 from ganeti import constants
 from ganeti import errors
 from ganeti import hypervisor
-from ganeti import objects
 from ganeti.cmdlib import node_calls
 
 
@@ -59,20 +58,6 @@ def check_not_forthcoming(instance, what):
 
 def is_live(info):
     return bool(info) and info.get("state") in hypervisor.LIVE_STATES
-
-
-def user_shutdown_allowed(cluster, instance):
-    """Whether a guest poweroff counts as a user shutdown for this instance."""
-    if instance.hypervisor != constants.HT_KVM:
-        return True
-    hvp = objects.fill_hvparams(cluster, instance)
-    return bool(hvp.get(constants.HV_KVM_USER_SHUTDOWN))
-
-
-def is_user_down(cluster, instance, info):
-    """The node reports the domain kept in the hypervisor's shutdown state."""
-    return (bool(info) and info.get("state") == hypervisor.SHUTDOWN
-            and user_shutdown_allowed(cluster, instance))
 
 
 async def check_not_running(lu, instance, msg):

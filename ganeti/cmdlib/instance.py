@@ -18,6 +18,7 @@ from ganeti import errors
 from ganeti import hypervisor
 from ganeti import locking
 from ganeti import objects
+from ganeti import user_shutdown
 from ganeti.cmdlib import checks
 from ganeti.cmdlib import instance_disks
 from ganeti.cmdlib import locks
@@ -149,6 +150,15 @@ class LUInstanceStartup(InstanceLU):
         return None
 
 
+def _no_user_shutdown(cluster, instance):
+    """Why a guest poweroff of ``instance`` is not a user shutdown."""
+    if not cluster.enabled_user_shutdown:
+        return ("user shutdown is disabled on the cluster (gnt-cluster"
+                " modify --user-shutdown yes)")
+    return ("its hypervisor parameter user_shutdown is off (gnt-instance"
+            " modify -H user_shutdown=true)")
+
+
 class LUInstanceShutdown(InstanceLU):
     """Stop an instance; with admin_state_source "user", record a shutdown
     the guest's user did (PROTOCOLS 7.4, seed 004)."""
@@ -177,6 +187,12 @@ class LUInstanceShutdown(InstanceLU):
             checks.check_node_online(self.cfg, inst.primary_node,
                                      "cannot shut down instance %s"
                                      % inst.name)
+        if self.source == constants.USER_SOURCE and \
+                not user_shutdown.allowed(self.cfg.cluster, inst):
+            raise errors.OpPrereqError(
+                "admin_state_source: instance '%s' cannot be marked as shut"
+                " down by its user: %s" % (inst.name, _no_user_shutdown(
+                    self.cfg.cluster, inst)), errors.ECODE_STATE)
         if self.source == constants.USER_SOURCE and self.primary_offline:
             raise errors.OpPrereqError(
                 "Instance '%s': a user shutdown cannot be checked on its"
@@ -189,7 +205,7 @@ class LUInstanceShutdown(InstanceLU):
         user = self.source == constants.USER_SOURCE
         if user:
             info = await node_calls.live_info(self, inst)
-            if not checks.is_user_down(cfg.cluster, inst, info):
+            if not user_shutdown.is_user_down(cfg.cluster, inst, info):
                 state = info.get("state") if info else "not present"
                 raise errors.OpPrereqError(
                     "Instance '%s' was not shutdown by the user (the node"
@@ -496,9 +512,9 @@ def run_state(cluster, instance, info):
     """Ganeti's run_state of OP_INSTANCE_QUERY_DATA for a live answer."""
     state = (info or {}).get("state")
     if state == hypervisor.SHUTDOWN:
-        allowed = cluster.enabled_user_shutdown and \
-            checks.user_shutdown_allowed(cluster, instance)
-        return "user down" if allowed else "down"
+        if user_shutdown.allowed(cluster, instance):
+            return "user down"
+        return "down"
     if state in (hypervisor.RUNNING, hypervisor.PAUSED):
         return "up"
     # Not live (unknown to the node, or crashed): what the admin wanted

@@ -34,7 +34,7 @@ from ganeti import hypervisor
 from ganeti import locking
 from ganeti import objects
 from ganeti import opcodes
-from ganeti.cmdlib import checks
+from ganeti import user_shutdown
 from ganeti.cmdlib import instance_disks
 from ganeti.cmdlib import node_calls
 from ganeti.cmdlib.base import LogicalUnit
@@ -469,9 +469,7 @@ class LUClusterVerifyGroup(LogicalUnit):
                 state = (info or {}).get("state")
                 if state in hypervisor.LIVE_STATES:
                     pass
-                elif state == hypervisor.SHUTDOWN and \
-                        cluster.enabled_user_shutdown and \
-                        checks.user_shutdown_allowed(cluster, inst):
+                elif user_shutdown.is_user_down(cluster, inst, info):
                     # USER_down: the watcher records it, no error
                     rep.error(CV_EINSTANCEDOWN, inst.name,
                               "instance was shut down by its user on node %s"

@@ -14,7 +14,7 @@ from twisted.python import failure
 from zope.interface import Interface
 
 from ganeti import constants
-from ganeti import objects
+from ganeti import user_shutdown
 
 log = Logger()
 
@@ -150,18 +150,6 @@ def locate_instance(inst, node_offline, unreachable, runtime):
     return WHERE_DEAD, None
 
 
-def user_shutdown_allowed(cluster, inst, hvparams=None):
-    """Whether a guest's own poweroff may count as USER_down."""
-    if not cluster.enabled_user_shutdown:
-        return False
-    hypervisor = inst.hypervisor or cluster.default_hypervisor
-    if hypervisor != constants.HT_KVM:
-        return True
-    if hvparams is None:
-        hvparams = objects.fill_hvparams(cluster, inst)
-    return bool(hvparams.get(constants.HV_KVM_USER_SHUTDOWN))
-
-
 def dead_status(cluster, inst):
     """Status of an instance no hypervisor runs (PROTOCOLS 7.4)."""
     state = inst.admin_state
@@ -187,7 +175,7 @@ def instance_status(cluster, inst, where, info, hvparams=None):
     if where == WHERE_PRIMARY:
         state = info.get("state")
         if state == HV_SHUTDOWN:
-            if admin_up and user_shutdown_allowed(cluster, inst, hvparams):
+            if admin_up and user_shutdown.allowed(cluster, inst, hvparams):
                 return constants.INSTST_USERDOWN
             if admin_up:
                 return constants.INSTST_ERRORDOWN
