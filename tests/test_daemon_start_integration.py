@@ -18,29 +18,12 @@ from ganeti import luxi
 from ganeti.server.rapi import rapi_pem_path
 
 from tests.daemons import (FINAL, VirtualClusterTestCase, command_env,
-                           wait_for)
+                           snapshot, wait_for)
 
 #: seconds a daemon that cannot start may take to exit
 EXIT_TIMEOUT = 60
 #: the long job: running while the second master starts and exits
 DELAY = 8.0
-
-
-def snapshot(directory):
-    """``{relative path: (bytes, mtime_ns)}`` of the regular files below
-    ``directory`` (sockets and the like by their mtime only)."""
-    files = {}
-    for base, _, names in os.walk(directory):
-        for name in names:
-            path = os.path.join(base, name)
-            st = os.lstat(path)
-            content = None
-            if os.path.isfile(path) and not os.path.islink(path):
-                with open(path, "rb") as f:
-                    content = f.read()
-            files[os.path.relpath(path, directory)] = (content,
-                                                       st.st_mtime_ns)
-    return files
 
 
 class DaemonStartTestCase(VirtualClusterTestCase):

@@ -11,6 +11,7 @@ from ganeti import errors
 from ganeti import jqueue
 from ganeti.jqueue.store import JobStore
 
+from tests.daemons import snapshot
 
 OP = {"OP_ID": "OP_TEST_DELAY", "duration": 0}
 
@@ -27,6 +28,7 @@ class Executor(object):
         self.running.append(d)
         return d
 
+
 # Holds the lock like another master would, until killed.
 HOLDER = """
 import fcntl, os, sys
@@ -35,18 +37,6 @@ fcntl.flock(fd, fcntl.LOCK_EX)
 print("locked", flush=True)
 sys.stdin.read()
 """
-
-
-def snapshot(directory):
-    """{relative path: (bytes, mtime_ns)} of every file below directory."""
-    files = {}
-    for base, _, names in os.walk(directory):
-        for name in names:
-            path = os.path.join(base, name)
-            with open(path, "rb") as f:
-                files[os.path.relpath(path, directory)] = (
-                    f.read(), os.stat(path).st_mtime_ns)
-    return files
 
 
 class JobStoreLockTests(unittest.TestCase):
