@@ -10,6 +10,7 @@ import json
 import os
 import socket
 import subprocess
+import sys
 import time
 
 from ganeti import constants
@@ -23,20 +24,27 @@ from tests.daemons import (FINAL, VirtualClusterTestCase, command_env,
 #: seconds a daemon that cannot start may take to exit
 EXIT_TIMEOUT = 60
 #: the long job: running while the second master starts and exits
-DELAY = 8.0
+DELAY = 12.0
 
 
 class DaemonStartTestCase(VirtualClusterTestCase):
 
     BASE_PREFIX = "gnt-s-"
 
-    def run_daemon(self, plugin, *args):
-        """Run ``plugin`` on the master node until it exits; (exit code,
+    def run_daemon(self, plugin, *args, twistd=False):
+        """Run ``plugin`` on the master node until it exits, with ``twist``
+        (as the cluster's commands do) or ``twistd -n``; (exit code,
         output, seconds it took)."""
         node = self.vc.master
+        argv = self.vc.twistd_command(plugin, node, *args)
+        if twistd:
+            # twistd starts the services in privilegedStartService first
+            argv = [sys.executable, "-c", "import sys; from twisted.scripts"
+                    ".twistd import run; sys.argv[0] = 'twistd'; run()",
+                    "--nodaemon", "--pidfile=", "--logfile=-"] + argv[
+                        argv.index(plugin):]
         start = time.monotonic()
-        proc = subprocess.run(self.vc.twistd_command(plugin, node, *args),
-                              env=command_env(node.root), cwd="/",
+        proc = subprocess.run(argv, env=command_env(node.root), cwd="/",
                               stdin=subprocess.DEVNULL,
                               stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT,
@@ -65,19 +73,21 @@ class SecondMasterTests(DaemonStartTestCase):
         before = snapshot(node.paths.data_dir)
         self.assertIn("queue/job-%d" % job, before)
 
-        code, output, took = self.run_daemon("ganeti-masterd")
-
-        after = snapshot(node.paths.data_dir)
-        self.assertNotEqual(code, 0, output)
-        self.assertLess(took, 30, output)
-        self.assertIn("is in use by another process (pid %d holds the lock"
-                      " file %s)" % (first.pid, lock_file), output)
-        self.assertIn("only one master daemon may use a job queue", output)
-        # nothing written, the running job not failed: the second master
-        # stopped before reading the queue
-        self.assertEqual(sorted(after), sorted(before))
-        for name in before:
-            self.assertEqual(after[name], before[name], name)
+        for twistd in (False, True):
+            code, output, took = self.run_daemon("ganeti-masterd",
+                                                 twistd=twistd)
+            after = snapshot(node.paths.data_dir)
+            self.assertNotEqual(code, 0, output)
+            self.assertLess(took, 30, output)
+            self.assertIn("is in use by another process (pid %d holds the"
+                          " lock file %s)" % (first.pid, lock_file), output)
+            self.assertIn("only one master daemon may use a job queue",
+                          output)
+            # nothing written, the running job not failed: the second
+            # master stopped before reading the queue
+            self.assertEqual(sorted(after), sorted(before))
+            for name in before:
+                self.assertEqual(after[name], before[name], name)
         self.assertEqual(status(), "running",
                          "the job ended before the check: raise DELAY")
         self.alive(first)
@@ -119,9 +129,10 @@ class BindFailureTests(DaemonStartTestCase):
         crypto.generate_cluster_certificate(rapi_pem_path(node.paths),
                                             self.vc.cluster_name)
         self.occupy_tcp(node.ip, 5080)
-        for extra in ([], ["--no-ssl"]):
+        for extra, twistd in (([], False), (["--no-ssl"], False),
+                              ([], True)):
             code, output, _ = self.run_daemon("ganeti-rapi", "--port",
-                                              "5080", *extra)
+                                              "5080", *extra, twistd=twistd)
             self.assertNotEqual(code, 0, output)
             self.assertIn("Couldn't listen on %s:5080" % node.ip, output)
             self.assertIn("Address already in use", output)
