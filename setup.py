@@ -3,7 +3,12 @@ import os
 from setuptools import setup, find_packages
 
 # The twistd plugins live in the namespace package twisted.plugins (no
-# __init__.py, so Twisted's own plugins stay visible).
+# __init__.py, so Twisted's own plugins stay visible).  Twisted finds them
+# in <each sys.path entry>/twisted/plugins; an editable install must
+# therefore put this directory on sys.path.  package_dir={"": "."} makes
+# setuptools (>= 64) do that with a path entry in a .pth file: with an
+# empty package_dir it installs an import hook instead, which Twisted's
+# plugin search never sees.
 HERE = os.path.dirname(os.path.abspath(__file__))
 PLUGIN_PACKAGES = (["twisted.plugins"]
                    if os.path.exists(os.path.join(HERE, "twisted", "plugins",
@@ -19,6 +24,7 @@ setup(
     packages=find_packages(include=["ganeti", "ganeti.*"],
                            exclude=["ganeti.dev", "ganeti.dev.*"])
     + PLUGIN_PACKAGES,
+    package_dir={"": "."},
     python_requires=">=3.9",
     install_requires=[
         "twisted[tls]>=23.8",

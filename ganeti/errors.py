@@ -139,6 +139,10 @@ class JobQueueFull(JobQueueError):
     """The job queue has too many jobs."""
 
 
+class JobQueueLocked(JobQueueError):
+    """Another process (another master daemon) holds the job queue."""
+
+
 class ConfdMagicError(GenericError):
     """A confd datagram does not start with the expected magic."""
 

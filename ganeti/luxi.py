@@ -742,13 +742,19 @@ def _remove_dead_socket(path):
         probe.close()
 
 
-def listen(reactor, path, handler, **factory_args):
-    """Listen on ``path`` for ``handler``; Deferred of the IListeningPort
-    (its ``factory`` attribute is the LuxiServerFactory)."""
+def prepare_socket_path(path):
+    """Create the socket's directory and remove a socket left there by a
+    crashed process, so that ``path`` can be bound."""
     directory = os.path.dirname(path)
     if directory:
         os.makedirs(directory, mode=0o750, exist_ok=True)
     _remove_dead_socket(path)
+
+
+def listen(reactor, path, handler, **factory_args):
+    """Listen on ``path`` for ``handler``; Deferred of the IListeningPort
+    (its ``factory`` attribute is the LuxiServerFactory)."""
+    prepare_socket_path(path)
     factory = LuxiServerFactory(handler, **factory_args)
     return server_endpoint(reactor, path).listen(factory)
 

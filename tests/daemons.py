@@ -27,7 +27,8 @@ from ganeti.dev.vcluster import VirtualCluster, port_open
 from tests.test_noded import kill_fake_instances
 
 __all__ = ["PROJECT", "ETC_OS", "FINAL", "wait_for", "port_open",
-           "random_ips", "short_tmpdir", "command_env", "noded_version",
+           "random_ips", "short_tmpdir", "snapshot", "command_env",
+           "noded_version",
            "GntCommandsMixin", "VirtualClusterTestCase",
            "RunningClusterTestCase"]
 
@@ -57,6 +58,23 @@ def short_tmpdir(test, prefix):
     base = tempfile.mkdtemp(prefix=prefix, dir="/tmp")
     test.addCleanup(shutil.rmtree, base, True)
     return base
+
+
+def snapshot(directory):
+    """``{relative path: (bytes, mtime_ns)}`` of the files below
+    ``directory``, to show that something wrote nothing there (sockets and
+    the like by their mtime only)."""
+    files = {}
+    for base, _, names in os.walk(directory):
+        for name in names:
+            path = os.path.join(base, name)
+            content = None
+            if os.path.isfile(path) and not os.path.islink(path):
+                with open(path, "rb") as f:
+                    content = f.read()
+            files[os.path.relpath(path, directory)] = (
+                content, os.lstat(path).st_mtime_ns)
+    return files
 
 
 def command_env(root):

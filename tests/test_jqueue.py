@@ -75,6 +75,7 @@ class QueueTestCase(unittest.TestCase):
         self.clock = task.Clock()
         self.clock.advance(T0)
         self.executor = FakeExecutor()
+        self.queues = []
         self.queue = self.make_queue()
         self.report = self.queue.load()
 
@@ -83,8 +84,15 @@ class QueueTestCase(unittest.TestCase):
         self.assertEqual(self.clock.getDelayedCalls(), [])
 
     def make_queue(self, executor=None, clock=None, **kwargs):
-        return jqueue.JobQueue(self.dir, executor or self.executor,
-                               clock=clock or self.clock, **kwargs)
+        # Another queue on the directory stands for a restarted master: the
+        # old process is gone, and the queue's lock with it.
+        for old in self.queues:
+            old._store.unlock()
+        queue = jqueue.JobQueue(self.dir, executor or self.executor,
+                                clock=clock or self.clock, **kwargs)
+        self.queues.append(queue)
+        self.addCleanup(queue._store.unlock)
+        return queue
 
     def submit(self, *ops, **kwargs):
         queue = kwargs.pop("queue", self.queue)
@@ -159,7 +167,7 @@ class SubmitTests(QueueTestCase):
             queue.submit_job([op(), op(bad=True)]), errors.OpPrereqError)
         self.assertIn("'bad'", failure.value.args[0])
         self.assertEqual(sorted(os.listdir(self.dir)),
-                         ["archive", "version"])
+                         ["archive", "lock", "version"])
         self.turn()
         self.assertEqual(self.executor.calls, [])
 
@@ -179,7 +187,7 @@ class SubmitTests(QueueTestCase):
             self.failureResultOf(self.queue.submit_job(ops),
                                  errors.OpPrereqError)
         self.assertEqual(sorted(os.listdir(self.dir)),
-                         ["archive", "version"])
+                         ["archive", "lock", "version"])
         self.turn()
 
     def test_priority_error_names_field(self):
@@ -953,6 +961,7 @@ class ArchiveTests(QueueTestCase):
             f.write("12344\n")
         queue = jqueue.JobQueue(queue_dir, FakeExecutor(auto=True),
                                 clock=self.clock)
+        self.addCleanup(queue._store.unlock)
         queue.load()
         job_id = self.successResultOf(queue.submit_job([op()]))
         self.assertEqual(job_id, 12345)
@@ -1029,8 +1038,7 @@ class CrashRecoveryTests(QueueTestCase):
         old_clock = task.Clock()
         old_clock.advance(T0)
         old_exec = FakeExecutor()
-        old = jqueue.JobQueue(self.dir, old_exec, clock=old_clock,
-                              max_running=3)
+        old = self.make_queue(old_exec, clock=old_clock, max_running=3)
         old.load()
         ids = [self.successResultOf(old.submit_job([op(), op()]))
                for _ in range(5)]
@@ -1101,7 +1109,8 @@ class CrashRecoveryTests(QueueTestCase):
         self.turn()
         names = sorted(os.listdir(self.dir))
         self.assertEqual(names, ["archive", "job-1", "job-7.corrupt",
-                                 "job-8.corrupt", "serial", "version"])
+                                 "job-8.corrupt", "lock", "serial",
+                                 "version"])
         self.assertEqual(queue.query_jobs([7, 1], ["id"]), [None, [1]])
         # ids of corrupt jobs are not reused
         self.assertEqual(self.successResultOf(queue.submit_job([op()])), 9)

@@ -168,11 +168,12 @@ class JobQueue(object):
                  summary_fn=model.default_summary,
                  size_limit=QUEUE_SIZE_LIMIT,
                  cache_size=FINALIZED_CACHE_SIZE,
-                 log_flush_delay=LOG_FLUSH_DELAY):
+                 log_flush_delay=LOG_FLUSH_DELAY, store=None):
         if clock is None:
             from twisted.internet import reactor as clock
         self._clock = clock
-        self._store = JobStore(queue_dir)
+        # ``store``: a JobStore of queue_dir that may already hold the lock
+        self._store = store if store is not None else JobStore(queue_dir)
         self._executor = executor
         self.max_running = max_running
         self._validate = validate
@@ -213,9 +214,13 @@ class JobQueue(object):
         Jobs that were running (or being canceled) cannot be resumed: their
         unfinished opcodes become errors.  An unparseable job file is
         renamed ``job-<id>.corrupt`` and logged.
+
+        First of all the queue's lock is taken (JobQueueLocked if another
+        process holds it): then nothing was read or written.
         """
         if self._loaded:
             raise errors.ProgrammerError("JobQueue.load called twice")
+        self._store.lock()
         self._store.initialize()
         self._serial = self._serial_on_disk = self._store.read_serial()
         self._drained = self._store.read_drain_flag()
@@ -280,7 +285,8 @@ class JobQueue(object):
         """Stop starting jobs, write pending log entries, release waiters.
 
         Jobs still executing stay "running" on disk; the next ``load``
-        fails them, as after a crash.
+        fails them, as after a crash.  The queue's lock stays held until
+        the process ends: an opcode still finishing may write its job.
         """
         self._stopped = True
         if self._kick_call is not None and self._kick_call.active():

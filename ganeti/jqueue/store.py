@@ -2,6 +2,7 @@
 
 Layout (Ganeti's)::
 
+    queue/lock                     flock'ed by the one process using the queue
     queue/version                  "1\\n"
     queue/serial                   last job id handed out, "N\\n"
     queue/drain                    present = no new jobs accepted
@@ -10,8 +11,13 @@ Layout (Ganeti's)::
 
 Every write goes through ``utils.io.atomic_write`` (temp file, fsync, rename,
 fsync of the directory), so a reader or a crash sees the old or the new file.
+
+One process at a time uses a queue directory: :meth:`JobStore.lock` takes an
+exclusive ``flock`` on ``queue/lock`` (Ganeti's lock file) before anything
+is read, and the kernel drops it when the process ends, however it ends.
 """
 
+import fcntl
 import json
 import os
 import re
@@ -36,6 +42,35 @@ def encode_job(job):
     return json.dumps(job.to_dict(), separators=(",", ":")).encode("utf-8")
 
 
+def _lock_holder(fd):
+    """The pid holding the flock on ``fd``'s file, or None if unknown.
+
+    Linux's /proc/locks names it; the pid the holder wrote into the file
+    covers the cases where /proc/locks cannot (no /proc, a device number
+    that stat reports differently, a holder in another pid namespace).
+    """
+    st = os.fstat(fd)
+    wanted = "%02x:%02x:%d" % (os.major(st.st_dev), os.minor(st.st_dev),
+                               st.st_ino)
+    try:
+        with open("/proc/locks") as f:
+            for line in f:
+                # "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF";
+                # processes waiting for a lock have "->" after the number
+                fields = line.split()
+                if (len(fields) > 5 and fields[1] == "FLOCK"
+                        and fields[5] == wanted and fields[4].isdigit()
+                        and int(fields[4]) > 0):
+                    return int(fields[4])
+    except OSError:
+        pass
+    try:
+        pid = int(os.pread(fd, 32, 0).strip() or 0)
+    except (OSError, ValueError):
+        return None
+    return pid if pid > 0 else None
+
+
 class JobStore(object):
     """Reads and writes the files of one queue directory."""
 
@@ -45,6 +80,8 @@ class JobStore(object):
         self.serial_file = os.path.join(self.queue_dir, "serial")
         self.version_file = os.path.join(self.queue_dir, "version")
         self.drain_file = os.path.join(self.queue_dir, "drain")
+        self.lock_file = os.path.join(self.queue_dir, "lock")
+        self._lock_fd = None
 
     # -- paths
     def job_path(self, job_id):
@@ -54,6 +91,46 @@ class JobStore(object):
         return os.path.join(self.archive_dir,
                             str(job_id // JOBS_PER_ARCHIVE_DIR),
                             "job-%d" % job_id)
+
+    # -- one process per queue
+    @property
+    def locked(self):
+        """True while this store holds the queue's lock."""
+        return self._lock_fd is not None
+
+    def lock(self):
+        """Take the queue's lock, or raise JobQueueLocked naming the lock
+        file and, when it can be found, the holder's pid.
+
+        Idempotent.  Held until :meth:`unlock` or the end of the process;
+        the holder writes its pid into the file for the message above.
+        """
+        if self._lock_fd is not None:
+            return
+        os.makedirs(self.queue_dir, mode=0o750, exist_ok=True)
+        fd = os.open(self.lock_file, os.O_RDWR | os.O_CREAT, FILE_MODE)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _lock_holder(fd)
+            os.close(fd)
+            raise errors.JobQueueLocked(
+                "The job queue %s is in use by another process (%s holds"
+                " the lock file %s); only one master daemon may use a job"
+                " queue" % (self.queue_dir, "pid %d" % holder if holder
+                            else "a process", self.lock_file))
+        except BaseException:
+            os.close(fd)
+            raise
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, b"%d\n" % os.getpid(), 0)
+        self._lock_fd = fd
+
+    def unlock(self):
+        """Release the queue's lock (ending the process does as well)."""
+        fd, self._lock_fd = self._lock_fd, None
+        if fd is not None:
+            os.close(fd)
 
     # -- setup
     def initialize(self):

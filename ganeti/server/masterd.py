@@ -5,12 +5,19 @@ The master daemon serves luxi on ``<root>/var/run/ganeti/socket/ganeti-query``
 each opcode runs through the opcode processor, which takes locks and calls
 the logical units; logical units change config.data through the config store
 and do node-local work through node daemons over RPC.
+
+One master daemon per job queue: the queue's lock (``queue/lock``) is taken
+before anything else, and a second master exits at once, having changed
+nothing, with an error naming the lock file and the holder's pid.  A socket
+that cannot be bound stops the daemon likewise (non-zero exit, the error
+names the path).
 """
 
 import os
 
 from twisted.application import service
-from twisted.internet import defer
+from twisted.application.internet import StreamServerEndpointService
+from twisted.internet import defer, endpoints, error
 from twisted.logger import Logger
 from twisted.python import usage
 
@@ -29,6 +36,7 @@ from ganeti import replication
 from ganeti import rpc
 from ganeti import ssconf
 from ganeti.cmdlib.cluster import cluster_info
+from ganeti.jqueue.store import JobStore
 from ganeti.query.rpclive import RpcLiveData
 
 log = Logger()
@@ -171,19 +179,77 @@ def _as_dict(op):
     return op.to_dict() if isinstance(op, opcodes.OpCode) else op
 
 
-class MasterService(service.Service):
-    """Loads the cluster state, then serves luxi until stopped."""
+class _StartStep(service.Service):
+    """One step of the daemon's start, done once: in privilegedStartService
+    under twistd (which opens ports there, before any startService), else
+    in startService (``twist`` calls only that).  An exception stops the
+    daemon: twistd and twist exit non-zero with it."""
 
-    def __init__(self, root, reactor=None, max_running_jobs=None):
-        if reactor is None:
-            from twisted.internet import reactor
+    _done = False
+
+    def privilegedStartService(self):
+        service.Service.privilegedStartService(self)
+        self._start_once()
+
+    def startService(self):
+        service.Service.startService(self)
+        self._start_once()
+
+    def _start_once(self):
+        if not self._done:
+            self.start_step()
+            self._done = True
+
+    def start_step(self):
+        raise NotImplementedError
+
+
+class QueueLockService(_StartStep):
+    """One master per job queue: the queue's lock, taken first, so that a
+    second master stops before it has read or written anything.  Held
+    until the process ends (docs/jobs.rst)."""
+
+    name = "queue-lock"
+
+    def __init__(self, store):
+        self.store = store
+
+    def start_step(self):
+        self.store.lock()
+
+
+class ConfigService(_StartStep):
+    """config.data (saved at once if it was upgraded), the ssconf files
+    kept in step with it, replication to the other nodes, node RPC and the
+    lock manager: ``ctx``, the context logical units run in."""
+
+    name = "config"
+
+    def __init__(self, paths, reactor):
+        self.paths = paths
         self.reactor = reactor
-        self.paths = pathutils.Paths(root)
-        self.max_running_jobs = max_running_jobs
         self.cfg = None
-        self.queue = None
-        self.port = None
-        self.watcher_pause = None
+        self.ctx = None
+
+    def start_step(self):
+        self.paths.ensure_dirs()
+        cfg = config.ConfigStore.load(self.paths.config_file)
+        self.cfg = cfg
+        if cfg.upgraded:
+            log.info("configuration upgraded to version {v}",
+                     v=constants.CONFIG_VERSION)
+            cfg.save()
+        # Keep the master's ssconf files in step with every change.
+        cfg.write_listeners.append(self._write_ssconf)
+        self._write_ssconf(cfg)
+        glm = mcpu.make_lock_manager(cfg, self.reactor)
+        ctx = mcpu.MasterContext(cfg=cfg, glm=glm, clock=self.reactor,
+                                 rpc=self._rpc_client(), paths=self.paths)
+        # config.data to master candidates, ssconf to every node, after
+        # every write (docs/membership.rst)
+        ctx.replicator = replication.Replicator(cfg, ctx.rpc, self.reactor)
+        cfg.write_listeners.append(ctx.replicator.config_written)
+        self.ctx = ctx
 
     def _rpc_client(self):
         pem = crypto.server_pem_path(self.paths)
@@ -194,50 +260,113 @@ class MasterService(service.Service):
         return rpc.RpcClient(self.reactor, pem,
                              rpc.config_resolver(self.cfg))
 
-    def startService(self):
-        service.Service.startService(self)
-        self.paths.ensure_dirs()
-        self.cfg = config.ConfigStore.load(self.paths.config_file)
-        if self.cfg.upgraded:
-            log.info("configuration upgraded to version {v}",
-                     v=constants.CONFIG_VERSION)
-            self.cfg.save()
-        # Keep the master's ssconf files in step with every change.
-        # (Shipping them to the other nodes comes with replication.)
-        self.cfg.write_listeners.append(self._write_ssconf)
-        self._write_ssconf(self.cfg)
-        glm = mcpu.make_lock_manager(self.cfg, self.reactor)
-        ctx = mcpu.MasterContext(cfg=self.cfg, glm=glm, clock=self.reactor,
-                                 rpc=self._rpc_client(), paths=self.paths)
-        # config.data to master candidates, ssconf to every node, after
-        # every write (docs/membership.rst)
-        self.replicator = replication.Replicator(self.cfg, ctx.rpc,
-                                                 self.reactor)
-        self.cfg.write_listeners.append(self.replicator.config_written)
-        ctx.replicator = self.replicator
-        processor = self.processor = mcpu.Processor(ctx,
-                                                    cmdlib.LOGICAL_UNITS)
-        max_running = (self.max_running_jobs
-                       or self.cfg.cluster.max_running_jobs)
-        self.queue = jqueue.JobQueue(self.paths.queue_dir, processor,
-                                     clock=self.reactor,
-                                     max_running=max_running,
-                                     validate=_validate_op,
-                                     summary_fn=_summary)
-        ctx.queue = self.queue
-        self.ctx = ctx
-        report = self.queue.load()
-        log.info("job queue loaded: {report}", report=report)
-        d = luxi.listen(self.reactor, self.paths.master_socket,
-                        MasterLuxiHandler(self))
-        d.addCallback(self._listening)
-        return d
-
     def _write_ssconf(self, store):
         try:
             ssconf.write_ssconf(self.paths, store)
         except (OSError, errors.GenericError):
             log.failure("writing the ssconf files failed")
+
+
+class JobQueueService(_StartStep):
+    """The opcode processor and the job queue, loaded with what an unclean
+    stop left (docs/jobs.rst); shut down when the daemon stops."""
+
+    name = "jobs"
+
+    def __init__(self, store, config_service, reactor,
+                 max_running_jobs=None):
+        self.store = store
+        self.config = config_service
+        self.reactor = reactor
+        self.max_running_jobs = max_running_jobs
+        self.processor = None
+        self.queue = None
+
+    def start_step(self):
+        ctx = self.config.ctx
+        self.processor = mcpu.Processor(ctx, cmdlib.LOGICAL_UNITS)
+        max_running = (self.max_running_jobs
+                       or self.config.cfg.cluster.max_running_jobs)
+        self.queue = jqueue.JobQueue(self.store.queue_dir, self.processor,
+                                     clock=self.reactor,
+                                     max_running=max_running,
+                                     validate=_validate_op,
+                                     summary_fn=_summary, store=self.store)
+        ctx.queue = self.queue
+        report = self.queue.load()
+        log.info("job queue loaded: {report}", report=report)
+
+    def stopService(self):
+        service.Service.stopService(self)
+        if self.queue is not None:
+            return defer.maybeDeferred(self.queue.shutdown)
+
+
+class MasterSocketError(Exception):
+    """The master socket cannot be bound."""
+
+
+class LuxiService(StreamServerEndpointService):
+    """The master socket.  Like ``strports.service``, a failed listen is
+    raised from (privileged)startService, which stops the daemon, instead
+    of being logged only; stopping drops the connected clients too."""
+
+    name = "luxi"
+    _raiseSynchronously = True
+
+    def __init__(self, reactor, path, handler):
+        # No lock file of Twisted's next to the socket: the queue lock,
+        # taken before, already keeps a second master away, and a pid in a
+        # lock file left by a killed master could have been reused.
+        endpoint = endpoints.serverFromString(
+            reactor, "unix:%s:mode=660:lockfile=0"
+            % endpoints.quoteStringArgument(path))
+        StreamServerEndpointService.__init__(
+            self, endpoint, luxi.LuxiServerFactory(handler))
+        self.path = path
+
+    def privilegedStartService(self):
+        luxi.prepare_socket_path(self.path)
+        try:
+            StreamServerEndpointService.privilegedStartService(self)
+        except error.CannotListenError as err:
+            # Twisted's text ("any:b'<path>'") is not meant for UNIX paths
+            raise MasterSocketError("Cannot listen on the master socket %s:"
+                                    " %s" % (self.path, err.socketError))
+        log.info("master daemon serving luxi on {path}", path=self.path)
+
+    def stopService(self):
+        self.factory.disconnect_all()
+        return StreamServerEndpointService.stopService(self)
+
+
+class MasterService(service.MultiService):
+    """The master daemon: what its luxi handler sees.  The children (see
+    :func:`makeService`) start in order; they stop the other way round, each
+    once the one after it has stopped (no client left when the queue shuts
+    down)."""
+
+    def __init__(self, config_service, jobs):
+        service.MultiService.__init__(self)
+        self.config = config_service
+        self.jobs = jobs
+        self.watcher_pause = None
+
+    @property
+    def cfg(self):
+        return self.config.cfg
+
+    @property
+    def ctx(self):
+        return self.config.ctx
+
+    @property
+    def queue(self):
+        return self.jobs.queue
+
+    @property
+    def processor(self):
+        return self.jobs.processor
 
     def query_context(self):
         live = (RpcLiveData(self.cfg, self.ctx.rpc)
@@ -255,24 +384,35 @@ class MasterService(service.Service):
         return {"drain_flag": self.queue.drained,
                 "watcher_pause": self.watcher_pause}
 
-    def _listening(self, port):
-        self.port = port
-        log.info("master daemon serving luxi on {path}",
-                 path=self.paths.master_socket)
-
-    @defer.inlineCallbacks
     def stopService(self):
         service.Service.stopService(self)
-        if self.port is not None:
-            self.port.factory.disconnect_all()
-            yield self.port.stopListening()
-        if self.queue is not None:
-            yield defer.maybeDeferred(self.queue.shutdown)
+        return defer.Deferred.fromCoroutine(self._stop_children())
+
+    async def _stop_children(self):
+        for child in reversed(list(self)):
+            if not child.running:
+                continue
+            try:
+                await defer.maybeDeferred(child.stopService)
+            except Exception:
+                log.failure("stopping {name} failed", name=child.name)
 
 
-def makeService(options):
-    top = service.MultiService()
-    MasterService(options["root"],
-                  max_running_jobs=options["max-running-jobs"]
-                  ).setServiceParent(top)
+def makeService(options, reactor=None):
+    if reactor is None:
+        from twisted.internet import reactor
+    paths = pathutils.Paths(options["root"])
+    store = JobStore(paths.queue_dir)
+    config_service = ConfigService(paths, reactor)
+    jobs = JobQueueService(store, config_service, reactor,
+                           options["max-running-jobs"])
+    top = MasterService(config_service, jobs)
+    # Started in this order, stopped the other way round: a second master
+    # stops at the queue lock, before it has read or written anything;
+    # the queue is loaded before the socket opens.
+    QueueLockService(store).setServiceParent(top)
+    config_service.setServiceParent(top)
+    jobs.setServiceParent(top)
+    LuxiService(reactor, paths.master_socket,
+                MasterLuxiHandler(top)).setServiceParent(top)
     return top

@@ -9,16 +9,18 @@ changes.  Queries and jobs go to the master daemon over its luxi socket.
 
 import os
 
-from twisted.application import service
-from twisted.application.internet import StreamServerEndpointService
-from twisted.internet import endpoints, ssl
+from twisted.application import service, strports
+from twisted.internet import endpoints
 from twisted.logger import Logger
 from twisted.python import usage
 from twisted.web.server import Site
 
 from ganeti import constants
 from ganeti import pathutils
-from ganeti.server import options
+from ganeti.rapi import app as rapi_app
+from ganeti.rapi import auth
+from ganeti.rapi.master import LuxiPool
+from ganeti.server.options import check_listen
 
 log = Logger()
 
@@ -56,7 +58,7 @@ class Options(usage.Options):
 
     def postOptions(self):
         # Where it listens is checked in both modes (HTTPS and --no-ssl).
-        options.check_listen(self, lambda: constants.DEFAULT_RAPI_PORT)
+        check_listen(self, lambda: constants.DEFAULT_RAPI_PORT)
         paths = pathutils.Paths(self["root"])
         self["paths"] = paths
         if self["users-file"] is None:
@@ -74,69 +76,65 @@ class Options(usage.Options):
                     % self[what])
 
 
-def tls_options(cert_path, key_path):
-    """CertificateOptions from PEM files (one file may hold both)."""
-    with open(cert_path, "rb") as f:
-        data = f.read()
-    if key_path != cert_path:
-        with open(key_path, "rb") as f:
-            data = f.read() + b"\n" + data
-    return ssl.PrivateCertificate.loadPEM(data).options()
+def listen_description(options):
+    """The server endpoint string for ``--bind``/``--port``: TLS with the
+    certificate and key files, or plain TCP with ``--no-ssl``."""
+    quote = endpoints.quoteStringArgument
+    where = "port=%d:interface=%s" % (options["port"], quote(options["bind"]))
+    if options["no-ssl"]:
+        return "tcp:" + where
+    return "ssl:%s:privateKey=%s:certKey=%s" % (
+        where, quote(options["ssl-key"]), quote(options["ssl-cert"]))
 
 
 class RapiService(service.MultiService):
-    """Builds the app when started (nothing listens at import time)."""
+    """The remote API daemon; stopping closes its luxi connections to the
+    master once the port is closed."""
 
-    def __init__(self, options, reactor=None):
+    def __init__(self, app, pools, url, users_file, master_socket):
         service.MultiService.__init__(self)
-        if reactor is None:
-            from twisted.internet import reactor
-        self.reactor = reactor
-        self.options = options
-        self.master = None
-        self.app = None
+        self.app = app
+        self.pools = pools
+        self.url = url
+        self.users_file = users_file
+        self.master_socket = master_socket
 
     def startService(self):
-        from ganeti.rapi import app as rapi_app
-        from ganeti.rapi import auth
-        from ganeti.rapi.master import LuxiPool
-        opts = self.options
-        paths = opts["paths"]
-        self.master = LuxiPool(self.reactor, paths.master_socket,
-                               size=opts["luxi-connections"])
-        self.long_poll = LuxiPool(self.reactor, paths.master_socket,
-                                  size=opts["luxi-connections"])
-        users = auth.UsersFile(opts["users-file"])
-        self.app = rapi_app.RapiApp(
-            self.master, users, self.reactor,
-            require_auth=opts["require-authentication"],
-            long_poll=self.long_poll)
-        site = Site(self.app.resource())
-        site.displayTracebacks = False
-        if opts["no-ssl"]:
-            endpoint = endpoints.TCP4ServerEndpoint(
-                self.reactor, opts["port"], interface=opts["bind"])
-            scheme = "http"
-        else:
-            endpoint = endpoints.SSL4ServerEndpoint(
-                self.reactor, opts["port"],
-                tls_options(opts["ssl-cert"], opts["ssl-key"]),
-                interface=opts["bind"])
-            scheme = "https"
-        StreamServerEndpointService(endpoint, site).setServiceParent(self)
-        log.info("remote API on {scheme}://{bind}:{port}/ (users file"
-                 " {users}, master socket {sock})", scheme=scheme,
-                 bind=opts["bind"], port=opts["port"],
-                 users=opts["users-file"], sock=paths.master_socket)
+        log.info("remote API on {url} (users file {users}, master socket"
+                 " {sock})", url=self.url, users=self.users_file,
+                 sock=self.master_socket)
         service.MultiService.startService(self)
 
     def stopService(self):
         d = service.MultiService.stopService(self)
-        for pool in (self.master, getattr(self, "long_poll", None)):
-            if pool is not None:
-                d.addCallback(lambda _, p=pool: p.close())
+        for pool in self.pools:
+            d.addCallback(lambda _, p=pool: p.close())
         return d
 
 
-def makeService(options):
-    return RapiService(options)
+def makeService(options, reactor=None):
+    if reactor is None:
+        from twisted.internet import reactor
+    socket_path = options["paths"].master_socket
+    # Queries and jobs; the /2/jobs/ID/wait long polls on connections of
+    # their own, so that waiting clients never hold up the others.
+    master = LuxiPool(reactor, socket_path, size=options["luxi-connections"])
+    long_poll = LuxiPool(reactor, socket_path,
+                         size=options["luxi-connections"])
+    app = rapi_app.RapiApp(master, auth.UsersFile(options["users-file"]),
+                           reactor,
+                           require_auth=options["require-authentication"],
+                           long_poll=long_poll)
+    site = Site(app.resource())
+    site.displayTracebacks = False
+    url = "%s://%s:%d/" % ("http" if options["no-ssl"] else "https",
+                           options["bind"], options["port"])
+    top = RapiService(app, [master, long_poll], url, options["users-file"],
+                      socket_path)
+    # A port that cannot be bound stops the daemon (non-zero exit, the
+    # error names the address) instead of being only logged.
+    http = strports.service(listen_description(options), site,
+                            reactor=reactor)
+    http.setName("http")
+    http.setServiceParent(top)
+    return top

@@ -255,6 +255,9 @@ def makeService(options, reactor=None):
             interface=options["bind"])
         factory = make_site(reactor, procedures)
     https = internet.StreamServerEndpointService(endpoint, factory)
+    # As strports.service: a port that cannot be bound stops the daemon
+    # instead of being only logged.
+    https._raiseSynchronously = True
     https.setName("https")
     https.setServiceParent(top)
     return top

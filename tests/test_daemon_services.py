@@ -1,0 +1,135 @@
+"""The master and RAPI daemons' service trees, in-process on a memory
+reactor: built by makeService without touching the disk or the network,
+listening once started, a failed listen raised (which stops the daemon)."""
+
+import os
+
+from twisted.internet import error
+from twisted.internet.testing import MemoryReactorClock, RaisingMemoryReactor
+from twisted.trial import unittest
+from twisted.web.server import Site
+
+from ganeti import constants
+from ganeti import crypto
+from ganeti import errors
+from ganeti import luxi
+from ganeti.dev.vcluster import VirtualCluster
+from ganeti.server import masterd
+from ganeti.server import rapi
+
+from tests.daemons import random_ips, short_tmpdir, snapshot
+
+
+class MasterdServiceTests(unittest.TestCase):
+
+    def setUp(self):
+        base = short_tmpdir(self, "gnt-ms-")
+        vc = VirtualCluster(os.path.join(base, "vc"), node_count=1)
+        vc.nodes[0].ip = random_ips()[0]
+        vc.create(hypervisors=(constants.HT_FAKE,))
+        self.paths = vc.master.paths
+
+    def make(self, reactor):
+        options = masterd.Options()
+        options.parseOptions(["--root", self.paths.root])
+        top = masterd.makeService(options, reactor=reactor)
+        # in-process, the lock would outlive the test: it is the process's
+        self.addCleanup(top.getServiceNamed("queue-lock").store.unlock)
+        return top
+
+    def test_built_then_started_in_order_and_stopped(self):
+        before = snapshot(self.paths.root)
+        reactor = MemoryReactorClock()
+        top = self.make(reactor)
+        self.assertEqual([child.name for child in top],
+                         ["queue-lock", "config", "jobs", "luxi"])
+        self.assertEqual(snapshot(self.paths.root), before)
+        self.assertEqual(reactor.unixServers, [])
+
+        top.startService()
+        [(path, factory, _, mode, want_pid)] = reactor.unixServers
+        self.assertEqual((path, mode, want_pid),
+                         (self.paths.master_socket, 0o660, False))
+        self.assertIsInstance(factory, luxi.LuxiServerFactory)
+        self.assertIs(factory.handler.master, top)
+        self.assertEqual(top.queue.queue_dir, self.paths.queue_dir)
+        self.assertEqual(top.cfg.cluster.cluster_name, "cluster.example.com")
+        self.assertIs(top.ctx.queue, top.queue)
+        with open(os.path.join(self.paths.queue_dir, "lock")) as f:
+            self.assertEqual(f.read(), "%d\n" % os.getpid())
+
+        self.successResultOf(top.stopService())
+        self.assertEqual([child.running for child in top], [False] * 4)
+
+    def test_second_master_refused_before_reading_anything(self):
+        first = self.make(MemoryReactorClock())
+        first.startService()
+        before = snapshot(self.paths.root)
+        reactor = MemoryReactorClock()
+        second = self.make(reactor)
+        err = self.assertRaises(errors.JobQueueLocked, second.startService)
+        self.assertIn("pid %d holds the lock file %s"
+                      % (os.getpid(), os.path.join(self.paths.queue_dir,
+                                                   "lock")), str(err))
+        self.assertEqual(snapshot(self.paths.root), before)
+        self.assertIsNone(second.cfg)
+        self.assertIsNone(second.queue)
+        self.assertEqual(reactor.unixServers, [])
+        self.successResultOf(first.stopService())
+
+    def test_socket_that_cannot_be_bound_is_raised(self):
+        reactor = RaisingMemoryReactor(listenException=error.CannotListenError(
+            None, self.paths.master_socket, OSError(98, "Address in use")))
+        top = self.make(reactor)
+        err = self.assertRaises(masterd.MasterSocketError, top.startService)
+        self.assertEqual(str(err), "Cannot listen on the master socket %s:"
+                         " [Errno 98] Address in use"
+                         % self.paths.master_socket)
+
+
+class RapiServiceTests(unittest.TestCase):
+
+    def options(self, *args):
+        options = rapi.Options()
+        options.parseOptions(["--root", self.mktemp(), "--bind", "127.0.0.1",
+                              "--port", "5080"] + list(args))
+        return options
+
+    def test_plain_http(self):
+        reactor = MemoryReactorClock()
+        top = rapi.makeService(self.options("--no-ssl"), reactor=reactor)
+        self.assertEqual(reactor.tcpServers, [])
+        top.startService()
+        [(port, factory, _, interface)] = reactor.tcpServers
+        self.assertEqual((port, interface), (5080, "127.0.0.1"))
+        self.assertIsInstance(factory, Site)
+        self.assertEqual(reactor.sslServers, [])
+        self.successResultOf(top.stopService())
+
+    def test_https_with_the_rapi_certificate(self):
+        pem = os.path.abspath(self.mktemp())
+        crypto.generate_cluster_certificate(pem, "cluster.example.com")
+        options = self.options("-C", pem)
+        self.assertEqual(rapi.listen_description(options),
+                         "ssl:port=5080:interface=127.0.0.1:privateKey=%s:"
+                         "certKey=%s" % (pem, pem))
+        reactor = MemoryReactorClock()
+        top = rapi.makeService(options, reactor=reactor)
+        top.startService()
+        [(port, _, context_factory, _, interface)] = reactor.sslServers
+        self.assertEqual((port, interface), (5080, "127.0.0.1"))
+        self.assertIsNotNone(context_factory.getContext())
+        self.successResultOf(top.stopService())
+
+    def test_ipv6_address_quoted(self):
+        options = self.options("--no-ssl")
+        options["bind"] = "::1"
+        self.assertEqual(rapi.listen_description(options),
+                         "tcp:port=5080:interface=\\:\\:1")
+
+    def test_port_that_cannot_be_bound_is_raised(self):
+        reactor = RaisingMemoryReactor(listenException=error.CannotListenError(
+            "127.0.0.1", 5080, OSError(98, "Address in use")))
+        top = rapi.makeService(self.options("--no-ssl"), reactor=reactor)
+        err = self.assertRaises(error.CannotListenError, top.startService)
+        self.assertIn("127.0.0.1:5080", str(err))
