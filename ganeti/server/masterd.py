@@ -13,6 +13,7 @@ that cannot be bound stops the daemon likewise (non-zero exit, the error
 names the path).
 """
 
+import abc
 import os
 
 from twisted.application import service
@@ -179,7 +180,7 @@ def _as_dict(op):
     return op.to_dict() if isinstance(op, opcodes.OpCode) else op
 
 
-class _StartStep(service.Service):
+class _StartStep(service.Service, metaclass=abc.ABCMeta):
     """One step of the daemon's start, done once: in privilegedStartService
     under twistd (which opens ports there, before any startService), else
     in startService (``twist`` calls only that).  An exception stops the
@@ -200,8 +201,9 @@ class _StartStep(service.Service):
             self.start_step()
             self._done = True
 
+    @abc.abstractmethod
     def start_step(self):
-        raise NotImplementedError
+        """What this step does (once)."""
 
 
 class QueueLockService(_StartStep):
