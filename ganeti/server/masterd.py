@@ -13,6 +13,7 @@ from twisted.application import service
 from twisted.internet import defer
 from twisted.logger import Logger
 from twisted.python import usage
+from zope.interface import implementer
 
 from ganeti import cmdlib
 from ganeti import config
@@ -66,6 +67,7 @@ def _summary(op):
         return str(op.get("OP_ID", "?"))[3:]
 
 
+@implementer(luxi.ILuxiHandler)
 class MasterLuxiHandler(object):
     """What the master answers on its luxi socket."""
 
