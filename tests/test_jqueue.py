@@ -9,6 +9,7 @@ from twisted.trial import unittest
 
 from ganeti import errors
 from ganeti import jqueue
+from ganeti.jqueue import model as jq_model
 from ganeti.jqueue import queue as jq_queue
 
 T0 = 1000000.0
@@ -1120,3 +1121,44 @@ class CrashRecoveryTests(QueueTestCase):
         self.queue.shutdown()
         self.assertEqual(len(self.read_job(job_id)["ops"][0]["log"]), 1)
         self.assertEqual(self.clock.getDelayedCalls(), [])
+
+
+class StatusMoveTests(unittest.TestCase):
+    """The one rule for changes of an opcode's status."""
+
+    LEGAL = [
+        ("queued", "waiting"), ("queued", "canceling"),
+        ("queued", "canceled"), ("queued", "error"),
+        ("waiting", "queued"), ("waiting", "running"),
+        ("waiting", "canceling"), ("waiting", "canceled"),
+        ("waiting", "success"), ("waiting", "error"),
+        ("running", "waiting"), ("running", "canceling"),
+        ("running", "success"), ("running", "error"),
+        ("canceling", "canceled"), ("canceling", "success"),
+        ("canceling", "error"),
+    ]
+
+    def test_every_legal_move_is_accepted(self):
+        for (old, new) in self.LEGAL:
+            jq_model.check_op_move(old, new)
+            op = jqueue.QueuedOpCode(input=None, status=old)
+            op.move_to(new)
+            self.assertEqual(op.status, new)
+
+    def test_everything_else_is_refused(self):
+        statuses = sorted(jqueue.STATUS_ALL)
+        refused = [(old, new) for old in statuses for new in statuses
+                   if (old, new) not in self.LEGAL]
+        # among them: staying put, leaving a final status, skipping ahead
+        for move in [("queued", "queued"), ("success", "error"),
+                     ("canceled", "queued"), ("error", "running"),
+                     ("queued", "running"), ("queued", "success"),
+                     ("running", "queued"), ("running", "canceled"),
+                     ("canceling", "running"), ("canceling", "waiting")]:
+            self.assertIn(move, refused)
+        for (old, new) in refused:
+            self.assertRaises(errors.ProgrammerError,
+                              jq_model.check_op_move, old, new)
+            op = jqueue.QueuedOpCode(input=None, status=old)
+            self.assertRaises(errors.ProgrammerError, op.move_to, new)
+            self.assertEqual(op.status, old)

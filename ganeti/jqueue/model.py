@@ -51,6 +51,36 @@ SUMMARY_FIELDS = ("instance_name", "node_name", "group_name", "network_name",
                   "name", "what", "pattern", "iallocator", "duration")
 
 
+# Where an opcode's status may go from (docs/jobs.rst, "Statuses").
+_OP_MOVES = {
+    # picked up; canceled before it started; canceling with the rest of
+    # its job; failed with an earlier opcode or after an unclean stop
+    STATUS_QUEUED: frozenset([STATUS_WAITING, STATUS_CANCELING,
+                              STATUS_CANCELED, STATUS_ERROR]),
+    # queued again at load; locks held; canceled waiting for locks or
+    # dependencies; an executor may end it without reporting "running";
+    # a failed dependency
+    STATUS_WAITING: frozenset([STATUS_QUEUED, STATUS_RUNNING,
+                               STATUS_CANCELING, STATUS_CANCELED,
+                               STATUS_SUCCESS, STATUS_ERROR]),
+    # back to waiting for locks (a retry); killed; the outcome
+    STATUS_RUNNING: frozenset([STATUS_WAITING, STATUS_CANCELING,
+                               STATUS_SUCCESS, STATUS_ERROR]),
+    # the cancel arrived; an executor may finish despite it; an unclean
+    # stop at load
+    STATUS_CANCELING: frozenset([STATUS_CANCELED, STATUS_SUCCESS,
+                                 STATUS_ERROR]),
+}
+
+
+def check_op_move(old, new):
+    """Refuse (ProgrammerError) a move of an opcode's status from ``old``
+    to ``new`` that the queue never makes; final statuses are final."""
+    if new not in _OP_MOVES.get(old, ()):
+        raise errors.ProgrammerError("Opcode status cannot change from %s"
+                                     " to %s" % (old, new))
+
+
 def split_time(value):
     """Seconds as a float -> ``[sec, usec]`` (the wire form of timestamps)."""
     sec = int(value)
@@ -105,6 +135,11 @@ class QueuedOpCode(object):
     @property
     def finalized(self):
         return self.status in FINALIZED
+
+    def move_to(self, status):
+        """Change the status; only the moves check_op_move allows."""
+        check_op_move(self.status, status)
+        self.status = status
 
     def to_dict(self):
         return {
@@ -193,7 +228,7 @@ class QueuedJob(object):
         """Give every opcode not yet finalized ``status`` and ``result``."""
         for op in self.ops:
             if not op.finalized:
-                op.status = status
+                op.move_to(status)
                 op.result = result
 
     def add_log(self, op, timestamp, log_type, message):

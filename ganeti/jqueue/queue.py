@@ -240,7 +240,7 @@ class JobQueue(object):
                 # nothing ran yet for the current opcode: run it again
                 for op in job.ops:
                     if op.status == STATUS_WAITING:
-                        op.status = STATUS_QUEUED
+                        op.move_to(STATUS_QUEUED)
                 if status == STATUS_WAITING:
                     self._store.write_job(job)
                 self._track(job)
@@ -269,7 +269,7 @@ class JobQueue(object):
             if op.finalized:
                 continue
             message = MSG_UNCLEAN if first else MSG_UNCLEAN_LATER
-            op.status = STATUS_ERROR
+            op.move_to(STATUS_ERROR)
             op.result = model.encode_error(errors.OpExecError(message))
             if first:
                 op.end_timestamp = now
@@ -555,7 +555,7 @@ class JobQueue(object):
                 self._fail(job, op, errors.OpExecError(
                     "Opcode result cannot be serialised: %s" % err))
                 return
-            op.status = STATUS_SUCCESS
+            op.move_to(STATUS_SUCCESS)
             op.result = result
             op.end_timestamp = self._now()
             # the next round writes the job (next opcode waiting, or done)
@@ -563,7 +563,7 @@ class JobQueue(object):
     def _mark_waiting(self, job, op):
         op.result = None
         if op.status == STATUS_QUEUED:
-            op.status = STATUS_WAITING
+            op.move_to(STATUS_WAITING)
         if op.start_timestamp is None:
             op.start_timestamp = self._now()
         if job.start_timestamp is None:
@@ -577,7 +577,7 @@ class JobQueue(object):
         else:
             log.failure("Job {job} opcode {op}: unexpected error",
                         failure, job=job.id, op=op.input.get("OP_ID"))
-        op.status = STATUS_ERROR
+        op.move_to(STATUS_ERROR)
         op.result = model.encode_error(err)
         op.end_timestamp = self._now()
         job.mark_unfinished(STATUS_ERROR, model.encode_error(
@@ -661,14 +661,14 @@ class JobQueue(object):
             raise errors.ProgrammerError("Opcode of job %s is %s, cannot"
                                          " start running" % (job.id,
                                                              op.status))
-        op.status = STATUS_RUNNING
+        op.move_to(STATUS_RUNNING)
         op.exec_timestamp = self._now()
         self._persist(job)   # on disk before the opcode does anything
         self._changed(job)
 
     def _op_waiting_again(self, job, op):
         if op.status == STATUS_RUNNING:
-            op.status = STATUS_WAITING
+            op.move_to(STATUS_WAITING)
             self._persist(job)
             self._changed(job)
 
