@@ -106,8 +106,11 @@ class ConversionCounter(object):
                 counter._count("json")
             return dumps(value, *args, **kwargs)
 
-        testcase.patch(opcodes.OpCode, "from_dict",
-                       classmethod(counted_from_dict))
+        # patch() would put back a method bound to OpCode, not the
+        # classmethod: its subclasses would load as OpCode
+        original = opcodes.OpCode.__dict__["from_dict"]
+        opcodes.OpCode.from_dict = classmethod(counted_from_dict)
+        testcase.addCleanup(setattr, opcodes.OpCode, "from_dict", original)
         testcase.patch(opcodes.OpCode, "to_dict", counted_to_dict)
         testcase.patch(opcodes.OpCode, "_load", counted_load)
         testcase.patch(copy, "deepcopy", counted_deepcopy)
