@@ -198,6 +198,9 @@ class _OpCodeList(Type):
             self.fail(value)
         result = []
         for (idx, item) in enumerate(value):
+            if isinstance(item, OpCode) and item.OP_ID == self.op_id:
+                result.append(item)     # checked when it was made
+                continue
             if isinstance(item, OpCode):
                 item = item.to_dict()
             if isinstance(item, dict):
@@ -958,7 +961,16 @@ class OpCode(object):
                    strict=True)
 
     def copy(self):
-        return self.from_dict(self.to_dict())
+        """An independent copy (the values are already checked: no second
+        validation)."""
+        klass = type(self)
+        op = klass.__new__(klass)
+        for param in self.PARAMS:
+            setattr(op, param.name, copy.deepcopy(getattr(self, param.name)))
+        return op
+
+    def __deepcopy__(self, memo):
+        return self.copy()
 
     def summary(self):
         """Short form as in job listings: ``INSTANCE_STARTUP(inst1)``."""

@@ -23,7 +23,6 @@ from ganeti import errors
 from ganeti import jqueue
 from ganeti import luxi
 from ganeti import mcpu
-from ganeti import opcodes
 from ganeti import pathutils
 from ganeti import query
 from ganeti import replication
@@ -56,17 +55,6 @@ class Options(usage.Options):
                 " (run gnt-cluster init first)" % paths.config_file)
 
 
-def _validate_op(op):
-    return opcodes.OpCode.from_dict(op).to_dict()
-
-
-def _summary(op):
-    try:
-        return opcodes.OpCode.from_dict(op, strict=False).summary()
-    except errors.GenericError:
-        return str(op.get("OP_ID", "?"))[3:]
-
-
 @implementer(luxi.ILuxiHandler)
 class MasterLuxiHandler(object):
     """What the master answers on its luxi socket."""
@@ -82,17 +70,15 @@ class MasterLuxiHandler(object):
     def cfg(self):
         return self.master.cfg
 
-    # jobs
+    # jobs: luxi hands over OpCode objects, the queue keeps them
     def submit_job(self, ops):
-        return self.queue.submit_job([_as_dict(op) for op in ops])
+        return self.queue.submit_job(ops)
 
     def submit_job_to_drained_queue(self, ops):
-        return self.queue.submit_to_drained_queue([_as_dict(op)
-                                                   for op in ops])
+        return self.queue.submit_to_drained_queue(ops)
 
     def submit_many_jobs(self, jobs):
-        return self.queue.submit_many_jobs([[_as_dict(op) for op in ops]
-                                            for ops in jobs])
+        return self.queue.submit_many_jobs(jobs)
 
     def wait_for_job_change(self, job_id, fields, prev_job_info,
                             prev_log_serial, timeout):
@@ -169,10 +155,6 @@ class MasterLuxiHandler(object):
         return sorted(self.master.processor.logical_units)
 
 
-def _as_dict(op):
-    return op.to_dict() if isinstance(op, opcodes.OpCode) else op
-
-
 class MasterService(service.Service):
     """Loads the cluster state, then serves luxi until stopped."""
 
@@ -223,9 +205,7 @@ class MasterService(service.Service):
                        or self.cfg.cluster.max_running_jobs)
         self.queue = jqueue.JobQueue(self.paths.queue_dir, processor,
                                      clock=self.reactor,
-                                     max_running=max_running,
-                                     validate=_validate_op,
-                                     summary_fn=_summary)
+                                     max_running=max_running)
         ctx.queue = self.queue
         self.ctx = ctx
         report = self.queue.load()
