@@ -36,7 +36,6 @@ setup(
         "zope.interface",
         "attrs",
         "cryptography",
-        "automat",
     ],
     entry_points={
         "console_scripts": [

@@ -35,6 +35,7 @@ from bench.table import table
 from ganeti import constants
 from ganeti import jqueue
 from ganeti import luxi
+from ganeti import opcodes
 from ganeti.utils.io import atomic_write
 from ganeti.jqueue.store import encode_job
 from ganeti.dev.vcluster import VirtualCluster
@@ -49,7 +50,7 @@ OP = {"OP_ID": "OP_TEST_DELAY", "duration": 0.0, "on_master": True,
 def _sample_job_bytes():
     """A finished OP_TEST_DELAY job as the queue writes it."""
     ts = jqueue.split_time(time.time())
-    op = jqueue.QueuedOpCode(input=dict(OP), status="success",
+    op = jqueue.QueuedOpCode(input=opcodes.from_dict(OP), status="success",
                              start_timestamp=ts, exec_timestamp=ts,
                              end_timestamp=ts)
     job = jqueue.QueuedJob(id=1, ops=[op], received_timestamp=ts,
@@ -81,7 +82,8 @@ class InProcessClient(object):
         self._queue = queue
 
     def submit_job(self, ops):
-        return self._queue.submit_job(ops)
+        # luxi's server loads the opcodes before the queue sees them
+        return self._queue.submit_job([opcodes.from_dict(op) for op in ops])
 
     def wait_for_job_change(self, job_id, fields, prev_info, prev_serial,
                             timeout):

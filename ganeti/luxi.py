@@ -18,6 +18,7 @@ Two clients: :class:`LuxiClient` (Twisted, for daemons) and
 
 import abc
 import errno
+import inspect
 import json
 import os
 import socket
@@ -29,10 +30,11 @@ import attr
 from twisted.internet import defer, endpoints, error as ierror, protocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
-from zope.interface import Interface
+import zope.interface
 
 from ganeti import constants
 from ganeti import errors
+from ganeti import ht
 from ganeti import opcodes
 
 EOM = b"\x03"
@@ -186,262 +188,57 @@ class MessageBuffer(object):
         return messages
 
 
-# --- The handler contract ---------------------------------------------------
+# --- The methods ------------------------------------------------------------
+# One table, METHODS, describes every LUXI method: the server checks requests
+# with it, and the handler interface (ILuxiHandler) and the clients' methods
+# are made from it.
 
-class ILuxiHandler(Interface):
-    """What the master daemon implements to serve LUXI.
-
-    One method per LUXI method, arguments already checked and converted
-    (job ids are ints, opcodes are :class:`ganeti.opcodes.OpCode`).  Each
-    may return the result or a Deferred (or be a coroutine function).
-    Raising an :class:`errors.GenericError` subclass sends that error to
-    the client; anything else is logged and sent as GenericError.  When the
-    client disconnects, the Deferred being waited on is cancelled, so a
-    long poll should give its Deferred a canceller that forgets the waiter.
-
-    Handlers are duck-typed: a missing method makes its LUXI method answer
-    "not supported".  ``declareImplementation`` is not needed.
-    """
-
-    def submit_job(ops):
-        """SubmitJob: ``ops`` is a non-empty list of OpCode; return the
-        new job id (int)."""
-
-    def submit_job_to_drained_queue(ops):
-        """SubmitJobToDrainedQueue: as submit_job, even if drained."""
-
-    def submit_many_jobs(jobs):
-        """SubmitManyJobs: ``jobs`` is a list of lists of OpCode; return a
-        list of ``[True, job_id]`` or ``[False, error_message]``."""
-
-    def wait_for_job_change(job_id, fields, prev_job_info, prev_log_serial,
-                            timeout):
-        """WaitForJobChange: wait (at most ``timeout`` seconds, already
-        capped to 89) until the job's ``fields`` differ from
-        ``prev_job_info`` or it has log entries newer than
-        ``prev_log_serial`` (None: any); return ``[field values, new log
-        entries]``, or JOB_NOTCHANGED ("nochange") on timeout."""
-
-    def query_jobs(job_ids, fields):
-        """QueryJobs: ``job_ids`` is a list of ints or None (all jobs);
-        return one row (list of values) per job, None for unknown ids."""
-
-    def cancel_job(job_id, kill):
-        """CancelJob: return ``[success, message]``."""
-
-    def archive_job(job_id):
-        """ArchiveJob: return a bool."""
-
-    def auto_archive_jobs(age, timeout):
-        """AutoArchiveJobs: archive jobs older than ``age`` seconds (-1:
-        all) working at most ``timeout`` seconds; return
-        ``[archived_count, remaining_count]``."""
-
-    def change_job_priority(job_id, priority):
-        """ChangeJobPriority: ``priority`` is one of -10, 0, 10; return
-        ``[success, message]``."""
-
-    def query(what, fields, qfilter):
-        """Query: return ``{"fields": [fielddefs], "data": [rows]}``."""
-
-    def query_fields(what, fields):
-        """QueryFields: ``fields`` may be None (all); return
-        ``{"fields": [fielddefs]}``."""
-
-    def query_nodes(names, fields, use_locking):
-        """QueryNodes: old-style query, rows of plain values.  The LUXI
-        layer refuses ``use_locking=True``, so it is always False."""
-
-    def query_instances(names, fields, use_locking):
-        """QueryInstances: as query_nodes."""
-
-    def query_groups(names, fields, use_locking):
-        """QueryGroups: as query_nodes."""
-
-    def query_networks(names, fields, use_locking):
-        """QueryNetworks: as query_nodes."""
-
-    def query_exports(nodes, use_locking):
-        """QueryExports (optional)."""
-
-    def query_config_values(fields):
-        """QueryConfigValues: one value per field name (None if unknown)."""
-
-    def query_cluster_info():
-        """QueryClusterInfo: the cluster info dict."""
-
-    def query_tags(kind, name):
-        """QueryTags: ``kind`` is a tag kind ("cluster", "node", ...);
-        return the list of tags."""
-
-    def set_drain_flag(flag):
-        """SetDrainFlag: return True."""
-
-    def set_watcher_pause(until):
-        """SetWatcherPause: ``until`` is an epoch (float) or None."""
-
-    def query_filters(uuids, fields):
-        """QueryFilters (optional)."""
-
-    def replace_filter(uuid, priority, predicates, action, reason):
-        """ReplaceFilter (optional): return the filter's uuid."""
-
-    def delete_filter(uuid):
-        """DeleteFilter (optional)."""
-
-    def query_implemented_opcodes():
-        """QueryImplementedOpcodes (not in Ganeti): the sorted OP_IDs this
-        master has a logical unit for."""
-
-
-# --- Argument checks --------------------------------------------------------
-# A check returns the converted value.  ArgTypeError means the request is
-# malformed (LuxiError); OpPrereqError means a well-formed but wrong value.
-
-class ArgTypeError(Exception):
-    pass
-
-
-def _is_int(value):
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _any(value):
-    return value
-
-
-def _bool(value):
-    if not isinstance(value, bool):
-        raise ArgTypeError("expected a boolean, got %r" % (value,))
-    return value
-
-
-def _str(value):
-    if not isinstance(value, str):
-        raise ArgTypeError("expected a string, got %r" % (value,))
-    return value
-
-
-def _maybe(check):
-    return lambda value: None if value is None else check(value)
-
-
-def _list_of(check):
-    def fn(value):
-        if not isinstance(value, list):
-            raise ArgTypeError("expected a list, got %r" % (value,))
-        result = []
-        for (idx, item) in enumerate(value):
-            try:
-                result.append(check(item))
-            except ArgTypeError as err:
-                raise ArgTypeError("item %d: %s" % (idx, err))
-        return result
-    return fn
-
-
-def _number(value):
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ArgTypeError("expected a number, got %r" % (value,))
-    return value
-
-
-def _timeout(value):
-    value = _number(value)
-    if value < 0:
-        raise ArgTypeError("expected a non-negative number, got %r"
-                           % (value,))
-    return value
-
-
-def _wfjc_timeout(value):
-    return min(_timeout(value), WFJC_TIMEOUT)
-
-
-def _job_id(value):
-    # Ganeti's clients send ints; RAPI-style callers may send "123"
-    if _is_int(value) and value >= 0:
-        return value
-    if isinstance(value, str) and value.isascii() and value.isdigit():
-        return int(value)
-    raise ArgTypeError("expected a job id (non-negative integer), got %r"
-                       % (value,))
-
-
-def _maybe_int(value):
-    if value is None or _is_int(value):
-        return value
-    raise ArgTypeError("expected an integer or null, got %r" % (value,))
-
-
-def _tag_kind(value):
-    _str(value)
-    if value not in constants.VALID_TAG_TYPES:
-        raise errors.OpPrereqError(
-            "tag kind: expected one of %s, got %r"
-            % (", ".join(sorted(constants.VALID_TAG_TYPES)), value),
-            errors.ECODE_INVAL)
-    return value
-
-
-def _priority(value):
-    if not _is_int(value):
-        raise ArgTypeError("expected an integer, got %r" % (value,))
-    if value not in opcodes.OP_PRIO_SUBMIT_VALID:
-        raise errors.OpPrereqError(
-            "priority: expected one of %s, got %r"
-            % (", ".join(str(p) for p in
-                         sorted(opcodes.OP_PRIO_SUBMIT_VALID)), value),
-            errors.ECODE_INVAL)
-    return value
-
-
-def _no_locking(value):
-    if _bool(value):
-        raise errors.OpPrereqError("use_locking: locking queries are not"
-                                   " supported", errors.ECODE_INVAL)
-    return value
-
-
-def _ops(value, where=""):
-    if not isinstance(value, list) or not value:
-        raise ArgTypeError("expected a non-empty list of opcodes, got %r"
-                           % (value,))
-    result = []
-    for (idx, data) in enumerate(value):
-        try:
-            result.append(opcodes.OpCode.from_dict(data))
-        except errors.GenericError as err:
-            # keep class and error code, add where the opcode is
-            label = "%sopcode %d" % (where, idx)
-            if isinstance(data, dict) and isinstance(data.get("OP_ID"), str):
-                label += " (%s)" % data["OP_ID"]
-            args = list(err.args) or [""]
-            args[0] = "%s: %s" % (label, args[0])
-            raise type(err)(*args)
-    return result
-
-
-def _jobs(value):
-    if not isinstance(value, list):
-        raise ArgTypeError("expected a list of jobs, got %r" % (value,))
-    return [_ops(job, "job %d, " % idx) for (idx, job) in enumerate(value)]
+_NO_DEFAULT = object()
 
 
 @attr.s(frozen=True)
 class Arg(object):
+    """One positional argument of a LUXI method.
+
+    ``type`` (a :mod:`ganeti.ht` type) is its JSON form: a value outside it
+    makes the request malformed (LuxiError).  ``valid`` narrows it to what
+    the master accepts: a well-formed value outside that is wrong input
+    (OpPrereqError).  A request may leave out an ``optional`` argument
+    (``default`` is used).  The client methods send ``client_default`` (or
+    the default of an optional argument) when their caller leaves the
+    argument out, passed through ``send`` if given.
+    """
     name = attr.ib()
-    check = attr.ib()
+    type = attr.ib()
+    valid = attr.ib(default=None)
     optional = attr.ib(default=False)
     default = attr.ib(default=None)
+    client_default = attr.ib(default=_NO_DEFAULT)
+    send = attr.ib(default=None)
+
+    def client_parameter(self):
+        default = self.client_default
+        if default is _NO_DEFAULT and self.optional:
+            default = self.default
+        if default is _NO_DEFAULT:
+            default = inspect.Parameter.empty
+        return inspect.Parameter(self.name,
+                                 inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                 default=default)
 
 
 @attr.s(frozen=True)
 class Method(object):
-    """A LUXI method: wire name, handler method, positional arguments."""
+    """A LUXI method: wire name, handler method, positional arguments.
+
+    ``doc`` is the handler's contract.  A handler may lack an ``optional``
+    method: it then answers "not supported".
+    """
     name = attr.ib()
     handler = attr.ib()
     args = attr.ib(default=())
+    doc = attr.ib(default="")
+    optional = attr.ib(default=False)
 
     def convert(self, args):
         """Check the arity and every argument; return converted args."""
@@ -462,75 +259,190 @@ class Method(object):
                 result.append(arg.default)
                 continue
             try:
-                result.append(arg.check(args[idx]))
-            except ArgTypeError as err:
+                value = arg.type.check(args[idx])
+            except ht.Invalid as err:
                 raise errors.LuxiError("%s: argument %d (%s): %s"
-                                       % (self.name, idx, arg.name, err))
+                                       % (self.name, idx, arg.name,
+                                          err.reason))
             except errors.GenericError as err:
-                args_ = list(err.args) or [""]
-                args_[0] = "%s: %s" % (self.name, args_[0])
-                raise type(err)(*args_)
+                raise _prefixed(err, self.name)
+            if arg.valid is not None:
+                try:
+                    value = arg.valid.check(value)
+                except ht.Invalid as err:
+                    raise errors.OpPrereqError(
+                        "%s: %s: %s" % (self.name, arg.name, err.reason),
+                        errors.ECODE_INVAL)
+            result.append(value)
         return result
 
 
-_NAMES = _list_of(_str)
-_FIELDS = _list_of(_str)
+def _prefixed(err, label):
+    """The same error (class, error code) with ``label`` before its text."""
+    args = list(err.args) or [""]
+    args[0] = "%s: %s" % (label, args[0])
+    return type(err)(*args)
+
+
+class _Opcodes(ht.Type):
+    """A job: a non-empty list of opcodes, loaded as OpCode objects.
+
+    An opcode that does not load is wrong input, not a malformed request:
+    its error keeps its class (OpPrereqError, OpCodeUnknown) and gets the
+    opcode's position.
+    """
+
+    desc = "a non-empty list of opcodes"
+
+    def __init__(self, where=""):
+        self.where = where
+
+    def check(self, value):
+        if not isinstance(value, list) or not value:
+            self.fail(value)
+        result = []
+        for (idx, data) in enumerate(value):
+            try:
+                result.append(opcodes.OpCode.from_dict(data))
+            except errors.GenericError as err:
+                label = "%sopcode %d" % (self.where, idx)
+                if isinstance(data, dict) and \
+                        isinstance(data.get("OP_ID"), str):
+                    label += " (%s)" % data["OP_ID"]
+                raise _prefixed(err, label)
+        return result
+
+
+class _Jobs(ht.Type):
+    """SubmitManyJobs: a list of jobs."""
+
+    desc = "a list of jobs"
+
+    def check(self, value):
+        if not isinstance(value, list):
+            self.fail(value)
+        result = []
+        for (idx, job) in enumerate(value):
+            try:
+                result.append(_Opcodes("job %d, " % idx).check(job))
+            except ht.Invalid as err:
+                raise ht.Invalid("job %d: %s" % (idx, err.reason),
+                                 err.depth + 1)
+        return result
+
+
+# Ganeti's clients send ints; RAPI-style callers may send "123".
+_JOB_ID = ht.converted(
+    ht.either(ht.NONNEG_INT, ht.where(ht.STR, lambda s: s.isascii() and
+                                      s.isdigit(), "a decimal string")),
+    int, desc="a job id (non-negative integer)")
+_NAMES = ht.list_of(ht.STR)
+_FIELDS = ht.list_of(ht.STR)
+_WFJC_TIMEOUT = ht.converted(ht.NONNEG_NUMBER,
+                             lambda timeout: min(timeout, WFJC_TIMEOUT))
+_NO_LOCKING = ht.where(ht.BOOL, lambda flag: not flag,
+                       "false (locking queries are not supported)")
+
+
+def _names_query(name, handler, what):
+    return Method(name, handler, (
+        Arg("names", ht.maybe(_NAMES)), Arg("fields", _FIELDS),
+        Arg("use_locking", ht.BOOL, valid=_NO_LOCKING, client_default=False)),
+        "%s: old-style query of %s, rows of plain values (``names`` None:"
+        " all).  The LUXI layer refuses ``use_locking=True``, so it is"
+        " always False." % (name, what))
+
 
 METHODS = {m.name: m for m in [
-    Method(REQ_SUBMIT_JOB, "submit_job", (Arg("ops", _ops),)),
+    Method(REQ_SUBMIT_JOB, "submit_job", (Arg("ops", _Opcodes()),),
+           "SubmitJob: ``ops`` is a non-empty list of OpCode; return the new"
+           " job id (int)."),
     Method(REQ_SUBMIT_JOB_TO_DRAINED_QUEUE, "submit_job_to_drained_queue",
-           (Arg("ops", _ops),)),
-    Method(REQ_SUBMIT_MANY_JOBS, "submit_many_jobs", (Arg("jobs", _jobs),)),
+           (Arg("ops", _Opcodes()),),
+           "SubmitJobToDrainedQueue: as submit_job, even if drained."),
+    Method(REQ_SUBMIT_MANY_JOBS, "submit_many_jobs", (Arg("jobs", _Jobs()),),
+           "SubmitManyJobs: ``jobs`` is a list of lists of OpCode; return a"
+           " list of ``[True, job_id]`` or ``[False, error_message]``."),
     Method(REQ_WAIT_FOR_JOB_CHANGE, "wait_for_job_change", (
-        Arg("job_id", _job_id), Arg("fields", _FIELDS),
-        Arg("prev_job_info", _maybe(_list_of(_any))),
-        Arg("prev_log_serial", _maybe_int),
-        Arg("timeout", _wfjc_timeout))),
+        Arg("job_id", _JOB_ID), Arg("fields", _FIELDS),
+        Arg("prev_job_info", ht.maybe(ht.list_of(ht.ANY))),
+        Arg("prev_log_serial", ht.maybe(ht.INT)),
+        Arg("timeout", _WFJC_TIMEOUT, client_default=WFJC_TIMEOUT,
+            send=lambda timeout: min(timeout, WFJC_TIMEOUT))),
+        "WaitForJobChange: wait (at most ``timeout`` seconds, already capped"
+        " to 89) until the job's ``fields`` differ from ``prev_job_info`` or"
+        " it has log entries newer than ``prev_log_serial`` (None: any);"
+        " return ``[field values, new log entries]``, or JOB_NOTCHANGED"
+        " (\"nochange\") on timeout."),
     Method(REQ_QUERY_JOBS, "query_jobs", (
-        Arg("job_ids", _maybe(_list_of(_job_id))), Arg("fields", _FIELDS))),
+        Arg("job_ids", ht.maybe(ht.list_of(_JOB_ID))),
+        Arg("fields", _FIELDS)),
+        "QueryJobs: ``job_ids`` is a list of ints or None (all jobs); return"
+        " one row (list of values) per job, None for unknown ids."),
     Method(REQ_CANCEL_JOB, "cancel_job", (
-        Arg("job_id", _job_id), Arg("kill", _bool, optional=True,
-                                    default=False))),
-    Method(REQ_ARCHIVE_JOB, "archive_job", (Arg("job_id", _job_id),)),
+        Arg("job_id", _JOB_ID),
+        Arg("kill", ht.BOOL, optional=True, default=False)),
+        "CancelJob: return ``[success, message]``."),
+    Method(REQ_ARCHIVE_JOB, "archive_job", (Arg("job_id", _JOB_ID),),
+           "ArchiveJob: return a bool."),
     Method(REQ_AUTO_ARCHIVE_JOBS, "auto_archive_jobs", (
-        Arg("age", _number), Arg("timeout", _timeout))),
+        Arg("age", ht.NUMBER),
+        Arg("timeout", ht.NONNEG_NUMBER,
+            client_default=(READ_WRITE_TIMEOUT - 1) // 2)),
+        "AutoArchiveJobs: archive jobs older than ``age`` seconds (-1: all)"
+        " working at most ``timeout`` seconds; return ``[archived_count,"
+        " remaining_count]``."),
     Method(REQ_CHANGE_JOB_PRIORITY, "change_job_priority", (
-        Arg("job_id", _job_id), Arg("priority", _priority))),
+        Arg("job_id", _JOB_ID),
+        Arg("priority", ht.INT,
+            valid=ht.one_of(*opcodes.OP_PRIO_SUBMIT_VALID))),
+        "ChangeJobPriority: ``priority`` is one of -10, 0, 10; return"
+        " ``[success, message]``."),
     Method(REQ_QUERY, "query", (
-        Arg("what", _str), Arg("fields", _FIELDS),
-        Arg("qfilter", _maybe(_list_of(_any)), optional=True))),
+        Arg("what", ht.STR), Arg("fields", _FIELDS),
+        Arg("qfilter", ht.maybe(ht.list_of(ht.ANY)), optional=True)),
+        "Query: return ``{\"fields\": [fielddefs], \"data\": [rows]}``."),
     Method(REQ_QUERY_FIELDS, "query_fields", (
-        Arg("what", _str), Arg("fields", _maybe(_FIELDS), optional=True))),
-    Method(REQ_QUERY_NODES, "query_nodes", (
-        Arg("names", _maybe(_NAMES)), Arg("fields", _FIELDS),
-        Arg("use_locking", _no_locking))),
-    Method(REQ_QUERY_INSTANCES, "query_instances", (
-        Arg("names", _maybe(_NAMES)), Arg("fields", _FIELDS),
-        Arg("use_locking", _no_locking))),
-    Method(REQ_QUERY_GROUPS, "query_groups", (
-        Arg("names", _maybe(_NAMES)), Arg("fields", _FIELDS),
-        Arg("use_locking", _no_locking))),
-    Method(REQ_QUERY_NETWORKS, "query_networks", (
-        Arg("names", _maybe(_NAMES)), Arg("fields", _FIELDS),
-        Arg("use_locking", _no_locking))),
+        Arg("what", ht.STR),
+        Arg("fields", ht.maybe(_FIELDS), optional=True)),
+        "QueryFields: ``fields`` may be None (all); return ``{\"fields\":"
+        " [fielddefs]}``."),
+    _names_query(REQ_QUERY_NODES, "query_nodes", "nodes"),
+    _names_query(REQ_QUERY_INSTANCES, "query_instances", "instances"),
+    _names_query(REQ_QUERY_GROUPS, "query_groups", "node groups"),
+    _names_query(REQ_QUERY_NETWORKS, "query_networks", "networks"),
     Method(REQ_QUERY_EXPORTS, "query_exports", (
-        Arg("nodes", _maybe(_NAMES)), Arg("use_locking", _no_locking))),
+        Arg("nodes", ht.maybe(_NAMES)),
+        Arg("use_locking", ht.BOOL, valid=_NO_LOCKING, client_default=False)),
+        "QueryExports.", optional=True),
     Method(REQ_QUERY_CONFIG_VALUES, "query_config_values",
-           (Arg("fields", _FIELDS),)),
-    Method(REQ_QUERY_CLUSTER_INFO, "query_cluster_info"),
+           (Arg("fields", _FIELDS),),
+           "QueryConfigValues: one value per field name (None if unknown)."),
+    Method(REQ_QUERY_CLUSTER_INFO, "query_cluster_info", (),
+           "QueryClusterInfo: the cluster info dict."),
     Method(REQ_QUERY_TAGS, "query_tags", (
-        Arg("kind", _tag_kind), Arg("name", _maybe(_str)))),
-    Method(REQ_SET_DRAIN_FLAG, "set_drain_flag", (Arg("flag", _bool),)),
+        Arg("kind", ht.STR, valid=ht.one_of(*constants.VALID_TAG_TYPES)),
+        Arg("name", ht.maybe(ht.STR))),
+        "QueryTags: ``kind`` is a tag kind (\"cluster\", \"node\", ...);"
+        " return the list of tags."),
+    Method(REQ_SET_DRAIN_FLAG, "set_drain_flag", (Arg("flag", ht.BOOL),),
+           "SetDrainFlag: return True."),
     Method(REQ_SET_WATCHER_PAUSE, "set_watcher_pause",
-           (Arg("until", _maybe(_number)),)),
+           (Arg("until", ht.maybe(ht.NUMBER)),),
+           "SetWatcherPause: ``until`` is an epoch (float) or None."),
     Method(REQ_QUERY_FILTERS, "query_filters", (
-        Arg("uuids", _maybe(_NAMES)), Arg("fields", _FIELDS))),
+        Arg("uuids", ht.maybe(_NAMES)), Arg("fields", _FIELDS)),
+        "QueryFilters.", optional=True),
     Method(REQ_REPLACE_FILTER, "replace_filter", (
-        Arg("uuid", _maybe(_str)), Arg("priority", _maybe_int),
-        Arg("predicates", _list_of(_any)), Arg("action", _any),
-        Arg("reason", _list_of(_any)))),
-    Method(REQ_DELETE_FILTER, "delete_filter", (Arg("uuid", _str),)),
-    Method(REQ_QUERY_IMPLEMENTED_OPCODES, "query_implemented_opcodes"),
+        Arg("uuid", ht.maybe(ht.STR)), Arg("priority", ht.maybe(ht.INT)),
+        Arg("predicates", ht.list_of(ht.ANY)), Arg("action", ht.ANY),
+        Arg("reason", ht.list_of(ht.ANY))),
+        "ReplaceFilter: return the filter's uuid.", optional=True),
+    Method(REQ_DELETE_FILTER, "delete_filter", (Arg("uuid", ht.STR),),
+           "DeleteFilter.", optional=True),
+    Method(REQ_QUERY_IMPLEMENTED_OPCODES, "query_implemented_opcodes", (),
+           "QueryImplementedOpcodes (not in Ganeti): the sorted OP_IDs this"
+           " master has a logical unit for."),
 ]}
 
 # Ganeti method name -> handler method name
@@ -538,6 +450,30 @@ HANDLER_METHODS = {name: m.handler for (name, m) in METHODS.items()}
 
 # Known to Ganeti but never served to clients.
 _INTERNAL_METHODS = frozenset([REQ_PICKUP_JOB])
+
+
+def _interface_method(method):
+    spec = zope.interface.interface.Method(method.handler, method.doc)
+    spec.positional = spec.required = tuple(a.name for a in method.args)
+    return spec
+
+
+ILuxiHandler = zope.interface.interface.InterfaceClass(
+    "ILuxiHandler", (zope.interface.Interface,),
+    {m.handler: _interface_method(m) for m in METHODS.values()
+     if not m.optional},
+    __doc__="""What the master daemon implements to serve LUXI.
+
+    Made from :data:`METHODS`: one method per LUXI method a handler must
+    have (the optional ones, marked there, may be left out: they then answer
+    "not supported"), documented there.  Arguments come already checked and
+    converted (job ids are ints, opcodes are :class:`ganeti.opcodes.OpCode`).
+    Each may return the result or a Deferred (or be a coroutine function).
+    Raising an :class:`errors.GenericError` subclass sends that error to the
+    client; anything else is logged and sent as GenericError.  When the
+    client disconnects, the Deferred being waited on is cancelled, so a long
+    poll should give its Deferred a canceller that forgets the waiter.
+    """, __module__=__name__)
 
 
 # --- Server -----------------------------------------------------------------
@@ -785,96 +721,41 @@ def parse_response(raw):
     raise RequestError(result)
 
 
-def _op_dicts(ops):
-    return [op.to_dict() if isinstance(op, opcodes.OpCode) else op
-            for op in ops]
+def _client_method(method):
+    """The client method for ``method``: the handler's name and arguments
+    (with the client defaults), sending the request through ``call``."""
+    signature = inspect.Signature(
+        [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+        + [arg.client_parameter() for arg in method.args])
+
+    def send(self, *args, **kwargs):
+        bound = signature.bind(self, *args, **kwargs)
+        bound.apply_defaults()
+        values = list(bound.arguments.values())[1:]
+        return self.call(method.name, *[
+            arg.send(value) if arg.send is not None else value
+            for (arg, value) in zip(method.args, values)])
+
+    send.__name__ = method.handler
+    send.__qualname__ = "_Methods." + method.handler
+    send.__signature__ = signature
+    send.__doc__ = "Send %s (opcodes may be OpCode objects or dicts)." \
+        % method.name
+    return send
 
 
 class _Methods(abc.ABC):
-    """Convenience wrappers over ``call``; same names as the handler."""
+    """One method per LUXI method, named like the handler's (made from
+    :data:`METHODS`), over ``call``."""
 
     @abc.abstractmethod
     def call(self, method, *args):
         """Send ``method`` with ``args``; the clients define how."""
 
-    def submit_job(self, ops):
-        return self.call(REQ_SUBMIT_JOB, _op_dicts(ops))
 
-    def submit_job_to_drained_queue(self, ops):
-        return self.call(REQ_SUBMIT_JOB_TO_DRAINED_QUEUE, _op_dicts(ops))
-
-    def submit_many_jobs(self, jobs):
-        return self.call(REQ_SUBMIT_MANY_JOBS, [_op_dicts(j) for j in jobs])
-
-    def wait_for_job_change(self, job_id, fields, prev_job_info,
-                            prev_log_serial, timeout=WFJC_TIMEOUT):
-        return self.call(REQ_WAIT_FOR_JOB_CHANGE, job_id, fields,
-                         prev_job_info, prev_log_serial,
-                         min(timeout, WFJC_TIMEOUT))
-
-    def query_jobs(self, job_ids, fields):
-        return self.call(REQ_QUERY_JOBS, job_ids, fields)
-
-    def cancel_job(self, job_id, kill=False):
-        return self.call(REQ_CANCEL_JOB, job_id, kill)
-
-    def archive_job(self, job_id):
-        return self.call(REQ_ARCHIVE_JOB, job_id)
-
-    def auto_archive_jobs(self, age, timeout=(READ_WRITE_TIMEOUT - 1) // 2):
-        return self.call(REQ_AUTO_ARCHIVE_JOBS, age, timeout)
-
-    def change_job_priority(self, job_id, priority):
-        return self.call(REQ_CHANGE_JOB_PRIORITY, job_id, priority)
-
-    def query(self, what, fields, qfilter=None):
-        return self.call(REQ_QUERY, what, fields, qfilter)
-
-    def query_fields(self, what, fields=None):
-        return self.call(REQ_QUERY_FIELDS, what, fields)
-
-    def query_nodes(self, names, fields, use_locking=False):
-        return self.call(REQ_QUERY_NODES, names, fields, use_locking)
-
-    def query_instances(self, names, fields, use_locking=False):
-        return self.call(REQ_QUERY_INSTANCES, names, fields, use_locking)
-
-    def query_groups(self, names, fields, use_locking=False):
-        return self.call(REQ_QUERY_GROUPS, names, fields, use_locking)
-
-    def query_networks(self, names, fields, use_locking=False):
-        return self.call(REQ_QUERY_NETWORKS, names, fields, use_locking)
-
-    def query_exports(self, nodes, use_locking=False):
-        return self.call(REQ_QUERY_EXPORTS, nodes, use_locking)
-
-    def query_config_values(self, fields):
-        return self.call(REQ_QUERY_CONFIG_VALUES, fields)
-
-    def query_cluster_info(self):
-        return self.call(REQ_QUERY_CLUSTER_INFO)
-
-    def query_tags(self, kind, name):
-        return self.call(REQ_QUERY_TAGS, kind, name)
-
-    def set_drain_flag(self, flag):
-        return self.call(REQ_SET_DRAIN_FLAG, flag)
-
-    def set_watcher_pause(self, until):
-        return self.call(REQ_SET_WATCHER_PAUSE, until)
-
-    def query_filters(self, uuids, fields):
-        return self.call(REQ_QUERY_FILTERS, uuids, fields)
-
-    def replace_filter(self, uuid, priority, predicates, action, reason):
-        return self.call(REQ_REPLACE_FILTER, uuid, priority, predicates,
-                         action, reason)
-
-    def delete_filter(self, uuid):
-        return self.call(REQ_DELETE_FILTER, uuid)
-
-    def query_implemented_opcodes(self):
-        return self.call(REQ_QUERY_IMPLEMENTED_OPCODES)
+for _method in METHODS.values():
+    setattr(_Methods, _method.handler, _client_method(_method))
+del _method
 
 
 def _no_master(path, err):

@@ -2,7 +2,7 @@
 
 For each opcode the processor builds the logical unit (LU) its table has for
 the OP_ID, lets it expand names and declare the locks it needs per level, takes
-those locks level by level through the lock manager (with the seed's
+those locks level by level through the lock manager (with
 release-and-retry, so a job waiting for one busy lock does not sit on the
 others), tells the job queue when the opcode really starts running, checks
 prerequisites and executes.  Locks are always released at the end, whatever
@@ -64,21 +64,25 @@ class Processor(object):
                 notify_running=None):
         """Run one opcode; returns a Deferred firing with its result.
 
-        This is the job queue's executor.  ``op_input`` is the opcode's JSON
-        form; ``feedback_fn(msg)`` logs into the job; ``notify_running()``
-        (by default the queue's ``feedback_fn.notify_running``) is called
+        This is the job queue's executor.  ``op_input`` is the
+        :class:`~ganeti.opcodes.OpCode`, already checked, and the logical
+        unit's own (it may change it); ``feedback_fn(msg)`` logs into the
+        job; ``notify_running()`` (by default the queue's
+        ``feedback_fn.notify_running``) is called
         once every lock is held, before anything changes.  Cancelling the
         Deferred while locks are awaited leaves the lock queues.
         """
+        if not isinstance(op_input, opcodes.OpCode):
+            return defer.fail(errors.ProgrammerError(
+                "the processor runs OpCode objects, not %s"
+                % type(op_input).__name__))
         if notify_running is None:
             notify_running = getattr(feedback_fn, "notify_running", None)
         owner = "job-%s/op-%s" % (getattr(job, "id", job), op_index)
         return defer.Deferred.fromCoroutine(
             self._run(owner, op_input, feedback_fn, notify_running))
 
-    async def _run(self, owner, op_input, feedback_fn, notify_running):
-        op = (op_input if isinstance(op_input, opcodes.OpCode)
-              else opcodes.from_dict(op_input))
+    async def _run(self, owner, op, feedback_fn, notify_running):
         lu_class = self.logical_units.get(op.OP_ID)
         if lu_class is None:
             raise errors.OpCodeUnknown(

@@ -5,10 +5,10 @@ An opcode travels as a JSON object holding every one of its parameters plus
 names, types and defaults below are Ganeti 3.0's, so opcodes built by
 Ganeti's own ``gnt-*`` tools load here and ours load in Ganeti.
 
-The module has three parts: a small type language (``BOOL``, ``maybe(...)``,
-``list_of(...)``, ...) that checks and normalises JSON values; the table of
-opcode definitions written in it; and :class:`OpCode`, whose subclasses (one
-per OP_ID, e.g. ``OpInstanceStartup``) are generated from the table.
+The module has two parts: the table of opcode definitions, whose parameter
+types are written in :mod:`ganeti.ht` (``BOOL``, ``maybe(...)``,
+``list_of(...)``, ...), and :class:`OpCode`, whose subclasses (one per OP_ID,
+e.g. ``OpInstanceStartup``) are generated from the table.
 
 Unknown parameters are rejected by :meth:`OpCode.from_dict` (``strict=False``
 ignores them instead): every parameter Ganeti 3.0 defines for an opcode is
@@ -17,13 +17,16 @@ typo in a hand-written request gets an error instead of a silent default.
 """
 
 import copy
-import ipaddress
 import re
 
 import attr
 
 from ganeti import constants
 from ganeti import errors
+from ganeti.ht import (  # noqa: F401 (REDACTED: what redacting dumps show)
+    ANY, BOOL, DICT, FLOAT, INT, IPV4_ADDR, IPV4_NET, IPV6_ADDR, IPV6_NET,
+    NESTR, NONNEG_INT, POS_INT, REDACTED, STR, Invalid, Type, dict_of,
+    either, integer, list_of, maybe, one_of, private, show, tuple_of, where)
 
 
 # --- Constants of the opcode and job format ------------------------------
@@ -136,273 +139,51 @@ VERIFY_ERROR_CODES = frozenset([
     "ENODEUSERSCRIPTS", "ENODEVERSION",
 ])
 
-# What to_dict(redact_private=True) shows instead of a secret.
-REDACTED = "<redacted>"
 
+# --- Types of opcode parameters ---------------------------------------------
+# The type language is ganeti.ht; these are the types opcodes add to it.
 
-# --- The type language ------------------------------------------------------
+# Names are plain strings on the wire; the aliases document intent.
+INSTANCE_NAME = STR
+NODE_NAME = NESTR
 
-class Invalid(ValueError):
-    """A value does not have the expected type.
+DISK_TEMPLATE = one_of(*constants.DISK_TEMPLATES)
+HYPERVISOR = one_of(*constants.HYPER_TYPES)
+TAG_KIND = one_of(*constants.VALID_TAG_TYPES)
+ALLOC_POLICY = one_of(*constants.VALID_ALLOC_POLICIES)
+ADMIN_STATE_SOURCE = one_of(*constants.ADMIN_STATE_SOURCES)
+MIGRATION_MODE = one_of(*constants.HT_MIGRATION_MODES)
+REBOOT_TYPE = one_of(*REBOOT_TYPES)
+CREATE_MODE = one_of(*INSTANCE_CREATE_MODES)
+REPLACE_MODE = one_of(*REPLACE_MODES)
+EVAC_MODE = one_of(*NODE_EVAC_MODES)
+EXPORT_MODE = one_of(*EXPORT_MODES)
+FILE_DRIVER = one_of(*FILE_DRIVERS)
+STORAGE_TYPE = one_of(*STORAGE_TYPES)
+NETWORK_MODE = one_of(*NETWORK_MODES)
+OOB_COMMAND = one_of(*OOB_COMMANDS)
+IALLOCATOR_DIRECTION = one_of(*IALLOCATOR_DIRECTIONS)
+IALLOCATOR_MODE = one_of(*IALLOCATOR_MODES)
+QUERY_WHAT = one_of(*QUERY_KINDS)
+SSH_KEY_TYPE = one_of(*SSH_KEY_TYPES)
+VERIFY_OPTIONAL_CHECK = one_of(*VERIFY_OPTIONAL_CHECKS)
+VERIFY_ERROR_CODE = one_of(*VERIFY_ERROR_CODES)
+PRIORITY = one_of(*OP_PRIO_SUBMIT_VALID)
 
-    ``reason`` does not name the parameter; the caller prefixes it.
-    ``depth`` counts the containers (items, keys) the problem is inside: a
-    deep problem explains more than "expected X" when alternatives fail.
-    """
-
-    def __init__(self, reason, depth=0):
-        ValueError.__init__(self, reason)
-        self.reason = reason
-        self.depth = depth
-
-
-def _show(value):
-    text = repr(value)
-    if len(text) > 60:
-        text = text[:57] + "..."
-    if value is None or isinstance(value, (bool, str)):
-        return text
-    return "%s (%s)" % (text, type(value).__name__)
-
-
-class Type(object):
-    """A checker for one kind of JSON value.
-
-    ``check`` returns the value normalised to its JSON form (tuples become
-    lists, integers given for floats become floats) or raises Invalid.
-    """
-
-    desc = "any value"
-
-    def check(self, value):
-        return value
-
-    def fail(self, value):
-        raise Invalid("expected %s, got %s" % (self.desc, _show(value)))
-
-    def dump(self, value, redact=False):
-        """The JSON form of an already checked value."""
-        return copy.deepcopy(value)
-
-    def __repr__(self):
-        return "<type %s>" % self.desc
-
-
-class _Bool(Type):
-    desc = "a boolean"
-
-    def check(self, value):
-        if not isinstance(value, bool):
-            self.fail(value)
-        return value
-
-
-class _Int(Type):
-    def __init__(self, low=None, high=None, desc="an integer"):
-        self.low, self.high, self.desc = low, high, desc
-
-    def check(self, value):
-        # bool is an int subclass in Python, but not in JSON
-        if not isinstance(value, int) or isinstance(value, bool):
-            self.fail(value)
-        if ((self.low is not None and value < self.low) or
-                (self.high is not None and value > self.high)):
-            self.fail(value)
-        return value
-
-
-class _Float(Type):
-    desc = "a number"
-
-    def check(self, value):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            self.fail(value)
-        return float(value)
-
-
-class _Str(Type):
-    def __init__(self, nonempty):
-        self.nonempty = nonempty
-        self.desc = "a non-empty string" if nonempty else "a string"
-
-    def check(self, value):
-        if not isinstance(value, str) or (self.nonempty and not value):
-            self.fail(value)
-        return value
-
-
-class _OneOf(Type):
-    def __init__(self, values):
-        self.values = frozenset(values)
-        self.desc = "one of %s" % ", ".join(
-            repr(v) for v in sorted(self.values, key=repr))
-
-    def check(self, value):
-        # compare types too, so that True does not pass for 1
-        if not any(type(value) is type(v) and value == v
-                   for v in self.values):
-            self.fail(value)
-        return value
-
-
-class _Maybe(Type):
-    def __init__(self, inner):
-        self.inner = inner
-        self.desc = "null or %s" % inner.desc
-
-    def check(self, value):
-        if value is None:
-            return None
-        try:
-            return self.inner.check(value)
-        except Invalid as err:
-            if err.depth:
-                raise
-            self.fail(value)
-
-    def dump(self, value, redact=False):
-        return None if value is None else self.inner.dump(value, redact)
-
-
-class _ListOf(Type):
-    def __init__(self, item):
-        self.item = item
-        self.desc = "a list of %s" % _plural(item.desc)
-
-    def check(self, value):
-        if not isinstance(value, (list, tuple)):
-            self.fail(value)
-        result = []
-        for (idx, item) in enumerate(value):
-            try:
-                result.append(self.item.check(item))
-            except Invalid as err:
-                raise Invalid("item %d: %s" % (idx, err.reason),
-                              err.depth + 1)
-        return result
-
-    def dump(self, value, redact=False):
-        return [self.item.dump(v, redact) for v in value]
-
-
-class _DictOf(Type):
-    def __init__(self, key, value, desc=None):
-        self.key, self.value = key, value
-        if desc is None:
-            if isinstance(key, _Any) and isinstance(value, _Any):
-                desc = "an object"
-            else:
-                desc = "an object mapping %s to %s" % (_plural(key.desc),
-                                                       _plural(value.desc))
-        self.desc = desc
-
-    def check(self, value):
-        if not isinstance(value, dict):
-            self.fail(value)
-        result = {}
-        for (key, item) in value.items():
-            try:
-                key = self.key.check(key)
-            except Invalid as err:
-                raise Invalid("key %r: %s" % (key, err.reason),
-                              err.depth + 1)
-            try:
-                result[key] = self.value.check(item)
-            except Invalid as err:
-                raise Invalid("%r: %s" % (key, err.reason), err.depth + 1)
-        return result
-
-    def dump(self, value, redact=False):
-        return {k: self.value.dump(v, redact) for (k, v) in value.items()}
-
-
-class _Private(Type):
-    """A secret: checked like ``inner``, hidden by redacting dumps."""
-
-    def __init__(self, inner):
-        self.inner = inner
-        self.desc = inner.desc
-
-    def check(self, value):
-        return self.inner.check(value)
-
-    def dump(self, value, redact=False):
-        return REDACTED if redact else self.inner.dump(value)
-
-
-class _Tuple(Type):
-    def __init__(self, *items):
-        self.items = items
-        self.desc = "a list [%s]" % ", ".join(t.desc for t in items)
-
-    def check(self, value):
-        if not isinstance(value, (list, tuple)) or \
-                len(value) != len(self.items):
-            self.fail(value)
-        result = []
-        for (idx, (typ, item)) in enumerate(zip(self.items, value)):
-            try:
-                result.append(typ.check(item))
-            except Invalid as err:
-                raise Invalid("item %d: %s" % (idx, err.reason),
-                              err.depth + 1)
-        return result
-
-    def dump(self, value, redact=False):
-        return [t.dump(v, redact) for (t, v) in zip(self.items, value)]
-
-
-class _Either(Type):
-    """The first alternative that accepts the value wins."""
-
-    def __init__(self, *alternatives):
-        self.alternatives = alternatives
-        self.desc = " or ".join(t.desc for t in alternatives)
-
-    def _pick(self, value):
-        failures = []
-        for typ in self.alternatives:
-            try:
-                return (typ, typ.check(value))
-            except Invalid as err:
-                failures.append(err)
-        depth = max(err.depth for err in failures)
-        if depth:
-            # the value had the shape of some forms: say what is wrong deep
-            # inside the closest ones rather than listing every form
-            raise Invalid("; or ".join(err.reason for err in failures
-                                       if err.depth == depth), depth)
-        self.fail(value)
-
-    def check(self, value):
-        return self._pick(value)[1]
-
-    def dump(self, value, redact=False):
-        return self._pick(value)[0].dump(value, redact)
-
-
-class _Where(Type):
-    """``base`` plus a predicate, e.g. a string that parses as an address."""
-
-    def __init__(self, base, predicate, desc):
-        self.base, self.predicate, self.desc = base, predicate, desc
-
-    def check(self, value):
-        try:
-            value = self.base.check(value)
-        except Invalid:
-            self.fail(value)
-        try:
-            ok = self.predicate(value)
-        except ValueError:
-            ok = False
-        if not ok:
-            self.fail(value)
-        return value
-
-
-class _Any(Type):
-    pass
+# One disk: {"size": 1024, "mode": "rw", ...}; sizes may be unit strings.
+DISK_PARAMS = dict_of(NESTR, either(NESTR, INT), desc="disk parameters")
+# One NIC: {"mac": "auto", "link": "br0", ...}; every value a string or null.
+NIC_PARAMS = dict_of(one_of(*INIC_PARAMS), maybe(STR),
+                     desc="NIC parameters")
+DISK_INDEX = integer(0, constants.MAX_DISKS - 1,
+                     desc="a disk index (0-%d)" % (constants.MAX_DISKS - 1))
+PRIVATE_DICT = dict_of(ANY, private(ANY))
+UID_RANGES = list_of(tuple_of(INT, INT))
+# [action, name] pairs editing the hidden/blacklisted OS lists
+OS_LIST_MODS = list_of(tuple_of(one_of(*DDMS_VALUES), NESTR))
+# recreate-disks: disk indices, or [index, new parameters] pairs
+RECREATE_DISKS = either(list_of(NONNEG_INT),
+                        list_of(tuple_of(NONNEG_INT, DISK_PARAMS)))
 
 
 class _OpCodeList(Type):
@@ -417,6 +198,9 @@ class _OpCodeList(Type):
             self.fail(value)
         result = []
         for (idx, item) in enumerate(value):
+            if isinstance(item, OpCode) and item.OP_ID == self.op_id:
+                result.append(item)     # checked when it was made
+                continue
             if isinstance(item, OpCode):
                 item = item.to_dict()
             if isinstance(item, dict):
@@ -425,7 +209,7 @@ class _OpCodeList(Type):
             try:
                 if not isinstance(item, dict) or item["OP_ID"] != self.op_id:
                     raise Invalid("expected an %s opcode, got %s"
-                                  % (self.op_id, _show(item)))
+                                  % (self.op_id, show(item)))
                 result.append(OpCode.from_dict(item))
             except errors.OpPrereqError as err:
                 raise Invalid("item %d: %s" % (idx, err.args[0]), 2)
@@ -437,108 +221,6 @@ class _OpCodeList(Type):
         return [op.to_dict(redact_private=redact) for op in value]
 
 
-def _plural(desc):
-    # "a boolean" -> "booleans", good enough for messages
-    for article in ("a ", "an "):
-        if desc.startswith(article):
-            word, _, rest = desc[len(article):].partition(" ")
-            return ("%ss %s" % (word, rest)).strip()
-    return desc
-
-
-def maybe(inner):
-    """``inner`` or null."""
-    return _Maybe(inner)
-
-
-def list_of(item):
-    """A list whose every item is ``item`` (JSON arrays; tuples accepted)."""
-    return _ListOf(item)
-
-
-def dict_of(key, value):
-    """An object whose keys are ``key`` and values are ``value``."""
-    return _DictOf(key, value)
-
-
-def one_of(*values):
-    """Exactly one of ``values``."""
-    return _OneOf(values)
-
-
-def tuple_of(*items):
-    """A fixed-length list whose item i is of type ``items[i]``."""
-    return _Tuple(*items)
-
-
-def either(*alternatives):
-    """Any of the alternatives; the first that matches normalises."""
-    return _Either(*alternatives)
-
-
-def private(inner):
-    """A secret value (hidden by ``to_dict(redact_private=True)``)."""
-    return _Private(inner)
-
-
-def _valid_ip(cls):
-    return lambda text: bool(cls(text))
-
-
-ANY = _Any()
-BOOL = _Bool()
-INT = _Int()
-NONNEG_INT = _Int(low=0, desc="a non-negative integer")
-POS_INT = _Int(low=1, desc="a positive integer")
-FLOAT = _Float()
-STR = _Str(nonempty=False)
-NESTR = _Str(nonempty=True)
-DICT = _DictOf(ANY, ANY)
-# Names are plain strings on the wire; the aliases document intent.
-INSTANCE_NAME = STR
-NODE_NAME = NESTR
-
-DISK_TEMPLATE = _OneOf(constants.DISK_TEMPLATES)
-HYPERVISOR = _OneOf(constants.HYPER_TYPES)
-TAG_KIND = _OneOf(constants.VALID_TAG_TYPES)
-ALLOC_POLICY = _OneOf(constants.VALID_ALLOC_POLICIES)
-ADMIN_STATE_SOURCE = _OneOf(constants.ADMIN_STATE_SOURCES)
-MIGRATION_MODE = _OneOf(constants.HT_MIGRATION_MODES)
-REBOOT_TYPE = _OneOf(REBOOT_TYPES)
-CREATE_MODE = _OneOf(INSTANCE_CREATE_MODES)
-REPLACE_MODE = _OneOf(REPLACE_MODES)
-EVAC_MODE = _OneOf(NODE_EVAC_MODES)
-EXPORT_MODE = _OneOf(EXPORT_MODES)
-FILE_DRIVER = _OneOf(FILE_DRIVERS)
-STORAGE_TYPE = _OneOf(STORAGE_TYPES)
-NETWORK_MODE = _OneOf(NETWORK_MODES)
-OOB_COMMAND = _OneOf(OOB_COMMANDS)
-IALLOCATOR_DIRECTION = _OneOf(IALLOCATOR_DIRECTIONS)
-IALLOCATOR_MODE = _OneOf(IALLOCATOR_MODES)
-QUERY_WHAT = _OneOf(QUERY_KINDS)
-SSH_KEY_TYPE = _OneOf(SSH_KEY_TYPES)
-VERIFY_OPTIONAL_CHECK = _OneOf(VERIFY_OPTIONAL_CHECKS)
-VERIFY_ERROR_CODE = _OneOf(VERIFY_ERROR_CODES)
-PRIORITY = _OneOf(OP_PRIO_SUBMIT_VALID)
-
-IPV4_ADDR = _Where(STR, _valid_ip(ipaddress.IPv4Address), "an IPv4 address")
-IPV4_NET = _Where(STR, _valid_ip(ipaddress.IPv4Network), "an IPv4 network")
-IPV6_ADDR = _Where(STR, _valid_ip(ipaddress.IPv6Address), "an IPv6 address")
-IPV6_NET = _Where(STR, _valid_ip(ipaddress.IPv6Network), "an IPv6 network")
-
-# One disk: {"size": 1024, "mode": "rw", ...}; sizes may be unit strings.
-DISK_PARAMS = _DictOf(NESTR, either(NESTR, INT), desc="disk parameters")
-# One NIC: {"mac": "auto", "link": "br0", ...}; every value a string or null.
-NIC_PARAMS = _DictOf(_OneOf(INIC_PARAMS), maybe(STR), desc="NIC parameters")
-DISK_INDEX = _Int(low=0, high=constants.MAX_DISKS - 1,
-                  desc="a disk index (0-%d)" % (constants.MAX_DISKS - 1))
-PRIVATE_DICT = _DictOf(ANY, private(ANY))
-UID_RANGES = list_of(tuple_of(INT, INT))
-# [action, name] pairs editing the hidden/blacklisted OS lists
-OS_LIST_MODS = list_of(tuple_of(_OneOf(DDMS_VALUES), NESTR))
-# recreate-disks: disk indices, or [index, new parameters] pairs
-RECREATE_DISKS = either(list_of(NONNEG_INT),
-                        list_of(tuple_of(NONNEG_INT, DISK_PARAMS)))
 NESTED_INSTANCE_CREATE = _OpCodeList("OP_INSTANCE_CREATE")
 
 
@@ -550,16 +232,15 @@ def device_mods(params):
     form is still accepted, as Ganeti does.
     """
     return either(
-        list_of(tuple_of(_OneOf(DDMS_VALUES_WITH_MODIFY), either(INT, STR),
+        list_of(tuple_of(one_of(*DDMS_VALUES_WITH_MODIFY), either(INT, STR),
                          params)),
-        list_of(tuple_of(either(_OneOf(DDMS_VALUES), NONNEG_INT), params)))
+        list_of(tuple_of(either(one_of(*DDMS_VALUES), NONNEG_INT), params)))
 
 
 # Job ids are non-negative integers (or their decimal strings); inside one
 # SubmitManyJobs call, negative numbers refer to earlier jobs of that call.
-JOB_ID = either(INT, _Where(STR, re.compile(r"[0-9]+\Z").match,
-                            "a job id"))
-DEPENDENCIES = list_of(tuple_of(JOB_ID, list_of(_OneOf(JOBS_FINALIZED))))
+JOB_ID = either(INT, where(STR, re.compile(r"[0-9]+\Z").match, "a job id"))
+DEPENDENCIES = list_of(tuple_of(JOB_ID, list_of(one_of(*JOBS_FINALIZED))))
 # [source, text, timestamp in ns]
 REASON_TRAIL = list_of(tuple_of(STR, STR, either(INT, FLOAT)))
 
@@ -1249,7 +930,7 @@ class OpCode(object):
         """
         if not isinstance(data, dict):
             raise _invalid("opcode", "expected an object, got %s"
-                           % _show(data))
+                           % show(data))
         params = dict(data)
         op_id = params.pop("OP_ID", cls.OP_ID)
         if op_id is None:
@@ -1257,7 +938,7 @@ class OpCode(object):
         klass = opcode_class(op_id)
         if cls.OP_ID is not None and klass is not cls:
             raise _invalid("OP_ID", "expected %s, got %s"
-                           % (cls.OP_ID, _show(op_id)))
+                           % (cls.OP_ID, show(op_id)))
         op = klass.__new__(klass)
         op._load(params, strict)
         return op
@@ -1280,7 +961,16 @@ class OpCode(object):
                    strict=True)
 
     def copy(self):
-        return self.from_dict(self.to_dict())
+        """An independent copy (the values are already checked: no second
+        validation)."""
+        klass = type(self)
+        op = klass.__new__(klass)
+        for param in self.PARAMS:
+            setattr(op, param.name, copy.deepcopy(getattr(self, param.name)))
+        return op
+
+    def __deepcopy__(self, memo):
+        return self.copy()
 
     def summary(self):
         """Short form as in job listings: ``INSTANCE_STARTUP(inst1)``."""
@@ -1359,7 +1049,7 @@ def opcode_class(op_id):
     try:
         return _CLASSES[op_id]
     except (KeyError, TypeError):
-        raise errors.OpCodeUnknown("Unknown opcode %s" % _show(op_id))
+        raise errors.OpCodeUnknown("Unknown opcode %s" % show(op_id))
 
 
 def from_dict(data, strict=True):

@@ -16,6 +16,7 @@ from ganeti import daemon_util
 from ganeti import errors
 from ganeti import mcpu
 from ganeti import objects
+from ganeti import opcodes
 
 from tests.test_cli_integration import NODE, ClusterTestCase
 from tests.test_config import make_store
@@ -33,7 +34,7 @@ class DestroyLUTests(unittest.TestCase):
         self.log = []
 
     def run_op(self):
-        return self.proc.execute(1, 0, {"OP_ID": "OP_CLUSTER_DESTROY"},
+        return self.proc.execute(1, 0, opcodes.OpClusterDestroy(),
                                  self.log.append)
 
     def refused(self):

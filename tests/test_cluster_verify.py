@@ -17,6 +17,7 @@ from twisted.trial import unittest
 
 from ganeti import constants
 from ganeti import crypto
+from ganeti import opcodes
 from ganeti.cmdlib import verify
 from ganeti.hypervisor import state
 
@@ -101,7 +102,7 @@ class FakeFeedback(object):
 
     def submit_jobs(self, jobs):
         first = 100 + len(self.submitted)
-        self.submitted.extend(jobs)
+        self.submitted.extend([op.to_dict() for op in job] for job in jobs)
         return defer.succeed([[True, first + i] for i in range(len(jobs))])
 
 
@@ -125,10 +126,9 @@ class ClusterVerifyTests(VerifyTestCase):
 
     def test_submits_config_then_group_jobs(self):
         fb = FakeFeedback()
-        d = self.proc.execute(1, 0, {"OP_ID": "OP_CLUSTER_VERIFY",
-                                     "error_codes": True, "verbose": True,
-                                     "ignore_errors": ["ENODEHV"],
-                                     "skip_checks": ["nplusone_mem"]}, fb)
+        d = self.proc.execute(1, 0, opcodes.OpClusterVerify(
+            error_codes=True, verbose=True, ignore_errors=["ENODEHV"],
+            skip_checks=["nplusone_mem"]), fb)
         result = self.successResultOf(d)
         self.assertEqual(result, {"jobs": [[True, 100], [True, 101]]})
         (config_op,), (group_op,) = fb.submitted
@@ -145,14 +145,14 @@ class ClusterVerifyTests(VerifyTestCase):
 
     def test_one_group_only(self):
         fb = FakeFeedback()
-        d = self.proc.execute(1, 0, {"OP_ID": "OP_CLUSTER_VERIFY",
-                                     "group_name": "default"}, fb)
+        d = self.proc.execute(1, 0, opcodes.OpClusterVerify(
+            group_name="default"), fb)
         self.assertEqual(self.successResultOf(d), {"jobs": [[True, 100]]})
         ((op,),) = fb.submitted
         self.assertEqual((op["OP_ID"], op.get("depends")),
                          ("OP_CLUSTER_VERIFY_GROUP", None))
-        d = self.proc.execute(2, 0, {"OP_ID": "OP_CLUSTER_VERIFY",
-                                     "group_name": "nosuch"}, fb)
+        d = self.proc.execute(2, 0, opcodes.OpClusterVerify(
+            group_name="nosuch"), fb)
         self.failureResultOf(d)
 
 

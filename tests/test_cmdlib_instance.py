@@ -11,6 +11,7 @@ from ganeti import errors
 from ganeti import locking
 from ganeti import mcpu
 from ganeti import objects
+from ganeti import opcodes
 from ganeti.rpc import RpcResult
 
 from tests.test_config import give_capacity, make_store
@@ -216,7 +217,9 @@ class InstanceTestCase(unittest.TestCase):
 
     def run_op(self, op):
         self.job += 1
-        return self.proc.execute(self.job, 0, op, self.log.append)
+        # the processor gets OpCode objects, loaded where jobs come in
+        return defer.maybeDeferred(opcodes.from_dict, op).addCallback(
+            lambda op: self.proc.execute(self.job, 0, op, self.log.append))
 
     def ok(self, op):
         return self.successResultOf(self.run_op(op))

@@ -1,6 +1,6 @@
 """Node group logical units with a fake RPC and a Clock."""
 
-from twisted.internet import task
+from twisted.internet import defer, task
 from twisted.trial import unittest
 
 from ganeti import cmdlib
@@ -8,6 +8,7 @@ from ganeti import errors
 from ganeti import locking
 from ganeti import mcpu
 from ganeti import objects
+from ganeti import opcodes
 
 from tests.test_config import make_store
 
@@ -38,7 +39,9 @@ class GroupTestCase(unittest.TestCase):
 
     def run_op(self, op):
         self.job += 1
-        return self.proc.execute(self.job, 0, op, self.log.append)
+        # the processor gets OpCode objects, loaded where jobs come in
+        return defer.maybeDeferred(opcodes.from_dict, op).addCallback(
+            lambda op: self.proc.execute(self.job, 0, op, self.log.append))
 
     def ok(self, op_id, **params):
         params["OP_ID"] = op_id

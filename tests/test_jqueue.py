@@ -1,5 +1,6 @@
 """Tests for ganeti.jqueue: a real queue directory, a fake clock and a fake
-executor whose Deferreds the tests fire."""
+executor whose Deferreds the tests fire.  Jobs are OpCode objects, as luxi
+hands them to the queue."""
 
 import json
 import os
@@ -9,7 +10,10 @@ from twisted.trial import unittest
 
 from ganeti import errors
 from ganeti import jqueue
+from ganeti import opcodes
+from ganeti.jqueue import model as jq_model
 from ganeti.jqueue import queue as jq_queue
+from ganeti.jqueue import store as jq_store
 
 T0 = 1000000.0
 
@@ -41,8 +45,8 @@ class _Call(object):
 
 
 class FakeExecutor(object):
-    """Records calls; with ``auto`` finishes OP_TEST_DELAY-like opcodes
-    immediately with the opcode's "result" parameter."""
+    """Records calls; with ``auto`` finishes opcodes immediately with their
+    "result" parameter (OP_TEST_DUMMY), or True."""
 
     def __init__(self, auto=False):
         self.auto = auto
@@ -53,7 +57,7 @@ class FakeExecutor(object):
         self.calls.append(call)
         if self.auto:
             feedback_fn.notify_running()
-            return defer.succeed(op_input.get("result", True))
+            return defer.succeed(getattr(op_input, "result", True))
         return call.deferred
 
     def pending(self):
@@ -64,8 +68,10 @@ class FakeExecutor(object):
 
 
 def op(op_id="OP_TEST_DELAY", **params):
-    params["OP_ID"] = op_id
-    return params
+    """A new opcode (by default OP_TEST_DELAY of 0 seconds)."""
+    if op_id == "OP_TEST_DELAY":
+        params.setdefault("duration", 0)
+    return opcodes.opcode_class(op_id)(**params)
 
 
 class QueueTestCase(unittest.TestCase):
@@ -155,17 +161,11 @@ class SubmitTests(QueueTestCase):
         for call in self.executor.calls:
             call.finish()
 
-    def test_validation_failure_writes_nothing(self):
-        def validate(o):
-            if o.get("bad"):
-                raise errors.OpPrereqError("parameter 'bad' is not allowed",
-                                           errors.ECODE_INVAL)
-            return o
-        queue = self.make_queue(validate=validate)
-        queue.load()
+    def test_refused_job_writes_nothing(self):
         failure = self.failureResultOf(
-            queue.submit_job([op(), op(bad=True)]), errors.OpPrereqError)
-        self.assertIn("'bad'", failure.value.args[0])
+            self.queue.submit_job([op(), op(depends=[["1", []]])]),
+            errors.OpPrereqError)
+        self.assertIn("Opcode 1: parameter 'depends'", failure.value.args[0])
         self.assertEqual(sorted(os.listdir(self.dir)),
                          ["archive", "lock", "version"])
         self.turn()
@@ -175,26 +175,29 @@ class SubmitTests(QueueTestCase):
         cases = [
             [],
             "OP_TEST_DELAY",
-            [{"duration": 1}],                           # no OP_ID
-            [op(priority=20)],
-            [op(priority="high")],
-            [op(depends=[[1]])],
-            [op(depends=[[1, ["running"]]])],
             [op(depends=[[-1, []]])],                    # relative, alone
-            [op(duration=object())],                     # not JSON
+            [op(depends=[["1", []]])],                   # not a number
         ]
         for ops in cases:
             self.failureResultOf(self.queue.submit_job(ops),
                                  errors.OpPrereqError)
+        # the queue takes OpCode objects only
+        self.failureResultOf(self.queue.submit_job(
+            [{"OP_ID": "OP_TEST_DELAY", "duration": 1}]),
+            errors.ProgrammerError)
         self.assertEqual(sorted(os.listdir(self.dir)),
                          ["archive", "lock", "version"])
         self.turn()
 
-    def test_priority_error_names_field(self):
-        failure = self.failureResultOf(
-            self.queue.submit_job([op(), op(priority=99)]),
-            errors.OpPrereqError)
-        self.assertIn("Opcode 1: parameter 'priority'", failure.value.args[0])
+    def test_opcodes_are_checked_when_made(self):
+        # what the queue no longer checks itself: a wrong priority,
+        # dependency or a value that does not serialise
+        for params in [{"priority": 20}, {"priority": "high"},
+                       {"depends": [[1]]}, {"depends": [[1, ["running"]]]},
+                       {"duration": object()}]:
+            self.assertRaises(errors.OpPrereqError, op, **params)
+        self.assertRaises(errors.OpPrereqError, op, "OP_TEST_DUMMY",
+                          result={"x": object()})
 
     def test_opcode_priority_and_reason(self):
         job_id = self.submit(op(priority=-10, reason=[["gnt:client:x", "y",
@@ -209,45 +212,29 @@ class SubmitTests(QueueTestCase):
         self.queue.cancel_job(job_id)
         self.turn()
 
-    def test_caller_cannot_change_submitted_ops(self):
-        ops = [op(duration=1)]
-        job_id = self.submit(*ops)
-        ops[0]["duration"] = 99
-        self.assertEqual(self.field(job_id, "ops")[0]["duration"], 1)
+    def test_queries_and_executors_get_copies(self):
+        job_id = self.submit(op(duration=1))
         self.field(job_id, "ops")[0]["duration"] = 42
         self.assertEqual(self.field(job_id, "ops")[0]["duration"], 1)
-        self.queue.cancel_job(job_id)
         self.turn()
-
-    def test_opcode_objects_accepted(self):
-        class FakeOpCode(object):
-            def to_dict(self):
-                return op("OP_INSTANCE_STARTUP", instance_name="inst1")
-        job_id = self.submit(FakeOpCode())
-        self.assertEqual(self.field(job_id, "summary"),
-                         ["INSTANCE_STARTUP(inst1)"])
+        [call] = self.executor.calls
+        call.op.duration = 99
+        self.assertEqual(self.field(job_id, "ops")[0]["duration"], 1)
         self.queue.cancel_job(job_id)
-        self.turn()
 
-    def test_with_real_opcodes(self):
-        from ganeti import opcodes
-        queue = self.make_queue(
-            validate=lambda o: opcodes.OpCode.from_dict(o).to_dict(),
-            summary_fn=lambda o: opcodes.OpCode.from_dict(
-                o, strict=False).summary())
-        queue.load()
-        self.failureResultOf(queue.submit_job([op(duration="x")]),
-                             errors.OpPrereqError)
-        result = self.successResultOf(queue.submit_many_jobs([
+    def test_dependencies_and_summary(self):
+        result = self.successResultOf(self.queue.submit_many_jobs([
             [op(duration=0)], [op(duration=1, depends=[[-1, ["success"]]])]]))
         self.assertEqual(result, [[True, 1], [True, 2]])
-        self.assertEqual(queue.query_jobs([2], ["summary", "ops"])[0][0],
+        self.assertEqual(self.queue.query_jobs([2], ["summary"])[0][0],
                          ["TEST_DELAY(1.0)"])
-        self.assertEqual(queue.query_jobs([2], ["ops"])[0][0][0]["depends"],
-                         [[1, ["success"]]])
-        queue.cancel_job(1)
+        self.assertEqual(
+            self.queue.query_jobs([2], ["ops"])[0][0][0]["depends"],
+            [[1, ["success"]]])
+        self.queue.cancel_job(1)
         self.turn()
-        self.assertEqual(queue.query_jobs([2], ["status"]), [["canceled"]])
+        self.assertEqual(self.queue.query_jobs([2], ["status"]),
+                         [["canceled"]])
 
     def test_queue_full(self):
         queue = self.make_queue(size_limit=2)
@@ -269,10 +256,10 @@ class SubmitTests(QueueTestCase):
 
     def test_submit_many(self):
         result = self.successResultOf(self.queue.submit_many_jobs(
-            [[op()], [op(priority=100)], [op(), op()]]))
+            [[op()], [op(depends=[[-5, []]])], [op(), op()]]))
         self.assertEqual(result[0], [True, 1])
         self.assertFalse(result[1][0])
-        self.assertIn("priority", result[1][1])
+        self.assertIn("relative job id -5", result[1][1])
         self.assertEqual(result[2], [True, 2])
         self.queue.cancel_job(1)
         self.queue.cancel_job(2)
@@ -299,7 +286,7 @@ class ExecutionTests(QueueTestCase):
         self.clock.advance(1)                                   # T0 + 1
         [call] = self.executor.calls
         self.assertEqual((call.job.id, call.index), (job_id, 0))
-        self.assertEqual(call.op["duration"], 0)
+        self.assertEqual(call.op.duration, 0)
         self.assertEqual(self.field(job_id, "opstatus"),
                          ["waiting", "queued"])
         self.assertEqual(self.field(job_id, "start_ts"), [int(T0) + 1, 0])
@@ -452,15 +439,6 @@ class ExecutionTests(QueueTestCase):
         self.queue.cancel_job(job_id)
         self.turn()
 
-    def test_custom_summary(self):
-        queue = self.make_queue(summary_fn=lambda o: "S:" + o["OP_ID"])
-        queue.load()
-        job_id = self.successResultOf(queue.submit_job([op()]))
-        self.assertEqual(queue.query_jobs([job_id], ["summary"]),
-                         [[["S:OP_TEST_DELAY"]]])
-        queue.cancel_job(job_id)
-        self.turn()
-
 
 class QueryTests(QueueTestCase):
 
@@ -474,7 +452,7 @@ class QueryTests(QueueTestCase):
         row = self.queue.query_jobs([job_id], fields)[0]
         self.assertEqual(row[:4], [1, "queued", 0, False])
         self.assertEqual(row[5:], [[None], ["queued"], [[]], [None], [None],
-                                   [None], [0], ["TEST_DELAY"],
+                                   [None], [0], ["TEST_DELAY(0.0)"],
                                    [int(T0), 0], None, None])
         self.queue.cancel_job(job_id)
         self.turn()
@@ -504,7 +482,8 @@ class QueryTests(QueueTestCase):
         queue = self.make_queue(executor=FakeExecutor(auto=True),
                                 cache_size=2)
         queue.load()
-        ids = [self.successResultOf(queue.submit_job([op(result=i)]))
+        ids = [self.successResultOf(queue.submit_job(
+            [op("OP_TEST_DUMMY", result=i)]))
                for i in range(5)]
         self.turn()
         self.assertEqual(len(queue._cache), 2)
@@ -825,7 +804,7 @@ class DependencyTests(QueueTestCase):
 
     def test_relative_id_to_rejected_job(self):
         result = self.successResultOf(self.queue.submit_many_jobs([
-            [op(priority=99)],
+            [op(depends=[["1", []]])],                 # refused
             [op(depends=[[-1, []]])],
         ]))
         self.assertFalse(result[0][0])
@@ -1117,6 +1096,57 @@ class CrashRecoveryTests(QueueTestCase):
         queue.cancel_job(9)
         self.turn()
 
+    def write_job_file(self, job_id, ops, statuses):
+        entries = [{"input": data, "status": status, "result": None,
+                    "log": [], "priority": 0, "start_timestamp": None,
+                    "exec_timestamp": None, "end_timestamp": None}
+                   for (data, status) in zip(ops, statuses)]
+        with open(self.job_file(job_id), "w") as f:
+            json.dump({"id": job_id, "ops": entries,
+                       "received_timestamp": [int(T0), 0],
+                       "start_timestamp": None, "end_timestamp": None}, f)
+
+    def test_unloadable_opcodes_are_kept_and_reported(self):
+        future = {"OP_ID": "OP_FROM_THE_FUTURE", "x": 1}
+        colour = {"OP_ID": "OP_TEST_DELAY", "duration": 1.0,
+                  "colour": "red"}
+        good = op().to_dict()
+        self.write_job_file(1, [future], ["success"])
+        self.write_job_file(2, [colour], ["queued"])
+        self.write_job_file(3, [good, future], ["waiting", "queued"])
+        self.write_job_file(4, [future, good], ["success", "queued"])
+        queue = self.make_queue()
+        report = queue.load()
+        self.assertEqual(report.unreadable, (1, 2, 3, 4))
+        self.assertEqual(report.failed, (2, 3))
+        self.assertEqual(report.requeued, (4,))
+        self.assertEqual(report.corrupt, ())
+        # shown as they are in the file
+        self.assertEqual(queue.query_jobs([1], ["ops", "summary", "status"]),
+                         [[[future], ["FROM_THE_FUTURE"], "success"]])
+        (opstatus, opresult), = queue.query_jobs([2], ["opstatus",
+                                                       "opresult"])
+        self.assertEqual(opstatus, ["error"])
+        self.assertIn("cannot be loaded: colour: unknown parameter",
+                      opresult[0][1][0])
+        (opstatus, opresult), = queue.query_jobs([3], ["opstatus",
+                                                       "opresult"])
+        self.assertEqual(opstatus, ["error", "error"])
+        self.assertIn("opcode 1 of this job cannot be loaded",
+                      opresult[0][1][0])
+        self.assertIn("Unknown opcode 'OP_FROM_THE_FUTURE'",
+                      opresult[1][1][0])
+        # the files keep them
+        self.assertEqual(self.read_job(2)["ops"][0]["input"], colour)
+        self.assertEqual(self.read_job(2)["ops"][0]["status"], "error")
+        # job 4's readable opcode runs; nothing else does
+        self.turn()
+        self.assertEqual([(c.job.id, c.index) for c in self.executor.calls],
+                         [(4, 1)])
+        self.executor.calls[0].finish()
+        self.assertEqual(queue.query_jobs([4], ["status"]), [["success"]])
+        self.assertEqual(self.read_job(4)["ops"][0]["input"], future)
+
     def test_wrong_queue_version(self):
         with open(os.path.join(self.dir, "version"), "w") as f:
             f.write("7\n")
@@ -1129,3 +1159,81 @@ class CrashRecoveryTests(QueueTestCase):
         self.queue.shutdown()
         self.assertEqual(len(self.read_job(job_id)["ops"][0]["log"]), 1)
         self.assertEqual(self.clock.getDelayedCalls(), [])
+
+
+class StatusMoveTests(unittest.TestCase):
+    """The one rule for changes of an opcode's status."""
+
+    LEGAL = [
+        ("queued", "waiting"), ("queued", "canceling"),
+        ("queued", "canceled"), ("queued", "error"),
+        ("waiting", "queued"), ("waiting", "running"),
+        ("waiting", "canceling"), ("waiting", "canceled"),
+        ("waiting", "success"), ("waiting", "error"),
+        ("running", "waiting"), ("running", "canceling"),
+        ("running", "success"), ("running", "error"),
+        ("canceling", "canceled"), ("canceling", "success"),
+        ("canceling", "error"),
+    ]
+
+    def test_every_legal_move_is_accepted(self):
+        for (old, new) in self.LEGAL:
+            jq_model.check_op_move(old, new)
+            op = jqueue.QueuedOpCode(input=None, status=old)
+            op.move_to(new)
+            self.assertEqual(op.status, new)
+
+    def test_everything_else_is_refused(self):
+        statuses = sorted(jqueue.STATUS_ALL)
+        refused = [(old, new) for old in statuses for new in statuses
+                   if (old, new) not in self.LEGAL]
+        # among them: staying put, leaving a final status, skipping ahead
+        for move in [("queued", "queued"), ("success", "error"),
+                     ("canceled", "queued"), ("error", "running"),
+                     ("queued", "running"), ("queued", "success"),
+                     ("running", "queued"), ("running", "canceled"),
+                     ("canceling", "running"), ("canceling", "waiting")]:
+            self.assertIn(move, refused)
+        for (old, new) in refused:
+            self.assertRaises(errors.ProgrammerError,
+                              jq_model.check_op_move, old, new)
+            op = jqueue.QueuedOpCode(input=None, status=old)
+            self.assertRaises(errors.ProgrammerError, op.move_to, new)
+            self.assertEqual(op.status, old)
+
+
+class JobFileTests(unittest.TestCase):
+    """Opcodes become JSON in the job file and OpCode objects again when
+    it is read."""
+
+    def test_written_and_read_back_equal(self):
+        store = jq_store.JobStore(os.path.abspath(self.mktemp()))
+        store.initialize()
+        inputs = [
+            op(duration=2.5, depends=[[3, ["success"]]],
+               reason=[["gnt:client:test", "x", 5]], priority=-10),
+            opcodes.OpInstanceCreate(
+                instance_name="inst1", mode="create", disk_template="plain",
+                disks=[{"size": 1024}], nics=[{"link": "br0"}],
+                osparams_private={"password": "secret"}),
+            opcodes.OpInstanceMultiAlloc(instances=[
+                opcodes.OpInstanceCreate(instance_name="inst2",
+                                         mode="create", disks=[], nics=[],
+                                         disk_template="diskless")]),
+        ]
+        job = jqueue.QueuedJob(
+            id=5, received_timestamp=[1, 2],
+            ops=[jqueue.QueuedOpCode(input=i.copy()) for i in inputs])
+        store.write_job(job)
+        again = store.read_job(5)
+        self.assertEqual([o.input for o in again.ops], inputs)
+        for (read, made) in zip(again.ops, inputs):
+            self.assertIs(type(read.input), type(made))
+        # the file holds each opcode's JSON form, secrets included (the
+        # job must be able to run after a restart)
+        with open(store.job_path(5)) as f:
+            data = json.load(f)
+        self.assertEqual([o["input"] for o in data["ops"]],
+                         [i.to_dict() for i in inputs])
+        self.assertEqual(data["ops"][1]["input"]["osparams_private"],
+                         {"password": "secret"})

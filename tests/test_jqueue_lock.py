@@ -9,11 +9,13 @@ from twisted.trial import unittest
 
 from ganeti import errors
 from ganeti import jqueue
+from ganeti import opcodes
 from ganeti.jqueue.store import JobStore
 
 from tests.daemons import snapshot
 
-OP = {"OP_ID": "OP_TEST_DELAY", "duration": 0}
+def new_op():
+    return opcodes.OpTestDelay(duration=0)
 
 
 class Executor(object):
@@ -107,7 +109,7 @@ class JobQueueLockTests(unittest.TestCase):
         executor = Executor()
         first = self.queue(executor)
         first.load()
-        job_id = self.successResultOf(first.submit_job([OP]))
+        job_id = self.successResultOf(first.submit_job([new_op()]))
         self.clock.advance(0)    # the job starts: "running" on disk
         self.assertEqual(first.query_jobs([job_id], ["status"]),
                          [["running"]])

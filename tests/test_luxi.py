@@ -365,7 +365,7 @@ class ServerTests(ServerTestCase):
         answer = await self.raw_call({"method": "QueryTags",
                                       "args": ["planet", "earth"]})
         args = self.assertFailure_(answer, "OpPrereqError", "QueryTags",
-                                   "tag kind", "planet")
+                                   "kind", "planet")
         self.assertEqual(args[1], errors.ECODE_INVAL)
         answer = await self.raw_call({"method": "ChangeJobPriority",
                                       "args": [1, 7]})

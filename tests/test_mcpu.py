@@ -1,6 +1,6 @@
 """The opcode processor and the first logical units, on a fake clock."""
 
-from twisted.internet import task
+from twisted.internet import defer, task
 from twisted.trial import unittest
 
 from ganeti import cmdlib
@@ -8,6 +8,7 @@ from ganeti import errors
 from ganeti import locking
 from ganeti import mcpu
 from ganeti import objects
+from ganeti import opcodes
 
 from tests.test_config import make_store, real_instance
 
@@ -31,7 +32,9 @@ class ProcessorTestCase(unittest.TestCase):
     def run_op(self, op, job=1, running=None):
         notify = (None if running is None
                   else (lambda: running.append(None)))
-        return self.proc.execute(job, 0, op, self.log.append, notify)
+        # the processor gets OpCode objects, loaded where jobs come in
+        return defer.maybeDeferred(opcodes.from_dict, op).addCallback(
+            lambda op: self.proc.execute(job, 0, op, self.log.append, notify))
 
     def result(self, d):
         return self.successResultOf(d)
@@ -113,6 +116,12 @@ class GenericTests(ProcessorTestCase):
                                         "duration": "soon"}),
                            errors.OpPrereqError)
         self.assertIn("duration", str(err))
+
+    def test_runs_opcode_objects_only(self):
+        d = self.proc.execute(1, 0, {"OP_ID": "OP_TEST_DELAY",
+                                     "duration": 1.0}, self.log.append)
+        self.assertIn("OpCode", str(self.failure(d, errors.ProgrammerError)))
+        self.assert_no_locks_held()
 
     def test_dry_run_changes_nothing(self):
         d = self.run_op({"OP_ID": "OP_TAGS_SET", "kind": "cluster",

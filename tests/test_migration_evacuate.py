@@ -4,7 +4,6 @@ from twisted.internet import defer
 
 from ganeti import locking
 from ganeti import objects
-from ganeti import opcodes
 
 from tests.test_cmdlib_instance import NODE1, NODE2
 from tests.test_migration import MigrationTestCase, NODE3
@@ -17,9 +16,8 @@ class FakeQueue(object):
     def submit_many_jobs(self, jobs):
         result = []
         for ops in jobs:
-            for op in ops:
-                opcodes.from_dict(dict(op))   # valid opcodes only
-            self.jobs.append(ops)
+            # OpCode objects: checked when the LU made them
+            self.jobs.append([op.to_dict() for op in ops])
             result.append([True, len(self.jobs)])
         return defer.succeed(result)
 

@@ -14,6 +14,7 @@ from ganeti import errors
 from ganeti import locking
 from ganeti import mcpu
 from ganeti import objects
+from ganeti import opcodes
 from ganeti import pathutils
 from ganeti import replication
 from ganeti.rpc import RpcResult
@@ -246,7 +247,9 @@ class MembershipTestCase(unittest.TestCase):
 
     def run_op(self, op):
         self.job += 1
-        return self.proc.execute(self.job, 0, op, self.log.append)
+        # the processor gets OpCode objects, loaded where jobs come in
+        return defer.maybeDeferred(opcodes.from_dict, op).addCallback(
+            lambda op: self.proc.execute(self.job, 0, op, self.log.append))
 
     def ok(self, op):
         result = self.successResultOf(self.run_op(op))

@@ -166,7 +166,8 @@ class NodedInProcessTests(unittest.TestCase):
             ("instance_shutdown", ["inst1", "xen-hvm"], "hv: unknown"
              " hypervisor 'xen-hvm'"),
             ("instance_info", ["a", "fake", "extra"], "at most 2 arguments"),
-            ("instance_list", ["fake"], "argument 'hvs' must be a list"),
+            ("instance_list", ["fake"], "argument 'hvs' of instance_list:"
+             " expected a list"),
             ("instance_start", [{"hypervisor": "fake", "name": "x"}],
              "instance.uuid"),
             ("instance_start", [dict(spec(), colour="red")],

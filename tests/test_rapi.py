@@ -1208,7 +1208,7 @@ class BaserlibTests(unittest.TestCase):
     def test_build_opcode(self):
         op = baserlib.build_opcode("OP_TAGS_SET", {"tags": ["a"]},
                                    {"kind": "cluster"})
-        self.assertEqual((op["OP_ID"], op["tags"]), ("OP_TAGS_SET", ["a"]))
+        self.assertEqual((op.OP_ID, op.tags), ("OP_TAGS_SET", ["a"]))
         self.assertRaises(baserlib.BadRequest, baserlib.build_opcode,
                           "OP_TAGS_SET", {"kind": "node"},
                           {"kind": "cluster", "tags": []})

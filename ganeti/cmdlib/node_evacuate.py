@@ -34,6 +34,7 @@ from twisted.internet import defer
 from ganeti import constants
 from ganeti import errors
 from ganeti import locking
+from ganeti import opcodes
 from ganeti.cmdlib import checks
 from ganeti.cmdlib import node_calls
 from ganeti.cmdlib.base import LogicalUnit
@@ -81,8 +82,8 @@ class Planner(object):
 
 
 async def submit_jobs(lu, jobs):
-    """Submit ``jobs`` (lists of opcode dicts) from an LU; the queue's
-    answer, logged."""
+    """Submit ``jobs`` (lists of OpCode) from an LU; the queue's answer,
+    logged."""
     if not jobs:
         return []
     submit = getattr(lu._feedback, "submit_jobs", None)
@@ -93,7 +94,8 @@ async def submit_jobs(lu, jobs):
                                  " opcode (no job queue)")
     results = await defer.maybeDeferred(submit, jobs)
     for (ok, value), ops in zip(results, jobs):
-        what = "%s of %s" % (ops[0]["OP_ID"], ops[0].get("instance_name"))
+        what = "%s of %s" % (ops[0].OP_ID,
+                             getattr(ops[0], "instance_name", None))
         if ok:
             lu.log_info("Submitted job %s (%s)", value, what)
         else:
@@ -122,11 +124,10 @@ class _NodeJobsLU(LogicalUnit):
             i.uuid for i in self.cfg.node_instances(self.node_uuid)]
 
     def _op(self, op_id, **params):
-        params["OP_ID"] = op_id
         reason = getattr(self.op, "reason", None)
         if reason:
             params["reason"] = list(reason)
-        return params
+        return opcodes.opcode_class(op_id)(**params)
 
 
 class LUNodeEvacuate(_NodeJobsLU):

@@ -90,7 +90,7 @@ class LUClusterVerify(LogicalUnit):
         params.update(_verify_params(self.op))
         params["reason"] = list(self.op.reason or [])
         params["priority"] = self.op.priority
-        return opcodes.opcode_class(op_id)(**params).to_dict()
+        return opcodes.opcode_class(op_id)(**params)
 
     async def exec_(self):
         jobs = []
@@ -112,7 +112,7 @@ class LUClusterVerify(LogicalUnit):
                                      " opcode (no job queue)")
         results = await defer.maybeDeferred(submit, jobs)
         for (ok, value), ops in zip(results, jobs):
-            what = ops[0]["OP_ID"]
+            what = ops[0].OP_ID
             if ok:
                 self.log_info("Submitted job %s (%s)", value, what)
             else:

@@ -15,11 +15,10 @@ from ganeti.jqueue.model import (  # noqa: F401
     FINALIZED, PRIO_HIGHEST, PRIO_HIGH, PRIO_NORMAL, PRIO_LOW, PRIO_LOWEST,
     PRIO_DEFAULT, ELOG_MESSAGE, ELOG_MESSAGE_LIST, ELOG_REMOTE_IMPORT,
     ELOG_JQUEUE_TEST, ELOG_DELAY_TEST, JOB_FIELDS, QueuedJob, QueuedOpCode,
-    default_summary, split_time)
+    UnreadableOpCode, split_time)
 from ganeti.jqueue.waiters import WFJC_TIMEOUT, JOB_NOTCHANGED  # noqa: F401
 from ganeti.jqueue.queue import (  # noqa: F401
-    JobQueue, OpContext, LoadReport, default_validate, DEFAULT_MAX_RUNNING,
-    QUEUE_SIZE_LIMIT)
+    JobQueue, OpContext, LoadReport, DEFAULT_MAX_RUNNING, QUEUE_SIZE_LIMIT)
 
 __all__ = [
     "STATUS_QUEUED", "STATUS_WAITING", "STATUS_CANCELING", "STATUS_RUNNING",
@@ -28,7 +27,7 @@ __all__ = [
     "PRIO_LOW", "PRIO_LOWEST", "PRIO_DEFAULT", "ELOG_MESSAGE",
     "ELOG_MESSAGE_LIST", "ELOG_REMOTE_IMPORT", "ELOG_JQUEUE_TEST",
     "ELOG_DELAY_TEST", "JOB_FIELDS", "QueuedJob", "QueuedOpCode",
-    "default_summary", "split_time", "WFJC_TIMEOUT", "JOB_NOTCHANGED",
-    "JobQueue", "OpContext", "LoadReport", "default_validate",
-    "DEFAULT_MAX_RUNNING", "QUEUE_SIZE_LIMIT",
+    "UnreadableOpCode", "split_time", "WFJC_TIMEOUT", "JOB_NOTCHANGED",
+    "JobQueue", "OpContext", "LoadReport", "DEFAULT_MAX_RUNNING",
+    "QUEUE_SIZE_LIMIT",
 ]

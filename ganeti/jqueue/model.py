@@ -4,6 +4,10 @@ A job is a list of opcodes run in order.  Each opcode carries its own status,
 result, log and timestamps; the job's status is *derived* from its opcodes
 (never stored), so the file on disk cannot disagree with itself.  The JSON
 layout of a job file uses the same keys as Ganeti's queue files.
+
+Opcodes are kept as :class:`ganeti.opcodes.OpCode` objects; they become
+JSON only in the file form (``to_dict``) and in query answers, and are
+loaded from it once, when a job file is read (``from_dict``).
 """
 
 import copy
@@ -11,6 +15,7 @@ import copy
 import attr
 
 from ganeti import errors
+from ganeti import opcodes
 
 # Job and opcode statuses (the same names for both, as in Ganeti)
 STATUS_QUEUED = "queued"
@@ -45,10 +50,35 @@ ELOG_DELAY_TEST = "delay-test"
 #: Reason trail source the queue adds to each opcode at submit time
 REASON_SRC_OPCODE = "gnt:opcode"
 
-#: Parameters naming what an opcode is about, tried in order by the default
-#: summary (the same parameters Ganeti's opcodes describe themselves with)
-SUMMARY_FIELDS = ("instance_name", "node_name", "group_name", "network_name",
-                  "name", "what", "pattern", "iallocator", "duration")
+
+# Where an opcode's status may go from (docs/jobs.rst, "Statuses").
+_OP_MOVES = {
+    # picked up; canceled before it started; canceling with the rest of
+    # its job; failed with an earlier opcode or after an unclean stop
+    STATUS_QUEUED: frozenset([STATUS_WAITING, STATUS_CANCELING,
+                              STATUS_CANCELED, STATUS_ERROR]),
+    # queued again at load; locks held; canceled waiting for locks or
+    # dependencies; an executor may end it without reporting "running";
+    # a failed dependency
+    STATUS_WAITING: frozenset([STATUS_QUEUED, STATUS_RUNNING,
+                               STATUS_CANCELING, STATUS_CANCELED,
+                               STATUS_SUCCESS, STATUS_ERROR]),
+    # back to waiting for locks (a retry); killed; the outcome
+    STATUS_RUNNING: frozenset([STATUS_WAITING, STATUS_CANCELING,
+                               STATUS_SUCCESS, STATUS_ERROR]),
+    # the cancel arrived; an executor may finish despite it; an unclean
+    # stop at load
+    STATUS_CANCELING: frozenset([STATUS_CANCELED, STATUS_SUCCESS,
+                                 STATUS_ERROR]),
+}
+
+
+def check_op_move(old, new):
+    """Refuse (ProgrammerError) a move of an opcode's status from ``old``
+    to ``new`` that the queue never makes; final statuses are final."""
+    if new not in _OP_MOVES.get(old, ()):
+        raise errors.ProgrammerError("Opcode status cannot change from %s"
+                                     " to %s" % (old, new))
 
 
 def split_time(value):
@@ -65,19 +95,6 @@ def merge_time(ts):
     return ts[0] + ts[1] / 1000000.0
 
 
-def default_summary(op_input):
-    """``OP_INSTANCE_STARTUP`` on inst1 -> ``"INSTANCE_STARTUP(inst1)"``."""
-    op_id = op_input.get("OP_ID", "")
-    text = op_id[3:] if op_id.startswith("OP_") else op_id
-    for name in SUMMARY_FIELDS:
-        value = op_input.get(name)
-        if value is not None:
-            if isinstance(value, (list, tuple)):
-                value = ",".join(str(v) for v in value)
-            return "%s(%s)" % (text, value)
-    return text
-
-
 def encode_error(err):
     """An exception as an opcode result: ``[ClassName, [args]]``.
 
@@ -90,10 +107,43 @@ def encode_error(err):
     return [name, list(args)]
 
 
+class UnreadableOpCode(object):
+    """An opcode of a job file that this master cannot load (an unknown
+    OP_ID or parameter, e.g. written by another version).
+
+    It is kept exactly as read, so queries show it and the file keeps it;
+    it never runs (see ``JobQueue.load``).
+    """
+
+    def __init__(self, data, problem):
+        self.data = data
+        self.problem = problem
+
+    @property
+    def OP_ID(self):
+        op_id = self.data.get("OP_ID")
+        return op_id if isinstance(op_id, str) else "?"
+
+    def to_dict(self, redact_private=False):
+        return copy.deepcopy(self.data)
+
+    def summary(self):
+        return self.OP_ID[3:] if self.OP_ID.startswith("OP_") else self.OP_ID
+
+
+def load_opcode(data):
+    """The opcode of a job file entry: an OpCode, or an UnreadableOpCode
+    saying why not."""
+    try:
+        return opcodes.OpCode.from_dict(data)
+    except errors.GenericError as err:
+        return UnreadableOpCode(data, str(err.args[0] if err.args else err))
+
+
 @attr.s(eq=False)
 class QueuedOpCode(object):
     """One opcode of a job and what happened to it so far."""
-    input = attr.ib()                       # the opcode dict, with OP_ID
+    input = attr.ib()                       # opcodes.OpCode
     priority = attr.ib(default=PRIO_DEFAULT)
     status = attr.ib(default=STATUS_QUEUED)
     result = attr.ib(default=None)
@@ -106,9 +156,18 @@ class QueuedOpCode(object):
     def finalized(self):
         return self.status in FINALIZED
 
+    def move_to(self, status):
+        """Change the status; only the moves check_op_move allows."""
+        check_op_move(self.status, status)
+        self.status = status
+
+    @property
+    def readable(self):
+        return not isinstance(self.input, UnreadableOpCode)
+
     def to_dict(self):
         return {
-            "input": self.input,
+            "input": self.input.to_dict(),
             "status": self.status,
             "result": self.result,
             "log": self.log,
@@ -129,7 +188,7 @@ class QueuedOpCode(object):
         log = data.get("log") or []
         if not all(isinstance(e, list) and len(e) == 4 for e in log):
             raise ValueError("malformed log entries")
-        return cls(input=data["input"],
+        return cls(input=load_opcode(data["input"]),
                    priority=data.get("priority", PRIO_DEFAULT),
                    status=status, result=data.get("result"), log=log,
                    start_timestamp=data.get("start_timestamp"),
@@ -193,7 +252,7 @@ class QueuedJob(object):
         """Give every opcode not yet finalized ``status`` and ``result``."""
         for op in self.ops:
             if not op.finalized:
-                op.status = status
+                op.move_to(status)
                 op.result = result
 
     def add_log(self, op, timestamp, log_type, message):
@@ -241,18 +300,18 @@ class QueuedJob(object):
             raise errors.JobFileCorrupted("Job data is invalid: %s" % err)
 
 
-# Query fields (PROTOCOLS 3.5).  Each takes (job, summary_fn) and returns
-# a JSON value; per-opcode fields return one value per opcode.
+# Query fields (Ganeti's).  Each takes the job and returns a JSON value;
+# per-opcode fields return one value per opcode.
 def _per_op(getter):
-    return lambda job, _summary: [getter(op) for op in job.ops]
+    return lambda job: [getter(op) for op in job.ops]
 
 
 JOB_FIELDS = {
-    "id": lambda job, _s: job.id,
-    "status": lambda job, _s: job.status,
-    "priority": lambda job, _s: job.priority,
-    "archived": lambda job, _s: job.archived,
-    "ops": _per_op(lambda op: op.input),
+    "id": lambda job: job.id,
+    "status": lambda job: job.status,
+    "priority": lambda job: job.priority,
+    "archived": lambda job: job.archived,
+    "ops": _per_op(lambda op: op.input.to_dict()),
     "opresult": _per_op(lambda op: op.result),
     "opstatus": _per_op(lambda op: op.status),
     "oplog": _per_op(lambda op: op.log),
@@ -260,10 +319,10 @@ JOB_FIELDS = {
     "opexec": _per_op(lambda op: op.exec_timestamp),
     "opend": _per_op(lambda op: op.end_timestamp),
     "oppriority": _per_op(lambda op: op.priority),
-    "summary": lambda job, summary: [summary(op.input) for op in job.ops],
-    "received_ts": lambda job, _s: job.received_timestamp,
-    "start_ts": lambda job, _s: job.start_timestamp,
-    "end_ts": lambda job, _s: job.end_timestamp,
+    "summary": _per_op(lambda op: op.input.summary()),
+    "received_ts": lambda job: job.received_timestamp,
+    "start_ts": lambda job: job.start_timestamp,
+    "end_ts": lambda job: job.end_timestamp,
 }
 
 
@@ -279,6 +338,11 @@ def check_fields(fields):
                                    errors.ECODE_INVAL)
 
 
-def job_row(job, fields, summary_fn=default_summary):
+# Fields whose values are made anew for each query (the opcodes' JSON form)
+_FRESH_FIELDS = frozenset(["ops"])
+
+
+def job_row(job, fields):
     """Values of ``fields`` for ``job``, copied so callers can't alias ours."""
-    return [copy.deepcopy(JOB_FIELDS[f](job, summary_fn)) for f in fields]
+    return [JOB_FIELDS[f](job) if f in _FRESH_FIELDS
+            else copy.deepcopy(JOB_FIELDS[f](job)) for f in fields]

@@ -24,7 +24,6 @@ Everything runs in the reactor thread; fsync of a small job file is inline.
 """
 
 import collections
-import copy
 import heapq
 import json
 
@@ -34,6 +33,7 @@ from twisted.python.failure import Failure
 from twisted.logger import Logger
 
 from ganeti import errors
+from ganeti import opcodes
 from ganeti.jqueue import model
 from ganeti.jqueue.model import (
     STATUS_QUEUED, STATUS_WAITING, STATUS_CANCELING, STATUS_RUNNING,
@@ -57,6 +57,9 @@ MSG_UNCLEAN = ("The master daemon stopped while this opcode was running;"
                " its outcome is unknown")
 MSG_UNCLEAN_LATER = ("Not run: the master daemon stopped while an earlier"
                      " opcode of this job was running")
+MSG_UNREADABLE = "Not run: the opcode in the job file cannot be loaded: %s"
+MSG_UNREADABLE_LATER = ("Not run: opcode %d of this job cannot be loaded from"
+                        " the job file")
 
 # Scheduling states of a job that is not finalized
 _READY = "ready"        # in the run heap (status queued, or waiting after deps)
@@ -67,14 +70,6 @@ _ACTIVE = "active"      # holds a run slot (its coroutine is running)
 _DEP_OK, _DEP_WAIT, _DEP_ERROR, _DEP_CANCEL = range(4)
 
 
-def default_validate(op):
-    """Accept any object with an OP_ID; the opcodes module does better."""
-    if not isinstance(op, dict) or not isinstance(op.get("OP_ID"), str):
-        raise errors.OpPrereqError("An opcode must be an object with a"
-                                   " string OP_ID", errors.ECODE_INVAL)
-    return op
-
-
 @attr.s(frozen=True)
 class LoadReport(object):
     """What ``JobQueue.load`` found in the queue directory."""
@@ -82,6 +77,9 @@ class LoadReport(object):
     failed = attr.ib(default=())      # ids that were running: now error
     corrupt = attr.ib(default=())     # ids whose file was moved aside
     finalized = attr.ib(default=0)    # count of finished jobs found
+    # ids of jobs holding an opcode this master cannot load (if it had not
+    # run yet, the job failed)
+    unreadable = attr.ib(default=())
 
 
 @attr.s(eq=False)
@@ -152,20 +150,25 @@ class OpContext(object):
 class JobQueue(object):
     """Persisted jobs, run through an executor with a concurrency limit.
 
+    Jobs are lists of :class:`ganeti.opcodes.OpCode` objects, already
+    checked (luxi and RAPI load them from their requests); the queue takes
+    them over: it adds to their reason trail and resolves their
+    dependencies.
+
     ``executor.execute(job, op_index, op_input, feedback_fn)`` runs one
     opcode and returns a Deferred (or a value).  ``job`` is the queue's
     :class:`~ganeti.jqueue.model.QueuedJob` (read it, never change it),
-    ``op_input`` a private copy of the opcode dict and ``feedback_fn`` an
-    :class:`OpContext`.  Its result becomes the opcode result (must be
-    JSON-serialisable); a failure with a GenericError is stored encoded, any
-    other exception as an OpExecError (and logged with its traceback).
+    ``op_input`` a private copy of the OpCode (logical units may change
+    their opcode's attributes) and ``feedback_fn`` an :class:`OpContext`.
+    Its result becomes the opcode result (must be JSON-serialisable); a
+    failure with a GenericError is stored encoded, any other exception as
+    an OpExecError (and logged with its traceback).
     Cancelling the Deferred must abandon the opcode (e.g. leave the lock
     queue).
     """
 
     def __init__(self, queue_dir, executor, clock=None,
-                 max_running=DEFAULT_MAX_RUNNING, validate=default_validate,
-                 summary_fn=model.default_summary,
+                 max_running=DEFAULT_MAX_RUNNING,
                  size_limit=QUEUE_SIZE_LIMIT,
                  cache_size=FINALIZED_CACHE_SIZE,
                  log_flush_delay=LOG_FLUSH_DELAY, store=None):
@@ -176,12 +179,10 @@ class JobQueue(object):
         self._store = store if store is not None else JobStore(queue_dir)
         self._executor = executor
         self.max_running = max_running
-        self._validate = validate
-        self._summary_fn = summary_fn
         self._size_limit = size_limit
         self._cache_size = cache_size
         self._log_flush_delay = log_flush_delay
-        self._waiters = ChangeWaiters(clock, summary_fn)
+        self._waiters = ChangeWaiters(clock)
 
         self._loaded = False
         self._stopped = False
@@ -213,7 +214,9 @@ class JobQueue(object):
         Jobs that were queued or waiting are queued again and will run.
         Jobs that were running (or being canceled) cannot be resumed: their
         unfinished opcodes become errors.  An unparseable job file is
-        renamed ``job-<id>.corrupt`` and logged.
+        renamed ``job-<id>.corrupt`` and logged.  A job holding an opcode
+        this master cannot load (written by another version) stays as it
+        is; if that opcode had not run yet, the job fails.
 
         First of all the queue's lock is taken (JobQueueLocked if another
         process holds it): then nothing was read or written.
@@ -225,6 +228,7 @@ class JobQueue(object):
         self._serial = self._serial_on_disk = self._store.read_serial()
         self._drained = self._store.read_drain_flag()
         requeued, failed, corrupt, finalized = [], [], [], 0
+        unreadable = []
         for job_id in self._store.list_job_ids():
             try:
                 job = self._store.read_job(job_id, try_archive=False)
@@ -238,14 +242,27 @@ class JobQueue(object):
                 continue
             self._ids.add(job_id)
             status = job.status
+            bad = [(i, op.input.problem) for (i, op) in enumerate(job.ops)
+                   if not op.readable]
+            if bad:
+                unreadable.append(job_id)
+                log.warn("Job {job}: opcode {index} cannot be loaded: {err}",
+                         job=job_id, index=bad[0][0], err=bad[0][1])
             if status in FINALIZED:
                 self._end_times[job_id] = self._end_time(job)
                 finalized += 1
+            elif status in (STATUS_QUEUED, STATUS_WAITING) and \
+                    not all(op.readable for op in job.ops
+                            if not op.finalized):
+                self._fail_unreadable(job)
+                self._store.write_job(job)
+                self._end_times[job_id] = self._end_time(job)
+                failed.append(job_id)
             elif status in (STATUS_QUEUED, STATUS_WAITING):
                 # nothing ran yet for the current opcode: run it again
                 for op in job.ops:
                     if op.status == STATUS_WAITING:
-                        op.status = STATUS_QUEUED
+                        op.move_to(STATUS_QUEUED)
                 if status == STATUS_WAITING:
                     self._store.write_job(job)
                 self._track(job)
@@ -265,7 +282,7 @@ class JobQueue(object):
         if requeued:
             self._kick()
         return LoadReport(tuple(requeued), tuple(failed), tuple(corrupt),
-                          finalized)
+                          finalized, tuple(unreadable))
 
     def _fail_unclean(self, job):
         now = self._now()
@@ -274,11 +291,28 @@ class JobQueue(object):
             if op.finalized:
                 continue
             message = MSG_UNCLEAN if first else MSG_UNCLEAN_LATER
-            op.status = STATUS_ERROR
+            op.move_to(STATUS_ERROR)
             op.result = model.encode_error(errors.OpExecError(message))
             if first:
                 op.end_timestamp = now
             first = False
+        job.end_timestamp = now
+
+    def _fail_unreadable(self, job):
+        # not started, and never can be: fail it without running anything
+        now = self._now()
+        index = next(i for (i, op) in enumerate(job.ops)
+                     if not op.finalized and not op.readable)
+        for op in job.ops:
+            if op.finalized:
+                continue
+            if op.readable:
+                message = MSG_UNREADABLE_LATER % index
+            else:
+                message = MSG_UNREADABLE % op.input.problem
+            op.move_to(STATUS_ERROR)
+            op.result = model.encode_error(errors.OpExecError(message))
+            op.end_timestamp = now
         job.end_timestamp = now
 
     def shutdown(self):
@@ -363,40 +397,31 @@ class JobQueue(object):
                                       % (len(self._ids), self._size_limit))
 
     def _prepare(self, ops):
-        """Validated private copies of a job's opcodes; raises on errors."""
+        """A job's opcodes, as a new list; raises if they cannot be a job.
+
+        The opcodes were checked when they were made; what the queue adds
+        is that dependencies name jobs by number.
+        """
         if not isinstance(ops, list) or not ops:
             raise errors.OpPrereqError("A job needs a non-empty list of"
                                        " opcodes", errors.ECODE_INVAL)
-        prepared = []
         for index, op in enumerate(ops):
-            if not isinstance(op, dict) and callable(getattr(op, "to_dict",
-                                                             None)):
-                op = op.to_dict()   # an opcodes.OpCode, as luxi hands it over
-            if not isinstance(op, dict):
-                raise errors.OpPrereqError("Opcode %d is not an object"
-                                           % index, errors.ECODE_INVAL)
-            op = copy.deepcopy(op)
-            checked = self._validate(op)
-            op = op if checked is None else checked
-            _check_priority(op.get("priority", model.PRIO_DEFAULT),
-                            "Opcode %d: parameter 'priority'" % index)
-            _check_depends(op.get("depends"), index)
-            try:
-                json.dumps(op)
-            except (TypeError, ValueError) as err:
-                raise errors.OpPrereqError("Opcode %d cannot be serialised:"
-                                           " %s" % (index, err),
-                                           errors.ECODE_INVAL)
-            prepared.append(op)
-        return prepared
+            if not isinstance(op, opcodes.OpCode):
+                raise errors.ProgrammerError(
+                    "Opcode %d of a job is a %s, not an OpCode"
+                    % (index, type(op).__name__))
+            _check_depends(op.depends, index)
+        return list(ops)
 
     @staticmethod
     def _resolve_dependencies(ops, previous):
+        # all or nothing: the opcodes change only if every id resolves
+        changes = []
         for op in ops:
-            if not op.get("depends"):
+            if not op.depends:
                 continue
             resolved = []
-            for dep_id, statuses in op["depends"]:
+            for dep_id, statuses in op.depends:
                 if dep_id < 0:
                     if -dep_id > len(previous):
                         raise errors.OpPrereqError(
@@ -410,7 +435,9 @@ class JobQueue(object):
                             " rejected" % dep_id, errors.ECODE_INVAL)
                     dep_id = dep_id_abs
                 resolved.append([dep_id, list(statuses)])
-            op["depends"] = resolved
+            changes.append((op, resolved))
+        for (op, resolved) in changes:
+            op.depends = resolved
 
     def _create(self, job_id, prepared):
         now = self._now()
@@ -418,13 +445,10 @@ class JobQueue(object):
         ops = []
         for index, op in enumerate(prepared):
             # the reason trail records which job ran the opcode
-            reason = list(op.get("reason") or [])
-            reason.append(["%s:%s" % (model.REASON_SRC_OPCODE,
-                                      op["OP_ID"].lower()),
-                           "job=%d;index=%d" % (job_id, index), epoch_ns])
-            op["reason"] = reason
-            ops.append(model.QueuedOpCode(
-                input=op, priority=op.get("priority", model.PRIO_DEFAULT)))
+            op.reason = list(op.reason) + [[
+                "%s:%s" % (model.REASON_SRC_OPCODE, op.OP_ID.lower()),
+                "job=%d;index=%d" % (job_id, index), epoch_ns]]
+            ops.append(model.QueuedOpCode(input=op, priority=op.priority))
         job = model.QueuedJob(id=job_id, ops=ops, received_timestamp=now)
         self._store.write_job(job)
         self._ids.add(job_id)
@@ -540,7 +564,7 @@ class JobQueue(object):
             ctx = OpContext(self, job, index)
             try:
                 d = defer.maybeDeferred(self._executor.execute, job, index,
-                                        copy.deepcopy(op.input), ctx)
+                                        op.input.copy(), ctx)
                 run.deferred = d
                 result = await d
             except Exception:
@@ -561,7 +585,7 @@ class JobQueue(object):
                 self._fail(job, op, errors.OpExecError(
                     "Opcode result cannot be serialised: %s" % err))
                 return
-            op.status = STATUS_SUCCESS
+            op.move_to(STATUS_SUCCESS)
             op.result = result
             op.end_timestamp = self._now()
             # the next round writes the job (next opcode waiting, or done)
@@ -569,7 +593,7 @@ class JobQueue(object):
     def _mark_waiting(self, job, op):
         op.result = None
         if op.status == STATUS_QUEUED:
-            op.status = STATUS_WAITING
+            op.move_to(STATUS_WAITING)
         if op.start_timestamp is None:
             op.start_timestamp = self._now()
         if job.start_timestamp is None:
@@ -579,11 +603,11 @@ class JobQueue(object):
         """The opcode failed with ``err``; so does the rest of the job."""
         if isinstance(err, errors.GenericError):
             log.info("Job {job} opcode {op}: {err!r}", job=job.id,
-                     op=op.input.get("OP_ID"), err=err)
+                     op=op.input.OP_ID, err=err)
         else:
             log.failure("Job {job} opcode {op}: unexpected error",
-                        failure, job=job.id, op=op.input.get("OP_ID"))
-        op.status = STATUS_ERROR
+                        failure, job=job.id, op=op.input.OP_ID)
+        op.move_to(STATUS_ERROR)
         op.result = model.encode_error(err)
         op.end_timestamp = self._now()
         job.mark_unfinished(STATUS_ERROR, model.encode_error(
@@ -630,7 +654,7 @@ class JobQueue(object):
         final status); an unknown job (or a corrupt file) fails this job.
         Archived dependencies are read from the archive.
         """
-        for dep_id, wanted in op.input.get("depends") or ():
+        for dep_id, wanted in op.input.depends or ():
             if dep_id == job.id:
                 return _DEP_ERROR, "Job %s cannot depend on itself" % job.id
             status = self._status_of(dep_id)
@@ -667,14 +691,14 @@ class JobQueue(object):
             raise errors.ProgrammerError("Opcode of job %s is %s, cannot"
                                          " start running" % (job.id,
                                                              op.status))
-        op.status = STATUS_RUNNING
+        op.move_to(STATUS_RUNNING)
         op.exec_timestamp = self._now()
         self._persist(job)   # on disk before the opcode does anything
         self._changed(job)
 
     def _op_waiting_again(self, job, op):
         if op.status == STATUS_RUNNING:
-            op.status = STATUS_WAITING
+            op.move_to(STATUS_WAITING)
             self._persist(job)
             self._changed(job)
 
@@ -862,8 +886,7 @@ class JobQueue(object):
         rows = []
         for job_id in ids:
             job = self._lookup(job_id)
-            rows.append(None if job is None else
-                        model.job_row(job, fields, self._summary_fn))
+            rows.append(None if job is None else model.job_row(job, fields))
         return rows
 
     def get_job(self, job_id):
@@ -953,25 +976,13 @@ def _check_priority(value, what):
 
 
 def _check_depends(depends, index):
-    if depends is None:
-        return
-    where = "Opcode %d: parameter 'depends'" % index
-    if not isinstance(depends, list):
-        raise errors.OpPrereqError("%s must be a list" % where,
-                                   errors.ECODE_INVAL)
-    for entry in depends:
-        if (not isinstance(entry, (list, tuple)) or len(entry) != 2
-                or not isinstance(entry[0], int)
-                or isinstance(entry[0], bool)
-                or not isinstance(entry[1], (list, tuple))):
+    # the opcode allows job ids as decimal strings too; the queue takes
+    # numbers only, as it always did
+    for entry in depends or ():
+        if not isinstance(entry[0], int):
             raise errors.OpPrereqError(
-                "%s: each entry must be [job id, [final statuses]], not %r"
-                % (where, entry), errors.ECODE_INVAL)
-        bad = [s for s in entry[1] if s not in FINALIZED]
-        if bad:
-            raise errors.OpPrereqError(
-                "%s: %r are not final job statuses (use %s)"
-                % (where, bad, ", ".join(sorted(FINALIZED))),
+                "Opcode %d: parameter 'depends': each entry must be [job id,"
+                " [final statuses]], not %r" % (index, entry),
                 errors.ECODE_INVAL)
 
 

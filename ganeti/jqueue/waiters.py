@@ -11,7 +11,7 @@ import copy
 from twisted.internet import defer
 from twisted.logger import Logger
 
-from ganeti.jqueue.model import job_row, default_summary
+from ganeti.jqueue.model import job_row
 
 log = Logger()
 
@@ -21,15 +21,14 @@ WFJC_TIMEOUT = 89
 JOB_NOTCHANGED = "nochange"
 
 
-def job_changes(job, fields, prev_job_info, prev_log_serial,
-                summary_fn=default_summary):
+def job_changes(job, fields, prev_job_info, prev_log_serial):
     """``[values, new log entries]`` if the client has something to see.
 
     Returns None while the job is unfinished, its field values equal
     ``prev_job_info`` and there is no log entry newer than
     ``prev_log_serial``.
     """
-    info = job_row(job, fields, summary_fn)
+    info = job_row(job, fields)
     entries = job.log_entries(prev_log_serial)
     if job.finalized or info != prev_job_info or entries:
         return [info, copy.deepcopy(entries)]
@@ -44,9 +43,8 @@ class _Waiter(object):
 class ChangeWaiters(object):
     """The parked WaitForJobChange calls of one queue."""
 
-    def __init__(self, clock, summary_fn=default_summary):
+    def __init__(self, clock):
         self._clock = clock
-        self._summary_fn = summary_fn
         self._by_job = collections.defaultdict(list)
 
     def count(self, job_id=None):
@@ -56,8 +54,7 @@ class ChangeWaiters(object):
 
     def wait(self, job, fields, prev_job_info, prev_log_serial, timeout):
         """Deferred firing with the changes or ``"nochange"``."""
-        found = job_changes(job, fields, prev_job_info, prev_log_serial,
-                            self._summary_fn)
+        found = job_changes(job, fields, prev_job_info, prev_log_serial)
         if found is not None:
             return defer.succeed(found)
         timeout = min(WFJC_TIMEOUT, timeout if timeout is not None
@@ -83,7 +80,7 @@ class ChangeWaiters(object):
         fire = []
         for waiter in list(waiters):
             found = job_changes(job, waiter.fields, waiter.prev_info,
-                                waiter.prev_serial, self._summary_fn)
+                                waiter.prev_serial)
             if found is not None:
                 self._drop(waiter)
                 fire.append((waiter, found))

@@ -216,7 +216,7 @@ def rename_keys(data, renames, where="body"):
 
 def build_opcode(op_id, body=None, static=None, defaults=None,
                  where="body"):
-    """The opcode ``op_id`` as a dict, validated.
+    """The opcode ``op_id`` (an OpCode), validated.
 
     ``static`` parameters come from the URL and the query string and may
     not also be given in ``body``; ``defaults`` fill in what neither gives.
@@ -245,7 +245,7 @@ def build_opcode(op_id, body=None, static=None, defaults=None,
         raise BadRequest("Invalid %s parameters: %s" % (where, err.args[0]))
     except errors.GenericError as err:
         raise BadRequest("Invalid %s parameters: %s" % (where, err))
-    return op.to_dict()
+    return op
 
 
 # --- List and bulk formats --------------------------------------------------

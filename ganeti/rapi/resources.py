@@ -177,26 +177,18 @@ class Request(object):
 
     def opcode(self, op_id, body=None, static=None, defaults=None,
                where="body"):
-        """A validated opcode with the dry-run flag and the reason trail."""
+        """A validated OpCode with the dry-run flag and the reason trail."""
         static = dict(static or {})
         if self.args.bool("dry-run"):
             static["dry_run"] = True
         body = dict(body or {})
         existing = body.pop("reason", None)
-        op = baserlib.build_opcode(op_id, body, static, defaults, where)
-        if existing is not None:
-            if not isinstance(existing, list):
-                raise BadRequest("Invalid %s parameters: reason: expected a"
-                                 " list of [source, text, timestamp]"
-                                 % where)
-        op["reason"] = self.reason_trail(existing)
-        # the trail was checked with the rest; check its added entries too
-        try:
-            opcodes.opcode_class(op_id).from_dict(op)
-        except errors.GenericError as err:
-            raise BadRequest("Invalid %s parameters: %s"
-                             % (where, err.args[0] if err.args else err))
-        return op
+        if existing is not None and not isinstance(existing, list):
+            raise BadRequest("Invalid %s parameters: reason: expected a"
+                             " list of [source, text, timestamp]" % where)
+        # the trail is checked with the other parameters
+        body["reason"] = self.reason_trail(existing)
+        return baserlib.build_opcode(op_id, body, static, defaults, where)
 
     async def submit(self, *ops):
         """Submit one job of ``ops``; its id (a number)."""

@@ -21,6 +21,7 @@ from twisted.application.internet import StreamServerEndpointService
 from twisted.internet import defer, endpoints, error
 from twisted.logger import Logger
 from twisted.python import usage
+from zope.interface import implementer
 
 from ganeti import cmdlib
 from ganeti import config
@@ -30,7 +31,6 @@ from ganeti import errors
 from ganeti import jqueue
 from ganeti import luxi
 from ganeti import mcpu
-from ganeti import opcodes
 from ganeti import pathutils
 from ganeti import query
 from ganeti import replication
@@ -64,17 +64,7 @@ class Options(usage.Options):
                 " (run gnt-cluster init first)" % paths.config_file)
 
 
-def _validate_op(op):
-    return opcodes.OpCode.from_dict(op).to_dict()
-
-
-def _summary(op):
-    try:
-        return opcodes.OpCode.from_dict(op, strict=False).summary()
-    except errors.GenericError:
-        return str(op.get("OP_ID", "?"))[3:]
-
-
+@implementer(luxi.ILuxiHandler)
 class MasterLuxiHandler(object):
     """What the master answers on its luxi socket."""
 
@@ -89,17 +79,15 @@ class MasterLuxiHandler(object):
     def cfg(self):
         return self.master.cfg
 
-    # jobs
+    # jobs: luxi hands over OpCode objects, the queue keeps them
     def submit_job(self, ops):
-        return self.queue.submit_job([_as_dict(op) for op in ops])
+        return self.queue.submit_job(ops)
 
     def submit_job_to_drained_queue(self, ops):
-        return self.queue.submit_to_drained_queue([_as_dict(op)
-                                                   for op in ops])
+        return self.queue.submit_to_drained_queue(ops)
 
     def submit_many_jobs(self, jobs):
-        return self.queue.submit_many_jobs([[_as_dict(op) for op in ops]
-                                            for ops in jobs])
+        return self.queue.submit_many_jobs(jobs)
 
     def wait_for_job_change(self, job_id, fields, prev_job_info,
                             prev_log_serial, timeout):
@@ -174,10 +162,6 @@ class MasterLuxiHandler(object):
 
     def query_implemented_opcodes(self):
         return sorted(self.master.processor.logical_units)
-
-
-def _as_dict(op):
-    return op.to_dict() if isinstance(op, opcodes.OpCode) else op
 
 
 class _StartStep(service.Service, metaclass=abc.ABCMeta):
@@ -292,8 +276,7 @@ class JobQueueService(_StartStep):
         self.queue = jqueue.JobQueue(self.store.queue_dir, self.processor,
                                      clock=self.reactor,
                                      max_running=max_running,
-                                     validate=_validate_op,
-                                     summary_fn=_summary, store=self.store)
+                                     store=self.store)
         ctx.queue = self.queue
         report = self.queue.load()
         log.info("job queue loaded: {report}", report=report)

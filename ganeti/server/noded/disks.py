@@ -10,11 +10,10 @@ from twisted.logger import Logger
 
 from ganeti import constants
 from ganeti import errors
+from ganeti import ht
 from ganeti import storage
 from ganeti.storage import filestorage
-from ganeti.server.noded.procedure import (
-    Arg, boolean, integer, list_of, mapping, number, optional, procedure,
-    string, text)
+from ganeti.server.noded.procedure import Arg, procedure
 
 log = Logger()
 
@@ -33,10 +32,10 @@ class DiskProcedures(object):
             raise errors.ParameterError(field, "argument '%s': %s"
                                         % (field, err.args[-1]))
 
-    @procedure(Arg("disk", mapping), Arg("size", number(1)),
-               Arg("owner", optional(text), None),
-               Arg("on_primary", boolean, True),
-               Arg("info", optional(text), None))
+    @procedure(Arg("disk", ht.DICT), Arg("size", ht.number(1)),
+               Arg("owner", ht.maybe(ht.STR), None),
+               Arg("on_primary", ht.BOOL, True),
+               Arg("info", ht.maybe(ht.STR), None))
     async def blockdev_create(self, disk, size, owner, on_primary, info):
         """Create a disk of ``size`` MiB; returns its path (null: diskless)."""
         dev = self._device(disk)
@@ -45,7 +44,7 @@ class DiskProcedures(object):
                  size=size, owner=owner)
         return path
 
-    @procedure(Arg("disk", mapping))
+    @procedure(Arg("disk", ht.DICT))
     async def blockdev_remove(self, disk):
         """Delete a disk and its data; a missing disk is no error."""
         dev = self._device(disk)
@@ -53,7 +52,7 @@ class DiskProcedures(object):
         log.info("Removed {dev}", dev=dev)
         return True
 
-    @procedure(Arg("old_dir", string), Arg("new_dir", string))
+    @procedure(Arg("old_dir", ht.NESTR), Arg("new_dir", ht.NESTR))
     def file_storage_dir_rename(self, old_dir, new_dir):
         """Rename an instance's directory of file disks (instance rename).
 
@@ -77,9 +76,9 @@ class DiskProcedures(object):
                  old=old_real, new=new_real)
         return True
 
-    @procedure(Arg("disk", mapping), Arg("owner", optional(string), None),
-               Arg("on_primary", boolean, True),
-               Arg("idx", optional(integer(0)), None))
+    @procedure(Arg("disk", ht.DICT), Arg("owner", ht.maybe(ht.NESTR), None),
+               Arg("on_primary", ht.BOOL, True),
+               Arg("idx", ht.maybe(ht.NONNEG_INT), None))
     async def blockdev_assemble(self, disk, owner, on_primary, idx):
         """Make a disk usable: ``{"path", "format", "mode"}``."""
         dev = self._device(disk)
@@ -87,21 +86,21 @@ class DiskProcedures(object):
         return {"path": path, "format": dev.format,
                 "mode": disk.get("mode") or constants.DISK_RDWR}
 
-    @procedure(Arg("disk", mapping))
+    @procedure(Arg("disk", ht.DICT))
     async def blockdev_shutdown(self, disk):
         dev = self._device(disk)
         await dev.shutdown()
         return True
 
-    @procedure(Arg("disk", mapping), Arg("amount", number(1)),
-               Arg("dryrun", boolean, False))
+    @procedure(Arg("disk", ht.DICT), Arg("amount", ht.number(1)),
+               Arg("dryrun", ht.BOOL, False))
     async def blockdev_grow(self, disk, amount, dryrun):
         """Grow a disk by ``amount`` MiB."""
         dev = self._device(disk)
         await dev.grow(storage.check_size("amount", amount), dryrun)
         return True
 
-    @procedure(Arg("disks", list_of(mapping)))
+    @procedure(Arg("disks", ht.list_of(ht.DICT)))
     async def blockdev_getdimensions(self, disks):
         """Per disk ``{"size": bytes, "spindles"}``, or null if missing."""
         result = []
@@ -111,7 +110,7 @@ class DiskProcedures(object):
                           {"size": dims[0], "spindles": dims[1]})
         return result
 
-    @procedure(Arg("disks", list_of(mapping)))
+    @procedure(Arg("disks", ht.list_of(ht.DICT)))
     async def blockdev_status(self, disks):
         """Per disk: null if it does not exist here, else ``{"path",
         "status": ok|degraded|missing, "degraded", "sync_percent",
@@ -130,8 +129,8 @@ class DiskProcedures(object):
                                           % disk.get("iv_name"))
         return path
 
-    @procedure(Arg("disk", mapping), Arg("offset", integer(0)),
-               Arg("length", integer(1)))
+    @procedure(Arg("disk", ht.DICT), Arg("offset", ht.NONNEG_INT),
+               Arg("length", ht.POS_INT))
     async def blockdev_read_chunk(self, disk, offset, length):
         """``{"size", "data"}``: the data (base64) at ``offset``; ``data``
         is null when the chunk is all zeros, ``""`` past the end."""
@@ -142,9 +141,9 @@ class DiskProcedures(object):
         path = await self._data_path(disk)
         return await threads.deferToThread(_read_chunk, path, offset, length)
 
-    @procedure(Arg("disk", mapping), Arg("offset", integer(0)),
-               Arg("data", optional(string), None),
-               Arg("length", integer(0), 0))
+    @procedure(Arg("disk", ht.DICT), Arg("offset", ht.NONNEG_INT),
+               Arg("data", ht.maybe(ht.NESTR), None),
+               Arg("length", ht.NONNEG_INT, 0))
     async def blockdev_write_chunk(self, disk, offset, data, length):
         """Write base64 ``data`` at ``offset``; null ``data`` means
         ``length`` zero bytes (written only where the disk is not a new
@@ -154,7 +153,7 @@ class DiskProcedures(object):
         await threads.deferToThread(_write_chunk, path, offset, raw, length)
         return True
 
-    @procedure(Arg("disk", mapping), Arg("size", integer(0)))
+    @procedure(Arg("disk", ht.DICT), Arg("size", ht.NONNEG_INT))
     async def blockdev_truncate(self, disk, size):
         """Make a file disk exactly ``size`` bytes (end of a copy)."""
         path = await self._data_path(disk)

@@ -1,13 +1,10 @@
 """DRBD network and sync control for replace-disks."""
 
-
-
 from ganeti import constants
 from ganeti import errors
+from ganeti import ht
 from ganeti import storage
-from ganeti.server.noded.procedure import (
-    Arg, boolean, list_of, mapping, procedure)
-
+from ganeti.server.noded.procedure import Arg, procedure
 
 
 class DrbdProcedures(object):
@@ -21,22 +18,22 @@ class DrbdProcedures(object):
                 % (field, disk.get("iv_name"), dev.dev_type))
         return dev
 
-    @procedure(Arg("disks", list_of(mapping)))
+    @procedure(Arg("disks", ht.list_of(ht.DICT)))
     async def drbd_disconnect_net(self, disks):
         """Put the DRBD disks into standalone mode (no peer)."""
         for idx, disk in enumerate(disks):
             await self._drbd(disk, "disks[%d]" % idx).disconnect_net()
         return True
 
-    @procedure(Arg("disks", list_of(mapping)),
-               Arg("multimaster", boolean, False))
+    @procedure(Arg("disks", ht.list_of(ht.DICT)),
+               Arg("multimaster", ht.BOOL, False))
     async def drbd_attach_net(self, disks, multimaster):
         """Connect the DRBD disks to the peers their config names."""
         for idx, disk in enumerate(disks):
             await self._drbd(disk, "disks[%d]" % idx).attach_net(multimaster)
         return True
 
-    @procedure(Arg("disks", list_of(mapping)))
+    @procedure(Arg("disks", ht.list_of(ht.DICT)))
     async def drbd_wait_sync(self, disks):
         """``[all done, lowest sync percent or null]`` (one look, the master
         polls)."""
@@ -53,8 +50,8 @@ class DrbdProcedures(object):
                 lowest = pct if lowest is None else min(lowest, pct)
         return [done, lowest]
 
-    @procedure(Arg("disk", mapping), Arg("new_children", list_of(mapping)),
-               Arg("old_children", list_of(mapping), []))
+    @procedure(Arg("disk", ht.DICT), Arg("new_children", ht.list_of(ht.DICT)),
+               Arg("old_children", ht.list_of(ht.DICT), []))
     async def blockdev_replace_children(self, disk, new_children,
                                         old_children):
         """Detach a DRBD disk's local storage and attach ``new_children``

@@ -8,10 +8,10 @@ from twisted.logger import Logger
 from ganeti import constants
 from ganeti import crypto
 from ganeti import errors
+from ganeti import ht
 from ganeti.backend import files
 from ganeti.utils import io
-from ganeti.server.noded.procedure import (
-    Arg, anything, integer, mapping, number, optional, procedure, string)
+from ganeti.server.noded.procedure import Arg, procedure
 from ganeti.server.noded.procedure import ProcedureTable
 
 log = Logger()
@@ -35,11 +35,11 @@ def _resolve_existing(path):
 class MembershipProcedures(object):
     """Cluster files on this node, and leaving the cluster."""
 
-    @procedure(Arg("path", string), Arg("data", anything),
-               Arg("mode", integer(0), 0o600), Arg("uid", anything, None),
-               Arg("gid", anything, None),
-               Arg("atime", optional(number()), None),
-               Arg("mtime", optional(number()), None))
+    @procedure(Arg("path", ht.NESTR), Arg("data", ht.ANY),
+               Arg("mode", ht.NONNEG_INT, 0o600), Arg("uid", ht.ANY, None),
+               Arg("gid", ht.ANY, None),
+               Arg("atime", ht.maybe(ht.NUMBER), None),
+               Arg("mtime", ht.maybe(ht.NUMBER), None))
     def upload_file(self, path, data, mode, uid, gid, atime, mtime):
         """Write an allow-listed file (standard path) under the node root,
         or an admin-listed extra file (below :attr:`extra_file_dirs`)."""
@@ -51,7 +51,7 @@ class MembershipProcedures(object):
                           atime, mtime)
         return True
 
-    @procedure(Arg("values", mapping))
+    @procedure(Arg("values", ht.DICT))
     def write_ssconf_files(self, values):
         """Write ``ssconf_<key>`` files."""
         files.write_ssconf_files(self.paths, values)
@@ -186,9 +186,9 @@ class BootstrapProcedures(ProcedureTable):
     def version(self):
         return constants.PROTOCOL_VERSION
 
-    @procedure(Arg("cluster_pem", string), Arg("hmac_key", string),
-               Arg("cluster_name", string), Arg("node_name", string),
-               Arg("ssconf", mapping, {}), Arg("config", anything, None))
+    @procedure(Arg("cluster_pem", ht.NESTR), Arg("hmac_key", ht.NESTR),
+               Arg("cluster_name", ht.NESTR), Arg("node_name", ht.NESTR),
+               Arg("ssconf", ht.DICT, {}), Arg("config", ht.ANY, None))
     def join(self, cluster_pem, hmac_key, cluster_name, node_name, ssconf,
              config):
         """Become a member: write the cluster certificate (key included),

@@ -5,14 +5,12 @@ compares with the configuration."""
 import json
 import os
 
-
 from ganeti import constants
 from ganeti import errors
+from ganeti import ht
 from ganeti import storage
 from ganeti.backend import files
-from ganeti.server.noded.procedure import (
-    Arg, anything, error_message, fail, list_of, mapping, procedure, string)
-
+from ganeti.server.noded.procedure import Arg, error_message, procedure
 
 
 def _read_boot_id():
@@ -23,18 +21,28 @@ def _read_boot_id():
         return None
 
 
-def _storage_unit(name, value):
-    """``[type, key, params]`` or ``{"type", "key", "params"}``."""
-    if isinstance(value, dict):
-        value = [value.get("type"), value.get("key"), value.get("params", [])]
-    if not isinstance(value, (list, tuple)) or len(value) not in (2, 3):
-        fail(name, "[storage type, key, params]", value)
-    st_type, key = value[0], value[1]
-    params = value[2] if len(value) == 3 else []
-    if st_type not in constants.STORAGE_TYPES:
-        fail(name + "[0]", "a storage type (%s)"
-              % ", ".join(sorted(constants.STORAGE_TYPES)), st_type)
-    return st_type, key, params or []
+class _StorageUnit(ht.Type):
+    """``[type, key, params]`` or ``{"type", "key", "params"}``, handed on
+    as ``(type, key, params)``."""
+
+    desc = "a storage unit [storage type, key, params]"
+    _TYPE = ht.one_of(*constants.STORAGE_TYPES)
+
+    def check(self, value):
+        if isinstance(value, dict):
+            value = [value.get("type"), value.get("key"),
+                     value.get("params", [])]
+        if not isinstance(value, (list, tuple)) or len(value) not in (2, 3):
+            self.fail(value)
+        try:
+            st_type = self._TYPE.check(value[0])
+        except ht.Invalid as err:
+            raise ht.Invalid("item 0: %s" % err.reason, 1)
+        params = value[2] if len(value) == 3 else []
+        return st_type, value[1], params or []
+
+
+_STORAGE_UNIT = _StorageUnit()
 
 
 class NodeProcedures(object):
@@ -46,8 +54,8 @@ class NodeProcedures(object):
         """The RPC protocol version of this node daemon."""
         return constants.PROTOCOL_VERSION
 
-    @procedure(Arg("storage_units", list_of(_storage_unit), []),
-               Arg("hv_specs", list_of(anything), []))
+    @procedure(Arg("storage_units", ht.list_of(_STORAGE_UNIT), []),
+               Arg("hv_specs", ht.list_of(ht.ANY), []))
     async def node_info(self, storage_units, hv_specs):
         """Space of the given storage units, resources per hypervisor.
 
@@ -69,13 +77,13 @@ class NodeProcedures(object):
         return {"boot_id": _read_boot_id(), "storage": units,
                 "hypervisors": hvs}
 
-    @procedure(Arg("hv", string), Arg("hvparams", mapping))
+    @procedure(Arg("hv", ht.NESTR), Arg("hvparams", ht.DICT))
     async def hypervisor_validate_params(self, hv, hvparams):
         """Check hypervisor parameters on this node (files, binaries)."""
         await self.instances.validate_params(hv, hvparams)
         return True
 
-    @procedure(Arg("hvs", list_of(string)), Arg("hvparams", mapping, {}))
+    @procedure(Arg("hvs", ht.list_of(ht.NESTR)), Arg("hvparams", ht.DICT, {}))
     async def hypervisor_verify(self, hvs, hvparams):
         """``{hv: [problems]}``: each hypervisor's own check of this node
         (binary present and working, runtime directory); ``hvparams`` maps
@@ -88,8 +96,8 @@ class NodeProcedures(object):
     #: at most this many files are listed per storage directory
     VERIFY_MAX_FILES = 10000
 
-    @procedure(Arg("storage_dirs", list_of(string), []),
-               Arg("vgs", list_of(string), []))
+    @procedure(Arg("storage_dirs", ht.list_of(ht.NESTR), []),
+               Arg("vgs", ht.list_of(ht.NESTR), []))
     async def verify_node_files(self, storage_dirs, vgs):
         """What ``gnt-cluster verify`` compares with the configuration:
         ``{"config_serial": serial of this node's config.data or null,

@@ -1,10 +1,7 @@
 """OS API procedures: the OS definitions of this node and their scripts."""
 
-
-
-from ganeti.server.noded.procedure import (
-    Arg, boolean, integer, list_of, mapping, procedure, string)
-
+from ganeti import ht
+from ganeti.server.noded.procedure import Arg, procedure
 
 
 class OsProcedures(object):
@@ -16,23 +13,23 @@ class OsProcedures(object):
         variants, parameters, api_versions."""
         return self.os.diagnose()
 
-    @procedure(Arg("required", boolean), Arg("name", string),
-               Arg("checks", list_of(string), []),
-               Arg("params", mapping, {}),
-               Arg("force_variant", boolean, False))
+    @procedure(Arg("required", ht.BOOL), Arg("name", ht.NESTR),
+               Arg("checks", ht.list_of(ht.NESTR), []),
+               Arg("params", ht.DICT, {}),
+               Arg("force_variant", ht.BOOL, False))
     def os_validate(self, required, name, checks, params, force_variant):
         """True if OS ``name`` (os+variant) is valid here and accepts
         ``params``; False if missing and not ``required``."""
         return self.os.validate(required, name, checks, params, force_variant)
 
-    @procedure(Arg("instance", mapping), Arg("reinstall", boolean, False),
-               Arg("debug", integer(0), 0))
+    @procedure(Arg("instance", ht.DICT), Arg("reinstall", ht.BOOL, False),
+               Arg("debug", ht.NONNEG_INT, 0))
     def instance_os_add(self, instance, reinstall, debug):
         """Run the OS create script; returns the log file's path."""
         return self.os.create(instance, reinstall, debug)
 
-    @procedure(Arg("instance", mapping), Arg("old_name", string),
-               Arg("debug", integer(0), 0))
+    @procedure(Arg("instance", ht.DICT), Arg("old_name", ht.NESTR),
+               Arg("debug", ht.NONNEG_INT, 0))
     def instance_run_rename(self, instance, old_name, debug):
         """Run the OS rename script; returns the log file's path."""
         return self.os.rename(instance, old_name, debug)

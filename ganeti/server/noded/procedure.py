@@ -1,10 +1,10 @@
 """How node daemon procedures declare and check their arguments.
 
-Each procedure declares its arguments (name, check, default); a call's JSON
-body is the argument list (Ganeti style) or an object of named arguments.
-Checks run before anything is done and fail with a
-:class:`ganeti.errors.ParameterError` naming the argument, which the HTTP
-layer reports as a bad request."""
+Each procedure declares its arguments (name, :mod:`ganeti.ht` type,
+default); a call's JSON body is the argument list (Ganeti style) or an
+object of named arguments.  Checks run before anything is done and fail
+with a :class:`ganeti.errors.ParameterError` naming the argument, the
+procedure and the reason, which the HTTP layer reports as a bad request."""
 
 import inspect
 
@@ -12,6 +12,7 @@ import attr
 from twisted.internet import defer
 
 from ganeti import errors
+from ganeti import ht
 
 __all__ = ["Arg", "procedure", "ProcedureTable", "bind_arguments",
            "error_message"]
@@ -19,103 +20,12 @@ __all__ = ["Arg", "procedure", "ProcedureTable", "bind_arguments",
 _REQUIRED = object()
 
 
-# ---------------------------------------------------------------------------
-# Argument checks: callable(name, value) -> value, or ParameterError
-
-def fail(name, what, value):
-    raise errors.ParameterError(
-        name, "argument '%s' must be %s, not %s" % (name, what,
-                                                    _show(value)))
-
-
-def _show(value):
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def anything(name, value):
-    return value
-
-
-def string(name, value):
-    if not isinstance(value, str) or not value:
-        fail(name, "a non-empty string", value)
-    return value
-
-
-def text(name, value):
-    """A string, possibly empty."""
-    if not isinstance(value, str):
-        fail(name, "a string", value)
-    return value
-
-
-def boolean(name, value):
-    if not isinstance(value, bool):
-        fail(name, "true or false", value)
-    return value
-
-
-def integer(minimum=None):
-    def check(name, value):
-        if isinstance(value, bool) or not isinstance(value, int) or \
-                (minimum is not None and value < minimum):
-            fail(name, "an integer" + (" >= %d" % minimum
-                                        if minimum is not None else ""),
-                  value)
-        return value
-    return check
-
-
-def number(minimum=None):
-    def check(name, value):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or \
-                (minimum is not None and value < minimum):
-            fail(name, "a number" + (" >= %s" % minimum
-                                      if minimum is not None else ""), value)
-        return value
-    return check
-
-
-def mapping(name, value):
-    if not isinstance(value, dict):
-        fail(name, "an object (dict)", value)
-    return value
-
-
-def list_of(item_check=anything):
-    def check(name, value):
-        if not isinstance(value, (list, tuple)):
-            fail(name, "a list", value)
-        return [item_check("%s[%d]" % (name, i), v)
-                for i, v in enumerate(value)]
-    return check
-
-
-def one_of(*allowed):
-    def check(name, value):
-        if value not in allowed:
-            fail(name, "one of %s" % ", ".join(map(repr, allowed)), value)
-        return value
-    return check
-
-
-def optional(inner):
-    def check(name, value):
-        return None if value is None else inner(name, value)
-    return check
-
-
-def string_or_mapping(name, value):
-    if isinstance(value, dict) or (isinstance(value, str) and value):
-        return value
-    fail(name, "an instance name or an instance specification (dict)", value)
-
-
 @attr.s(frozen=True)
 class Arg(object):
+    """One argument: its name, its type (:mod:`ganeti.ht`) and, unless it
+    is required, its default."""
     name = attr.ib()
-    check = attr.ib(default=anything)
+    type = attr.ib(default=ht.ANY)
     default = attr.ib(default=_REQUIRED)
 
     @property
@@ -159,7 +69,12 @@ def bind_arguments(name, spec, body):
     values = []
     for arg in spec:
         if arg.name in given:
-            values.append(arg.check(arg.name, given[arg.name]))
+            try:
+                values.append(arg.type.check(given[arg.name]))
+            except ht.Invalid as err:
+                raise errors.ParameterError(
+                    arg.name, "argument '%s' of %s: %s"
+                    % (arg.name, name, err.reason))
         elif arg.required:
             raise errors.ParameterError(
                 arg.name, "argument '%s' of %s is missing" % (arg.name, name))

@@ -1,21 +1,19 @@
 """Storage unit procedures: list, modify (e.g. a PV's allocatable flag)
 and execute (e.g. ``fix-consistency`` of a VG)."""
 
-
-
 from ganeti import errors
+from ganeti import ht
 from ganeti import storage
-from ganeti.server.noded.procedure import (
-    Arg, anything, list_of, mapping, optional, procedure, string)
-
+from ganeti.server.noded.procedure import Arg, procedure
 
 
 class StorageUnitProcedures(object):
     """The node's storage units (file, lvm-vg, lvm-pv, ...)."""
 
-    @procedure(Arg("su_name", string), Arg("su_args", list_of(anything), []),
-               Arg("name", optional(string), None),
-               Arg("fields", list_of(string),
+    @procedure(Arg("su_name", ht.NESTR),
+               Arg("su_args", ht.list_of(ht.ANY), []),
+               Arg("name", ht.maybe(ht.NESTR), None),
+               Arg("fields", ht.list_of(ht.NESTR),
                    [storage.SF_NAME, storage.SF_SIZE, storage.SF_USED,
                     storage.SF_FREE, storage.SF_ALLOCATABLE]))
     async def storage_list(self, su_name, su_args, name, fields):
@@ -34,16 +32,18 @@ class StorageUnitProcedures(object):
         units = await kind.list_units(name)
         return [[u.field(f) for f in fields] for u in units]
 
-    @procedure(Arg("su_name", string), Arg("su_args", list_of(anything), []),
-               Arg("name", string), Arg("changes", mapping))
+    @procedure(Arg("su_name", ht.NESTR),
+               Arg("su_args", ht.list_of(ht.ANY), []),
+               Arg("name", ht.NESTR), Arg("changes", ht.DICT))
     async def storage_modify(self, su_name, su_args, name, changes):
         """Change fields of one storage unit (lvm-pv: allocatable)."""
         kind = self._kind(su_name)
         await kind.modify_unit(name, changes)
         return True
 
-    @procedure(Arg("su_name", string), Arg("su_args", list_of(anything), []),
-               Arg("name", string), Arg("op", string))
+    @procedure(Arg("su_name", ht.NESTR),
+               Arg("su_args", ht.list_of(ht.ANY), []),
+               Arg("name", ht.NESTR), Arg("op", ht.NESTR))
     async def storage_execute(self, su_name, su_args, name, op):
         """Run a storage operation (``fix-consistency``) on one unit; the
         messages of what was done."""

@@ -1,0 +1,452 @@
+"""Type checks of JSON values ("ht", Ganeti's name for them).
+
+One small language describes every value that arrives over the wire:
+opcode parameters (:mod:`ganeti.opcodes`), luxi method arguments
+(:mod:`ganeti.luxi`) and node daemon procedure arguments
+(:mod:`ganeti.server.noded.procedure`).  A type is a :class:`Type` object::
+
+    maybe(list_of(NESTR))          # null or a list of non-empty strings
+    dict_of(STR, either(INT, STR))
+    tuple_of(NONNEG_INT, one_of("add", "remove"))
+
+``check(value)`` returns the value in its normal JSON form (tuples become
+lists, integers given for a FLOAT become floats) or raises :class:`Invalid`
+with a reason that says what was expected and what came.  The caller adds
+the name of the parameter or argument, and decides which error the
+protocol answers with.
+"""
+
+import copy
+import ipaddress
+
+# What a redacting dump shows instead of a secret.
+REDACTED = "<redacted>"
+
+
+class Invalid(ValueError):
+    """A value does not have the expected type.
+
+    ``reason`` does not name the parameter; the caller prefixes it.
+    ``depth`` counts the containers (items, keys) the problem is inside: a
+    deep problem explains more than "expected X" when alternatives fail.
+    """
+
+    def __init__(self, reason, depth=0):
+        ValueError.__init__(self, reason)
+        self.reason = reason
+        self.depth = depth
+
+
+def show(value):
+    """A value for a message: short, with its type unless obvious."""
+    text = repr(value)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    if value is None or isinstance(value, (bool, str)):
+        return text
+    return "%s (%s)" % (text, type(value).__name__)
+
+
+class Type(object):
+    """A checker for one kind of JSON value.
+
+    ``check`` returns the value normalised to its JSON form or raises
+    Invalid; ``dump`` gives the JSON form of a checked value (a copy, with
+    secrets hidden when asked).
+    """
+
+    desc = "any value"
+
+    def check(self, value):
+        return value
+
+    def fail(self, value):
+        raise Invalid("expected %s, got %s" % (self.desc, show(value)))
+
+    def dump(self, value, redact=False):
+        return copy.deepcopy(value)
+
+    def __repr__(self):
+        return "<type %s>" % self.desc
+
+
+def _item(idx, err):
+    return Invalid("item %d: %s" % (idx, err.reason), err.depth + 1)
+
+
+class _Any(Type):
+    """Any JSON value: null, booleans, numbers, strings, lists and objects
+    with string keys.  Anything else would not survive the job file."""
+
+    desc = "a JSON value"
+
+    def check(self, value):
+        if value is None or isinstance(value, (bool, int, float, str)):
+            return value
+        if isinstance(value, (list, tuple)):
+            result = []
+            for (idx, item) in enumerate(value):
+                try:
+                    result.append(self.check(item))
+                except Invalid as err:
+                    raise _item(idx, err)
+            return result
+        if isinstance(value, dict):
+            result = {}
+            for (key, item) in value.items():
+                if not isinstance(key, str):
+                    raise Invalid("key %s: expected a string" % show(key), 1)
+                try:
+                    result[key] = self.check(item)
+                except Invalid as err:
+                    raise Invalid("%r: %s" % (key, err.reason),
+                                  err.depth + 1)
+            return result
+        self.fail(value)
+
+
+class _Bool(Type):
+    desc = "a boolean"
+
+    def check(self, value):
+        if not isinstance(value, bool):
+            self.fail(value)
+        return value
+
+
+def _bounds_desc(noun, low, high):
+    if low is not None and high is not None:
+        return "%s from %s to %s" % (noun, low, high)
+    if low is not None:
+        return "%s >= %s" % (noun, low)
+    if high is not None:
+        return "%s <= %s" % (noun, high)
+    return noun
+
+
+class _Int(Type):
+    def __init__(self, low=None, high=None, desc=None):
+        self.low, self.high = low, high
+        self.desc = desc or _bounds_desc("an integer", low, high)
+
+    def check(self, value):
+        # bool is an int subclass in Python, but not in JSON
+        if not isinstance(value, int) or isinstance(value, bool):
+            self.fail(value)
+        if ((self.low is not None and value < self.low) or
+                (self.high is not None and value > self.high)):
+            self.fail(value)
+        return value
+
+
+class _Number(Type):
+    """An integer or a float, kept as given."""
+
+    def __init__(self, low=None, desc=None):
+        self.low = low
+        self.desc = desc or _bounds_desc("a number", low, None)
+
+    def check(self, value):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            self.fail(value)
+        if self.low is not None and value < self.low:
+            self.fail(value)
+        return value
+
+
+class _Float(Type):
+    desc = "a number"
+
+    def check(self, value):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            self.fail(value)
+        return float(value)
+
+
+class _Str(Type):
+    def __init__(self, nonempty):
+        self.nonempty = nonempty
+        self.desc = "a non-empty string" if nonempty else "a string"
+
+    def check(self, value):
+        if not isinstance(value, str) or (self.nonempty and not value):
+            self.fail(value)
+        return value
+
+
+class _OneOf(Type):
+    def __init__(self, values):
+        self.values = frozenset(values)
+        self.desc = "one of %s" % ", ".join(
+            repr(v) for v in sorted(self.values, key=repr))
+
+    def check(self, value):
+        # compare types too, so that True does not pass for 1
+        if not any(type(value) is type(v) and value == v
+                   for v in self.values):
+            self.fail(value)
+        return value
+
+
+class _Maybe(Type):
+    def __init__(self, inner):
+        self.inner = inner
+        self.desc = "null or %s" % inner.desc
+
+    def check(self, value):
+        if value is None:
+            return None
+        try:
+            return self.inner.check(value)
+        except Invalid as err:
+            if err.depth:
+                raise
+            self.fail(value)
+
+    def dump(self, value, redact=False):
+        return None if value is None else self.inner.dump(value, redact)
+
+
+class _ListOf(Type):
+    def __init__(self, item, nonempty=False):
+        self.item = item
+        self.nonempty = nonempty
+        self.desc = "a %slist of %s" % ("non-empty " if nonempty else "",
+                                        _plural(item.desc))
+
+    def check(self, value):
+        if not isinstance(value, (list, tuple)) or \
+                (self.nonempty and not value):
+            self.fail(value)
+        result = []
+        for (idx, item) in enumerate(value):
+            try:
+                result.append(self.item.check(item))
+            except Invalid as err:
+                raise _item(idx, err)
+        return result
+
+    def dump(self, value, redact=False):
+        return [self.item.dump(v, redact) for v in value]
+
+
+class _DictOf(Type):
+    def __init__(self, key, value, desc=None):
+        self.key, self.value = key, value
+        if desc is None:
+            if isinstance(key, _Any) and isinstance(value, _Any):
+                desc = "an object"
+            else:
+                desc = "an object mapping %s to %s" % (_plural(key.desc),
+                                                       _plural(value.desc))
+        self.desc = desc
+
+    def check(self, value):
+        if not isinstance(value, dict):
+            self.fail(value)
+        result = {}
+        for (key, item) in value.items():
+            try:
+                key = self.key.check(key)
+            except Invalid as err:
+                raise Invalid("key %r: %s" % (key, err.reason),
+                              err.depth + 1)
+            try:
+                result[key] = self.value.check(item)
+            except Invalid as err:
+                raise Invalid("%r: %s" % (key, err.reason), err.depth + 1)
+        return result
+
+    def dump(self, value, redact=False):
+        return {k: self.value.dump(v, redact) for (k, v) in value.items()}
+
+
+class _Private(Type):
+    """A secret: checked like ``inner``, hidden by redacting dumps."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.desc = inner.desc
+
+    def check(self, value):
+        return self.inner.check(value)
+
+    def dump(self, value, redact=False):
+        return REDACTED if redact else self.inner.dump(value)
+
+
+class _Tuple(Type):
+    def __init__(self, *items):
+        self.items = items
+        self.desc = "a list [%s]" % ", ".join(t.desc for t in items)
+
+    def check(self, value):
+        if not isinstance(value, (list, tuple)) or \
+                len(value) != len(self.items):
+            self.fail(value)
+        result = []
+        for (idx, (typ, item)) in enumerate(zip(self.items, value)):
+            try:
+                result.append(typ.check(item))
+            except Invalid as err:
+                raise _item(idx, err)
+        return result
+
+    def dump(self, value, redact=False):
+        return [t.dump(v, redact) for (t, v) in zip(self.items, value)]
+
+
+class _Either(Type):
+    """The first alternative that accepts the value wins."""
+
+    def __init__(self, *alternatives, desc=None):
+        self.alternatives = alternatives
+        self.desc = desc or " or ".join(t.desc for t in alternatives)
+
+    def _pick(self, value):
+        failures = []
+        for typ in self.alternatives:
+            try:
+                return (typ, typ.check(value))
+            except Invalid as err:
+                failures.append(err)
+        depth = max(err.depth for err in failures)
+        if depth:
+            # the value had the shape of some forms: say what is wrong deep
+            # inside the closest ones rather than listing every form
+            raise Invalid("; or ".join(err.reason for err in failures
+                                       if err.depth == depth), depth)
+        self.fail(value)
+
+    def check(self, value):
+        return self._pick(value)[1]
+
+    def dump(self, value, redact=False):
+        return self._pick(value)[0].dump(value, redact)
+
+
+class _Where(Type):
+    """``base`` plus a predicate, e.g. a string that parses as an address."""
+
+    def __init__(self, base, predicate, desc):
+        self.base, self.predicate, self.desc = base, predicate, desc
+
+    def check(self, value):
+        try:
+            value = self.base.check(value)
+        except Invalid:
+            self.fail(value)
+        try:
+            ok = self.predicate(value)
+        except ValueError:
+            ok = False
+        if not ok:
+            self.fail(value)
+        return value
+
+    def dump(self, value, redact=False):
+        return self.base.dump(value, redact)
+
+
+class _Converted(Type):
+    """``base``, then turned into another form by ``convert``."""
+
+    def __init__(self, base, convert, desc=None):
+        self.base, self.convert = base, convert
+        self.desc = desc or base.desc
+
+    def check(self, value):
+        try:
+            value = self.base.check(value)
+        except Invalid as err:
+            if err.depth:
+                raise
+            self.fail(value)
+        return self.convert(value)
+
+
+def _plural(desc):
+    # "a boolean" -> "booleans", good enough for messages
+    for article in ("a ", "an "):
+        if desc.startswith(article):
+            word, _, rest = desc[len(article):].partition(" ")
+            return ("%ss %s" % (word, rest)).strip()
+    return desc
+
+
+def maybe(inner):
+    """``inner`` or null."""
+    return _Maybe(inner)
+
+
+def list_of(item, nonempty=False):
+    """A list whose every item is ``item`` (JSON arrays; tuples accepted)."""
+    return _ListOf(item, nonempty)
+
+
+def dict_of(key, value, desc=None):
+    """An object whose keys are ``key`` and values are ``value``."""
+    return _DictOf(key, value, desc)
+
+
+def one_of(*values):
+    """Exactly one of ``values``."""
+    return _OneOf(values)
+
+
+def tuple_of(*items):
+    """A fixed-length list whose item i is of type ``items[i]``."""
+    return _Tuple(*items)
+
+
+def either(*alternatives, desc=None):
+    """Any of the alternatives; the first that matches normalises."""
+    return _Either(*alternatives, desc=desc)
+
+
+def private(inner):
+    """A secret value (hidden by a redacting dump)."""
+    return _Private(inner)
+
+
+def where(base, predicate, desc):
+    """A value of ``base`` for which ``predicate`` is true (a ValueError
+    from the predicate counts as false)."""
+    return _Where(base, predicate, desc)
+
+
+def converted(base, convert, desc=None):
+    """A value of ``base``, handed on as ``convert(value)``."""
+    return _Converted(base, convert, desc)
+
+
+def integer(low=None, high=None, desc=None):
+    """An integer within the bounds given."""
+    return _Int(low, high, desc)
+
+
+def number(low=None, desc=None):
+    """An integer or a float (kept as given) of at least ``low``."""
+    return _Number(low, desc)
+
+
+def _valid_ip(cls):
+    return lambda text: bool(cls(text))
+
+
+ANY = _Any()
+BOOL = _Bool()
+INT = _Int()
+NONNEG_INT = _Int(low=0, desc="a non-negative integer")
+POS_INT = _Int(low=1, desc="a positive integer")
+FLOAT = _Float()
+NUMBER = _Number()
+NONNEG_NUMBER = _Number(low=0, desc="a non-negative number")
+STR = _Str(nonempty=False)
+NESTR = _Str(nonempty=True)
+DICT = _DictOf(ANY, ANY)
+
+IPV4_ADDR = where(STR, _valid_ip(ipaddress.IPv4Address), "an IPv4 address")
+IPV4_NET = where(STR, _valid_ip(ipaddress.IPv4Network), "an IPv4 network")
+IPV6_ADDR = where(STR, _valid_ip(ipaddress.IPv6Address), "an IPv6 address")
+IPV6_NET = where(STR, _valid_ip(ipaddress.IPv6Network), "an IPv6 network")
