@@ -35,6 +35,34 @@ class MasterContext(object):
     lock_retry_timeouts = attr.ib(default=None)
 
 
+class ConfigFirstRpc(object):
+    """The RPC client logical units use in the master daemon.
+
+    Every call to a node first waits until the configuration changes made
+    so far are on disk (they are written by another thread): a node never
+    acts on a change that a crash of the master could still undo.  Calls
+    made while nothing is pending go out at once.
+    """
+
+    def __init__(self, rpc, cfg):
+        self._rpc = rpc
+        self._cfg = cfg
+
+    def call(self, node, procedure, args=(), timeout=None):
+        return self._after_flush(self._rpc.call, node, procedure, args,
+                                 timeout)
+
+    def call_many(self, nodes, procedure, args=(), timeout=None):
+        return self._after_flush(self._rpc.call_many, nodes, procedure, args,
+                                 timeout)
+
+    def _after_flush(self, method, *args):
+        return self._cfg.flushed().addCallback(lambda _: method(*args))
+
+    def __getattr__(self, name):
+        return getattr(self._rpc, name)
+
+
 def make_lock_manager(cfg, clock):
     """A LockManager with one lock per object of ``cfg`` (by UUID)."""
     return locking.LockManager(
@@ -68,9 +96,11 @@ class Processor(object):
         :class:`~ganeti.opcodes.OpCode`, already checked, and the logical
         unit's own (it may change it); ``feedback_fn(msg)`` logs into the
         job; ``notify_running()`` (by default the queue's
-        ``feedback_fn.notify_running``) is called
-        once every lock is held, before anything changes.  Cancelling the
-        Deferred while locks are awaited leaves the lock queues.
+        ``feedback_fn.notify_running``) is called once every lock is held,
+        and waited for (it may return a Deferred: the job's "running"
+        written to disk) before anything changes.  The result is given only
+        once the opcode's configuration changes are on disk.  Cancelling
+        the Deferred while locks are awaited leaves the lock queues.
         """
         if not isinstance(op_input, opcodes.OpCode):
             return defer.fail(errors.ProgrammerError(
@@ -95,13 +125,17 @@ class Processor(object):
             lu.expand_names()
             await self._acquire_locks(lu, owner)
             if notify_running is not None:
-                notify_running()
+                await _maybe_await(notify_running())
             # check_prereq and dry_run_result may be coroutines: some checks
             # need a node's answer.
             await _maybe_await(lu.check_prereq())
             if op.dry_run:
                 return await _maybe_await(lu.dry_run_result())
-            return await lu.exec_()
+            result = await lu.exec_()
+            # A success is reported (and written into the job) only once
+            # what the opcode changed in the configuration is on disk.
+            await self.ctx.cfg.flushed()
+            return result
         finally:
             self.ctx.glm.release_all(owner)
 

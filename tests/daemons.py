@@ -10,6 +10,7 @@ by PID at the end, whatever the test did.
 
 import os
 import random
+import re
 import shutil
 import socket
 import ssl
@@ -60,6 +61,10 @@ def short_tmpdir(test, prefix):
     return base
 
 
+#: atomic_write's temporary files: ".<name>.<8 random characters>"
+_TEMP_FILE = re.compile(r"^\..+\.[a-z0-9_]{8}$")
+
+
 def snapshot(directory):
     """``{relative path: (bytes, mtime_ns)}`` of the files below
     ``directory``, to show that something wrote nothing there (sockets and
@@ -67,6 +72,8 @@ def snapshot(directory):
     files = {}
     for base, _, names in os.walk(directory):
         for name in names:
+            if _TEMP_FILE.match(name):
+                continue    # a write in progress (see ganeti.utils.io)
             path = os.path.join(base, name)
             content = None
             if os.path.isfile(path) and not os.path.islink(path):

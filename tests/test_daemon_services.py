@@ -16,6 +16,7 @@ from ganeti import luxi
 from ganeti.dev.vcluster import VirtualCluster
 from ganeti.server import masterd
 from ganeti.server import rapi
+from ganeti.utils.writer import InlineWriter
 
 from tests.daemons import random_ips, short_tmpdir, snapshot
 
@@ -32,7 +33,9 @@ class MasterdServiceTests(unittest.TestCase):
     def make(self, reactor):
         options = masterd.Options()
         options.parseOptions(["--root", self.paths.root])
-        top = masterd.makeService(options, reactor=reactor)
+        # a memory reactor has no threads: the files are written at once
+        top = masterd.makeService(options, reactor=reactor,
+                                  writer=InlineWriter())
         # in-process, the lock would outlive the test: it is the process's
         self.addCleanup(top.getServiceNamed("queue-lock").store.unlock)
         return top

@@ -67,6 +67,13 @@ class SecondMasterTests(DaemonStartTestCase):
             return client.call("QueryJobs", [job], ["status"])[0][0]
         wait_for("job running", lambda: status() == "running")
         queue_dir = node.paths.queue_dir
+
+        def running_on_disk():
+            # the master writes in order: with "running" on disk, so is
+            # everything it wrote before (serial, ssconf files)
+            with open(os.path.join(queue_dir, "job-%d" % job), "rb") as f:
+                return b'"status":"running"' in f.read()
+        wait_for("job file says running", running_on_disk)
         lock_file = os.path.join(queue_dir, "lock")
         # everything the master keeps under var/lib/ganeti: config,
         # ssconf files, the queue

@@ -244,7 +244,7 @@ class SubmitTests(QueueTestCase):
         self.failureResultOf(queue.submit_job([op()]), errors.JobQueueFull)
         queue.cancel_job(1)
         queue.cancel_job(2)
-        self.assertTrue(queue.archive_job(1))
+        self.assertTrue(self.successResultOf(queue.archive_job(1)))
         self.successResultOf(queue.submit_job([op()]))
         queue.cancel_job(3)
         self.turn()
@@ -774,7 +774,7 @@ class DependencyTests(QueueTestCase):
         first = self.submit(op())
         self.turn()
         self.executor.calls[0].finish()
-        self.assertTrue(self.queue.archive_job(first))
+        self.assertTrue(self.successResultOf(self.queue.archive_job(first)))
         second = self.submit(op(depends=[[first, ["success"]]]))
         self.turn()
         self.assertEqual(self.executor.job_ids(), [first, second])
@@ -919,14 +919,14 @@ class ArchiveTests(QueueTestCase):
 
     def test_archive_job(self):
         [a, b] = self.run_jobs(2)
-        self.assertFalse(self.queue.archive_job(a))       # not finalized
+        self.assertFalse(self.successResultOf(self.queue.archive_job(a)))       # not finalized
         self.executor.calls[0].finish()
-        self.assertTrue(self.queue.archive_job(a))
+        self.assertTrue(self.successResultOf(self.queue.archive_job(a)))
         self.assertFalse(os.path.exists(self.job_file(a)))
         path = os.path.join(self.dir, "archive", "0", "job-%d" % a)
         self.assertTrue(os.path.exists(path))
-        self.assertFalse(self.queue.archive_job(a))       # already archived
-        self.assertFalse(self.queue.archive_job(99))
+        self.assertFalse(self.successResultOf(self.queue.archive_job(a)))       # already archived
+        self.assertFalse(self.successResultOf(self.queue.archive_job(99)))
         self.assertEqual(self.queue.query_jobs([a], ["id", "status",
                                                      "archived"]),
                          [[a, "success", True]])
@@ -945,7 +945,7 @@ class ArchiveTests(QueueTestCase):
         job_id = self.successResultOf(queue.submit_job([op()]))
         self.assertEqual(job_id, 12345)
         self.turn()
-        self.assertTrue(queue.archive_job(job_id))
+        self.assertTrue(self.successResultOf(queue.archive_job(job_id)))
         self.assertTrue(os.path.exists(os.path.join(
             queue_dir, "archive", "1", "job-12345")))
 
@@ -956,25 +956,25 @@ class ArchiveTests(QueueTestCase):
         self.executor.calls[1].finish()
         self.executor.calls[2].finish()
         self.clock.advance(10)
-        self.assertEqual(self.queue.auto_archive_jobs(50, 60), [1, 0])
+        self.assertEqual(self.successResultOf(self.queue.auto_archive_jobs(50, 60)), [1, 0])
         self.assertTrue(os.path.exists(os.path.join(
             self.dir, "archive", "0", "job-%d" % ids[0])))
-        self.assertEqual(self.queue.auto_archive_jobs(-1, 60), [2, 0])
+        self.assertEqual(self.successResultOf(self.queue.auto_archive_jobs(-1, 60)), [2, 0])
         self.assertEqual(self.queue.query_jobs(None, ["id"]), [[ids[3]]])
         self.executor.calls[3].finish()
-        self.assertEqual(self.queue.auto_archive_jobs(-1, 60), [1, 0])
+        self.assertEqual(self.successResultOf(self.queue.auto_archive_jobs(-1, 60)), [1, 0])
 
     def test_auto_archive_timeout(self):
         self.run_jobs(3)
         for call in self.executor.calls:
             call.finish()
-        self.assertEqual(self.queue.auto_archive_jobs(-1, -1), [0, 3])
+        self.assertEqual(self.successResultOf(self.queue.auto_archive_jobs(-1, -1)), [0, 3])
 
     def test_serial_survives_archive_and_lost_serial_file(self):
         ids = self.run_jobs(3)
         for call in self.executor.calls:
             call.finish()
-        self.queue.auto_archive_jobs(-1, 60)
+        self.successResultOf(self.queue.auto_archive_jobs(-1, 60))
         os.unlink(os.path.join(self.dir, "serial"))
         queue = self.make_queue()
         queue.load()
@@ -989,7 +989,8 @@ class DrainTests(QueueTestCase):
     def test_drain_flag(self):
         drain_file = os.path.join(self.dir, "drain")
         self.assertFalse(self.queue.drained)
-        self.assertTrue(self.queue.set_drain_flag(True))
+        self.assertIs(self.successResultOf(self.queue.set_drain_flag(True)),
+                      True)
         self.assertTrue(os.path.exists(drain_file))
         self.failureResultOf(self.queue.submit_job([op()]),
                              errors.JobQueueDrainError)
@@ -1002,7 +1003,7 @@ class DrainTests(QueueTestCase):
         queue.load()
         self.assertTrue(queue.drained)
         queue.shutdown()
-        self.queue.set_drain_flag(False)
+        self.successResultOf(self.queue.set_drain_flag(False))
         self.assertFalse(os.path.exists(drain_file))
         self.successResultOf(self.queue.submit_job([op()]))
         self.turn()

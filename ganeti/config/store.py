@@ -1,6 +1,16 @@
 """The config store itself: loading, atomic writing with rollback,
 lookups, and the mutators of the cluster, tags, groups, nodes and
-networks (instances and disks: :mod:`ganeti.config.instances`)."""
+networks (instances and disks: :mod:`ganeti.config.instances`).
+
+A change is checked, applied and verified in the calling (reactor) thread,
+and serialised there.  Writing the bytes is done at once, or, when the
+store has a ``writer`` (the master daemon's ordered writer thread), by that
+writer: the mutator returns before the fsync, :meth:`ConfigStore.flushed`
+tells when the changes so far are on disk, and the write listeners
+(replication, ssconf) run once they are.  A write that fails there cannot
+be rolled back any more: the store then refuses every further change until
+the daemon is restarted and loads what is on disk.
+"""
 
 import contextlib
 import copy
@@ -8,6 +18,7 @@ import json
 import os
 import time
 
+from twisted.internet import defer
 from twisted.logger import Logger
 
 from ganeti import constants
@@ -51,6 +62,12 @@ class ConfigStore(InstanceMutators, Accounting):
         # Called with (store) after every successful write: replication to
         # master candidates, ssconf, confd reload hooks.
         self.write_listeners = []
+        # ganeti.utils.writer.IFileWriter, or None: write at once
+        self.writer = None
+        # Fires once the last write asked for is done (with its failure)
+        self._last_write = defer.succeed(None)
+        # The error of a write that failed in the writer: no more changes
+        self._broken = None
 
     # --- serialisation --------------------------------------------------
 
@@ -204,11 +221,57 @@ class ConfigStore(InstanceMutators, Accounting):
 
     def _write(self, problems=None):
         """Persist; remember the bytes (and their verify problems, when
-        known) as the rollback point of the next change."""
+        known) as the rollback point of the next change.  A Deferred firing
+        once they are on disk."""
         data = self.dumps()
-        if self.path is not None:
+        if self.path is None:
+            self._persisted = (data, problems)
+            return defer.succeed(None)
+        if self.writer is None:
             atomic_write(self.path, data, backup=True)
+            self._persisted = (data, problems)
+            return defer.succeed(None)
+        # accepted now; on disk a little later, in order
         self._persisted = (data, problems)
+        d = self.writer.call(atomic_write, self.path, data, backup=True)
+        d.addErrback(self._write_failed)
+        self._last_write = d
+        return d
+
+    def _write_failed(self, failure):
+        if self._broken is None:
+            self._broken = failure.value
+            log.critical("config.data could not be written: {err}; no"
+                         " further configuration change is accepted until"
+                         " the master daemon is restarted",
+                         err=failure.getErrorMessage())
+        return failure
+
+    def _check_writable(self):
+        if self._broken is not None:
+            raise errors.ConfigurationError(
+                "%s could not be written (%s); no further change is accepted"
+                " until the master daemon is restarted"
+                % (self.path, self._broken))
+
+    def flushed(self):
+        """A Deferred firing once every change made so far is on disk;
+        failing (ConfigurationError) if a write failed."""
+        if self._broken is not None:
+            return defer.fail(errors.ConfigurationError(
+                "%s could not be written: %s" % (self.path, self._broken)))
+        d = defer.Deferred()
+
+        def settled(result):
+            if self._broken is not None:
+                d.errback(errors.ConfigurationError(
+                    "%s could not be written: %s" % (self.path,
+                                                      self._broken)))
+            else:
+                d.callback(None)
+            return result
+        self._last_write.addBoth(settled)
+        return d
 
     @contextlib.contextmanager
     def _change(self, what):
@@ -218,6 +281,7 @@ class ConfigStore(InstanceMutators, Accounting):
         anything modified behind the store's back since then); when there
         is none yet, the current state.
         """
+        self._check_writable()
         before, problems_before = self._persisted or (None, None)
         if before is None:
             before = self.dumps()
@@ -236,10 +300,15 @@ class ConfigStore(InstanceMutators, Accounting):
             # confd answers carry the cluster's serial and clients keep the
             # highest one, so every change must move it forward.
             self.cluster.serial_no = (self.cluster.serial_no or 0) + 1
-            self._write(frozenset(problems))
+            written = self._write(frozenset(problems))
         except BaseException:
             self._restore(before)
             raise
+        # replication and ssconf follow the file on disk
+        written.addCallback(self._written)
+        written.addErrback(lambda f: None)     # reported by _write_failed
+
+    def _written(self, _):
         for listener in list(self.write_listeners):
             try:
                 listener(self)
@@ -256,10 +325,12 @@ class ConfigStore(InstanceMutators, Accounting):
             setattr(self, name, getattr(other, name))
 
     def save(self):
-        """Write the current state (after load/upgrade) without a change."""
+        """Write the current state (after load/upgrade) without a change;
+        a Deferred firing once it is on disk."""
+        self._check_writable()
         self.serial_no += 1
         self.mtime = self._now()
-        self._write()
+        return self._write()
 
     def _touch(self, obj):
         obj.touch(self._now())

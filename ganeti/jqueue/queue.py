@@ -20,7 +20,10 @@ What is on disk, and when (every write is atomic and fsync'ed):
   after a crash a job found waiting runs again exactly like a queued one,
   and at most ``LOG_FLUSH_DELAY`` seconds of messages are lost.
 
-Everything runs in the reactor thread; fsync of a small job file is inline.
+The queue runs in the reactor thread and serialises jobs there; the writes
+themselves go to a writer (:mod:`ganeti.utils.writer`): in the master daemon
+one thread that writes in the order asked, so a slow disk delays the jobs
+that wait for their files, never the reactor.
 """
 
 import collections
@@ -38,8 +41,9 @@ from ganeti.jqueue import model
 from ganeti.jqueue.model import (
     STATUS_QUEUED, STATUS_WAITING, STATUS_CANCELING, STATUS_RUNNING,
     STATUS_CANCELED, STATUS_SUCCESS, STATUS_ERROR, FINALIZED)
-from ganeti.jqueue.store import JobStore
+from ganeti.jqueue.store import JobStore, encode_job
 from ganeti.jqueue.waiters import ChangeWaiters
+from ganeti.utils.writer import InlineWriter
 
 log = Logger()
 
@@ -97,8 +101,9 @@ class OpContext(object):
     also carries the hooks the executor uses to report progress:
 
     * ``notify_running()``: locks are held, the opcode really starts now
-      (status waiting -> running, ``exec`` timestamp, written to disk before
-      it returns).  Call it before doing anything with side effects: a job
+      (status waiting -> running, ``exec`` timestamp); returns a Deferred
+      that fires once that is on disk.  Wait for it before doing anything
+      with side effects: a job
       whose file still says "waiting" is simply run again after a crash,
       one that says "running" is failed.  Raises JobCanceled if the job is
       being canceled.
@@ -137,7 +142,7 @@ class OpContext(object):
         if self.closed:
             raise errors.ProgrammerError("notify_running after the opcode"
                                          " ended")
-        self._queue._op_running(self.job, self._op)
+        return self._queue._op_running(self.job, self._op)
 
     def notify_waiting(self):
         if not self.closed:
@@ -165,18 +170,22 @@ class JobQueue(object):
     an OpExecError (and logged with its traceback).
     Cancelling the Deferred must abandon the opcode (e.g. leave the lock
     queue).
+
+    ``writer`` (:class:`ganeti.utils.writer.IFileWriter`) does the writes;
+    by default at once, in the reactor thread.
     """
 
     def __init__(self, queue_dir, executor, clock=None,
                  max_running=DEFAULT_MAX_RUNNING,
                  size_limit=QUEUE_SIZE_LIMIT,
                  cache_size=FINALIZED_CACHE_SIZE,
-                 log_flush_delay=LOG_FLUSH_DELAY, store=None):
+                 log_flush_delay=LOG_FLUSH_DELAY, store=None, writer=None):
         if clock is None:
             from twisted.internet import reactor as clock
         self._clock = clock
         # ``store``: a JobStore of queue_dir that may already hold the lock
         self._store = store if store is not None else JobStore(queue_dir)
+        self._writer = writer if writer is not None else InlineWriter()
         self._executor = executor
         self.max_running = max_running
         self._size_limit = size_limit
@@ -197,6 +206,10 @@ class JobQueue(object):
         self._ready = []                # heap of (priority, id)
         self._active = set()            # ids holding a run slot
         self._dep_waiters = collections.defaultdict(set)
+        # finished jobs whose final status is not on disk yet -> the
+        # WaitForJobChange answers waiting for it; they count as unfinished
+        # for the jobs that depend on them
+        self._finalizing = {}
         self._scheduling = False
         self._reschedule = False
         self._kick_call = None
@@ -316,7 +329,8 @@ class JobQueue(object):
         job.end_timestamp = now
 
     def shutdown(self):
-        """Stop starting jobs, write pending log entries, release waiters.
+        """Stop starting jobs, write pending log entries, release waiters;
+        a Deferred firing once every write asked for is done.
 
         Jobs still executing stay "running" on disk; the next ``load``
         fails them, as after a crash.  The queue's lock stays held until
@@ -329,8 +343,9 @@ class JobQueue(object):
         self._write_serial()
         for job_id, run in list(self._runs.items()):
             if run.flush_call is not None:
-                self._persist(self._jobs[job_id])
+                self._persist_in_background(self._jobs[job_id])
         self._waiters.shutdown()
+        return self._writer.drain()
 
     # ------------------------------------------------------------------
     # Submitting
@@ -355,8 +370,7 @@ class JobQueue(object):
         self._resolve_dependencies(prepared, [])
         job_id = self._serial + 1
         self._serial = job_id
-        self._create(job_id, prepared)
-        return job_id
+        return self._create(job_id, prepared)
 
     def _submit_many(self, jobs, ignore_drain):
         if not isinstance(jobs, list):
@@ -381,9 +395,18 @@ class JobQueue(object):
             next_id += 1
         if accepted:
             self._serial = accepted[-1][0]
-        for job_id, prepared in accepted:
-            self._create(job_id, prepared)
-        return results
+        created = [self._create(job_id, prepared)
+                   for job_id, prepared in accepted]
+        d = defer.DeferredList(created, consumeErrors=True)
+
+        def answer(outcomes):
+            # a job whose file could not be written is not accepted
+            by_id = dict(zip([job_id for job_id, _ in accepted], outcomes))
+            for entry in results:
+                if entry[0] and not by_id[entry[1]][0]:
+                    entry[:] = [False, _error_text(by_id[entry[1]][1].value)]
+            return results
+        return d.addCallback(answer)
 
     def _check_accepting(self, count, ignore_drain):
         if not self._loaded:
@@ -450,19 +473,35 @@ class JobQueue(object):
                 "job=%d;index=%d" % (job_id, index), epoch_ns]]
             ops.append(model.QueuedOpCode(input=op, priority=op.priority))
         job = model.QueuedJob(id=job_id, ops=ops, received_timestamp=now)
-        self._store.write_job(job)
         self._ids.add(job_id)
-        self._track(job)
-        log.debug("Job {job} submitted", job=job_id)
-        self._kick()
+
+        def written(_):
+            self._track(job)
+            log.debug("Job {job} submitted", job=job_id)
+            self._kick()
+            return job_id
+
+        def failed(failure):
+            # never acknowledged: the id is not used again
+            self._ids.discard(job_id)
+            log.failure("Job {job}: its file could not be written", failure,
+                        job=job_id)
+            return Failure(errors.JobQueueError(
+                "Job %d could not be written: %s"
+                % (job_id, failure.getErrorMessage())))
+        # the id is answered once the job's file is on disk
+        return self._write(job).addCallbacks(written, failed)
 
     def _write_serial(self):
         # The serial file is written after the job files and coalesced per
         # reactor turn: load() also takes the highest job id found on disk,
         # so a crash before this write cannot make an id be reused.
         if self._serial > self._serial_on_disk:
-            self._store.write_serial(self._serial)
             self._serial_on_disk = self._serial
+            self._writer.call(self._store.write_serial,
+                              self._serial).addErrback(
+                lambda f: log.failure("The queue's serial file could not be"
+                                      " written", f))
 
     def _track(self, job):
         self._jobs[job.id] = job
@@ -542,7 +581,7 @@ class JobQueue(object):
             if verdict == _DEP_WAIT:
                 self._mark_waiting(job, op)
                 run.state = _DEPWAIT
-                self._persist(job)
+                self._persist_in_background(job)
                 self._changed(job)
                 log.debug("Job {job}: {msg}", job=job.id, msg=message)
                 return
@@ -624,15 +663,28 @@ class JobQueue(object):
         self._finalize(job)
 
     def _finalize(self, job):
-        """Write the finished job, then tell waiters and dependent jobs."""
+        """Write the finished job, then (once it is on disk) tell waiters
+        and dependent jobs."""
         job.end_timestamp = self._now()
-        self._persist(job)
+        written = self._persist(job)
         del self._jobs[job.id]
         del self._runs[job.id]
         self._end_times[job.id] = self._end_time(job)
         self._remember(job)
-        log.info("Job {job} finished: {status}", job=job.id,
-                 status=job.status)
+        self._finalizing[job.id] = []
+        written.addBoth(self._finalized, job)
+
+    def _finalized(self, result, job):
+        for waiting in self._finalizing.pop(job.id, ()):
+            if not waiting.called:     # else the client went away
+                waiting.callback(None)
+        if isinstance(result, Failure):
+            log.failure("Job {job} finished ({status}) but its file could"
+                        " not be written", result, job=job.id,
+                        status=job.status)
+        else:
+            log.info("Job {job} finished: {status}", job=job.id,
+                     status=job.status)
         self._changed(job)
         for waiting_id in sorted(self._dep_waiters.pop(job.id, ())):
             run = self._runs.get(waiting_id)
@@ -661,7 +713,7 @@ class JobQueue(object):
             if status is None:
                 return (_DEP_ERROR, "Dependency error: job %s not found"
                         % dep_id)
-            if status not in FINALIZED:
+            if status not in FINALIZED or dep_id in self._finalizing:
                 self._dep_waiters[dep_id].add(job.id)
                 return (_DEP_WAIT, "Waiting for job %s to finish (wanted"
                         " status: %s)" % (dep_id, ", ".join(wanted)
@@ -686,20 +738,22 @@ class JobQueue(object):
         if op.status == STATUS_CANCELING:
             raise errors.JobCanceled("Job %s is being canceled" % job.id)
         if op.status == STATUS_RUNNING:
-            return
+            return defer.succeed(None)
         if op.status != STATUS_WAITING:
             raise errors.ProgrammerError("Opcode of job %s is %s, cannot"
                                          " start running" % (job.id,
                                                              op.status))
         op.move_to(STATUS_RUNNING)
         op.exec_timestamp = self._now()
-        self._persist(job)   # on disk before the opcode does anything
+        written = self._persist(job)
         self._changed(job)
+        # the executor waits for this before the opcode does anything
+        return written
 
     def _op_waiting_again(self, job, op):
         if op.status == STATUS_RUNNING:
             op.move_to(STATUS_WAITING)
-            self._persist(job)
+            self._persist_in_background(job)
             self._changed(job)
 
     def _add_feedback(self, job, op, log_type, msg):
@@ -716,7 +770,7 @@ class JobQueue(object):
         if run is None:
             return
         if self._log_flush_delay <= 0:
-            self._persist(job)
+            self._persist_in_background(job)
         elif run.flush_call is None:
             run.flush_call = self._clock.callLater(
                 self._log_flush_delay, self._flush, job)
@@ -732,7 +786,7 @@ class JobQueue(object):
         run = self._runs.get(job.id)
         if run is not None:
             run.flush_call = None
-            self._persist(job)
+            self._persist_in_background(job)
 
     # ------------------------------------------------------------------
     # Cancel, priority
@@ -770,7 +824,7 @@ class JobQueue(object):
             return [False, "Job %s is no longer waiting in the queue"
                     % job_id]
         job.mark_unfinished(STATUS_CANCELING, None)
-        self._persist(job)
+        self._persist_in_background(job)
         self._changed(job)
         log.info("Job {job} canceling", job=job_id)
         if run.deferred is not None:
@@ -804,7 +858,7 @@ class JobQueue(object):
                 changed = True
         if not changed:
             return [False, "Job %s has no pending opcodes" % job_id]
-        self._persist(job)
+        self._persist_in_background(job)
         self._changed(job)
         if self._runs[job_id].state == _READY:
             heapq.heappush(self._ready, (job.priority, job_id))
@@ -816,23 +870,26 @@ class JobQueue(object):
     # Archive
 
     def archive_job(self, job_id):
-        """ArchiveJob: move a finalized job into the archive; bool."""
+        """ArchiveJob: move a finalized job into the archive; a Deferred
+        firing with a bool once it is moved."""
         job_id = _job_id(job_id)
-        if job_id in self._jobs:
+        if job_id in self._jobs or job_id in self._finalizing:
             log.info("Job {job} is not finalized, not archiving it",
                      job=job_id)
-            return False
+            return defer.succeed(False)
         if job_id not in self._ids:
-            return False
-        return bool(self._archive([job_id]))
+            return defer.succeed(False)
+        return self._archive([job_id]).addCallback(bool)
 
     def auto_archive_jobs(self, age, timeout):
         """AutoArchiveJobs: archive finalized jobs that ended at least
         ``age`` seconds ago (-1: all of them), working for at most
-        ``timeout`` seconds.  Returns ``[archived, remaining]``, remaining
-        being the jobs not examined because the time ran out."""
+        ``timeout`` seconds.  A Deferred firing with ``[archived,
+        remaining]``, remaining being the jobs not examined because the
+        time ran out."""
         start = self._clock.seconds()
-        candidates = sorted(i for i in self._ids if i not in self._jobs)
+        candidates = sorted(i for i in self._ids if i not in self._jobs
+                            and i not in self._finalizing)
         chosen = []
         examined = 0
         for job_id in candidates:
@@ -842,18 +899,23 @@ class JobQueue(object):
             ended = self._end_times.get(job_id)
             if age == -1 or (ended is not None and start - ended >= age):
                 chosen.append(job_id)
-        archived = self._archive(chosen)
-        return [len(archived), len(candidates) - examined]
+        remaining = len(candidates) - examined
+        return self._archive(chosen).addCallback(
+            lambda archived: [len(archived), remaining])
 
     def _archive(self, job_ids):
-        moved = self._store.archive_jobs(job_ids)
-        for job_id in moved:
-            self._ids.discard(job_id)
-            self._end_times.pop(job_id, None)
-            self._cache.pop(job_id, None)
-        if moved:
-            log.info("Archived {n} job(s)", n=len(moved))
-        return moved
+        """Move job files into the archive (in the writer's order, after
+        their last writes); a Deferred firing with the ids moved."""
+        def moved(ids):
+            for job_id in ids:
+                self._ids.discard(job_id)
+                self._end_times.pop(job_id, None)
+                self._cache.pop(job_id, None)
+            if ids:
+                log.info("Archived {n} job(s)", n=len(ids))
+            return ids
+        return self._writer.call(self._store.archive_jobs,
+                                 job_ids).addCallback(moved)
 
     # ------------------------------------------------------------------
     # Drain flag
@@ -863,10 +925,11 @@ class JobQueue(object):
         return self._drained
 
     def set_drain_flag(self, drain_flag):
-        """SetDrainFlag: persisted as the ``drain`` file; returns True."""
-        self._store.write_drain_flag(bool(drain_flag))
+        """SetDrainFlag: persisted as the ``drain`` file; a Deferred firing
+        with True once it is.  New jobs are refused (or accepted) at once."""
         self._drained = bool(drain_flag)
-        return True
+        return self._writer.call(self._store.write_drain_flag,
+                                 self._drained).addCallback(lambda _: True)
 
     # ------------------------------------------------------------------
     # Queries
@@ -904,6 +967,13 @@ class JobQueue(object):
             return defer.fail(err)
         if job is None:
             return defer.fail(errors.JobLost("Job %s not found" % job_id))
+        if job.id in self._finalizing:
+            # its final status is told once it is on disk
+            written = defer.Deferred()
+            self._finalizing[job.id].append(written)
+            return written.addCallback(
+                lambda _: self._waiters.wait(job, fields, prev_job_info,
+                                             prev_log_serial, timeout))
         return self._waiters.wait(job, fields, prev_job_info,
                                   prev_log_serial, timeout)
 
@@ -944,13 +1014,25 @@ class JobQueue(object):
         ts = job.end_timestamp or job.received_timestamp
         return model.merge_time(ts) if ts else None
 
+    def _write(self, job):
+        """Serialise ``job`` now; a Deferred firing once it is on disk."""
+        return self._writer.call(self._store.write_job_data, job.id,
+                                 encode_job(job))
+
     def _persist(self, job):
+        """Write ``job`` (with any log entries waiting for a flush)."""
         run = self._runs.get(job.id)
         if run is not None and run.flush_call is not None:
             if run.flush_call.active():
                 run.flush_call.cancel()
             run.flush_call = None
-        self._store.write_job(job)
+        return self._write(job)
+
+    def _persist_in_background(self, job):
+        """Write ``job``; nobody waits for it (a failure is logged)."""
+        self._persist(job).addErrback(
+            lambda f: log.failure("Job {job}: its file could not be written",
+                                  f, job=job.id))
 
     def _changed(self, job):
         self._waiters.notify(job)

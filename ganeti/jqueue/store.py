@@ -212,7 +212,11 @@ class JobStore(object):
         return sorted(self._ids_in(self.queue_dir))
 
     def write_job(self, job):
-        atomic_write(self.job_path(job.id), encode_job(job), FILE_MODE)
+        self.write_job_data(job.id, encode_job(job))
+
+    def write_job_data(self, job_id, data):
+        """Write a job's file from its serialised form (``encode_job``)."""
+        atomic_write(self.job_path(job_id), data, FILE_MODE)
 
     def read_job(self, job_id, try_archive=True):
         """Load a job from its file, or None if there is none.

@@ -37,8 +37,10 @@ from ganeti import replication
 from ganeti import rpc
 from ganeti import ssconf
 from ganeti.cmdlib.cluster import cluster_info
+from ganeti.backend import files as backend_files
 from ganeti.jqueue.store import JobStore
 from ganeti.query.rpclive import RpcLiveData
+from ganeti.utils.writer import OrderedWriter
 
 log = Logger()
 
@@ -207,13 +209,15 @@ class QueueLockService(_StartStep):
 class ConfigService(_StartStep):
     """config.data (saved at once if it was upgraded), the ssconf files
     kept in step with it, replication to the other nodes, node RPC and the
-    lock manager: ``ctx``, the context logical units run in."""
+    lock manager: ``ctx``, the context logical units run in.  Files are
+    written by ``writer``, off the reactor."""
 
     name = "config"
 
-    def __init__(self, paths, reactor):
+    def __init__(self, paths, reactor, writer):
         self.paths = paths
         self.reactor = reactor
+        self.writer = writer
         self.cfg = None
         self.ctx = None
 
@@ -221,19 +225,24 @@ class ConfigService(_StartStep):
         self.paths.ensure_dirs()
         cfg = config.ConfigStore.load(self.paths.config_file)
         self.cfg = cfg
+        cfg.writer = self.writer
         if cfg.upgraded:
             log.info("configuration upgraded to version {v}",
                      v=constants.CONFIG_VERSION)
-            cfg.save()
+            cfg.save().addErrback(lambda f: log.failure(
+                "saving the upgraded configuration failed", f))
         # Keep the master's ssconf files in step with every change.
         cfg.write_listeners.append(self._write_ssconf)
         self._write_ssconf(cfg)
         glm = mcpu.make_lock_manager(cfg, self.reactor)
-        ctx = mcpu.MasterContext(cfg=cfg, glm=glm, clock=self.reactor,
-                                 rpc=self._rpc_client(), paths=self.paths)
+        node_rpc = self._rpc_client()
+        ctx = mcpu.MasterContext(
+            cfg=cfg, glm=glm, clock=self.reactor, paths=self.paths,
+            rpc=None if node_rpc is None else mcpu.ConfigFirstRpc(node_rpc,
+                                                                  cfg))
         # config.data to master candidates, ssconf to every node, after
         # every write (docs/membership.rst)
-        ctx.replicator = replication.Replicator(cfg, ctx.rpc, self.reactor)
+        ctx.replicator = replication.Replicator(cfg, node_rpc, self.reactor)
         cfg.write_listeners.append(ctx.replicator.config_written)
         self.ctx = ctx
 
@@ -247,10 +256,15 @@ class ConfigService(_StartStep):
                              rpc.config_resolver(self.cfg))
 
     def _write_ssconf(self, store):
+        # the values now (the store changes), the files in the writer
         try:
-            ssconf.write_ssconf(self.paths, store)
-        except (OSError, errors.GenericError):
-            log.failure("writing the ssconf files failed")
+            values = ssconf.ssconf_values(store)
+        except errors.GenericError:
+            log.failure("computing the ssconf files failed")
+            return
+        self.writer.call(backend_files.write_ssconf_files, self.paths,
+                         values).addErrback(
+            lambda f: log.failure("writing the ssconf files failed", f))
 
 
 class JobQueueService(_StartStep):
@@ -259,11 +273,12 @@ class JobQueueService(_StartStep):
 
     name = "jobs"
 
-    def __init__(self, store, config_service, reactor,
+    def __init__(self, store, config_service, reactor, writer,
                  max_running_jobs=None):
         self.store = store
         self.config = config_service
         self.reactor = reactor
+        self.writer = writer
         self.max_running_jobs = max_running_jobs
         self.processor = None
         self.queue = None
@@ -276,7 +291,7 @@ class JobQueueService(_StartStep):
         self.queue = jqueue.JobQueue(self.store.queue_dir, self.processor,
                                      clock=self.reactor,
                                      max_running=max_running,
-                                     store=self.store)
+                                     store=self.store, writer=self.writer)
         ctx.queue = self.queue
         report = self.queue.load()
         log.info("job queue loaded: {report}", report=report)
@@ -383,19 +398,27 @@ class MasterService(service.MultiService):
                 log.failure("stopping {name} failed", name=child.name)
 
 
-def makeService(options, reactor=None):
+def makeService(options, reactor=None, writer=None):
+    """The master daemon's service tree.  ``writer`` writes config.data,
+    job files and ssconf (default: one thread, in the order asked; a test
+    on a memory reactor, which has no threads, gives an InlineWriter)."""
     if reactor is None:
         from twisted.internet import reactor
     paths = pathutils.Paths(options["root"])
     store = JobStore(paths.queue_dir)
-    config_service = ConfigService(paths, reactor)
-    jobs = JobQueueService(store, config_service, reactor,
+    if writer is None:
+        writer = OrderedWriter(reactor)
+    config_service = ConfigService(paths, reactor, writer)
+    jobs = JobQueueService(store, config_service, reactor, writer,
                            options["max-running-jobs"])
     top = MasterService(config_service, jobs)
     # Started in this order, stopped the other way round: a second master
     # stops at the queue lock, before it has read or written anything;
-    # the queue is loaded before the socket opens.
+    # the queue is loaded before the socket opens; the writer stops last,
+    # once everything asked of it is on disk.
     QueueLockService(store).setServiceParent(top)
+    if service.IService.providedBy(writer):
+        writer.setServiceParent(top)
     config_service.setServiceParent(top)
     jobs.setServiceParent(top)
     LuxiService(reactor, paths.master_socket,
