@@ -31,7 +31,9 @@ __all__ = ["PROJECT", "ETC_OS", "FINAL", "wait_for", "port_open",
            "GntCommandsMixin", "VirtualClusterTestCase",
            "RunningClusterTestCase"]
 
-PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: the checkout (tests/integration/ is two levels below it)
+PROJECT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
 #: the busybox OS definition
 ETC_OS = os.path.join(PROJECT, "etc", "os")
 #: the statuses of a job that is done

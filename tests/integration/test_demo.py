@@ -8,7 +8,7 @@ import tempfile
 
 from twisted.trial import unittest
 
-HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tests.integration.daemons import PROJECT
 
 
 class DemoTests(unittest.TestCase):
@@ -17,7 +17,7 @@ class DemoTests(unittest.TestCase):
         # Short path: the master's UNIX socket path must fit 108 bytes.
         base = tempfile.mkdtemp(prefix="gnt-demo-", dir="/tmp")
         self.addCleanup(shutil.rmtree, base, True)
-        env = dict(os.environ, PYTHONPATH=HERE)
+        env = dict(os.environ, PYTHONPATH=PROJECT)
         out = subprocess.run([sys.executable, "-m", "ganeti.dev.demo", "--base",
                               base, "--once", "--nodes", "2"],
                              env=env, stdout=subprocess.PIPE,

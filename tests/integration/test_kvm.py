@@ -27,9 +27,9 @@ from twisted.trial import unittest
 from ganeti import constants
 from ganeti.hypervisor import state
 
-from tests import guest as test_guest
-from tests.daemons import (PROJECT, RunningClusterTestCase, short_tmpdir,
-                           wait_for)
+from tests.integration import guest as test_guest
+from tests.integration.daemons import (PROJECT, RunningClusterTestCase,
+                                       short_tmpdir, wait_for)
 
 #: seconds a TCG boot may take on a busy machine
 BOOT_DEADLINE = 90
