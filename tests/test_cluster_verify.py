@@ -16,16 +16,16 @@ from ganeti import crypto
 from ganeti.cmdlib import verify
 
 from tests.test_cmdlib_instance import (
-    FSD, NODE1, NODE2, FakeRpc, InstanceTestCase)
+    FSD, NODE1, NODE2, InstanceRpc, InstanceTestCase)
 
 INST = "inst1.example.com"
 
 
-class VerifyRpc(FakeRpc):
-    """FakeRpc plus what verification asks nodes."""
+class VerifyRpc(InstanceRpc):
+    """InstanceRpc plus what verification asks nodes."""
 
     def __init__(self, cfg=None):
-        FakeRpc.__init__(self)
+        InstanceRpc.__init__(self)
         self.cfg = cfg
         self.versions = {}
         self.hv_problems = {}
