@@ -1,7 +1,9 @@
 """Fakes the unit tests share.
 
 * :class:`FakeRpc`: node daemons behind :class:`ganeti.rpc.RpcClient`,
-  answering as the test says, per procedure and node.
+  answering as the test says, per procedure and node;
+* :class:`FakeRunner`: the command runner of storage, DRBD and OS code,
+  answering from a table of command prefixes.
 """
 
 import collections
@@ -9,9 +11,10 @@ import copy
 
 from twisted.internet import defer
 
+from ganeti.backend import process
 from ganeti.rpc import RpcResult
 
-__all__ = ["RpcCall", "NodeFailure", "FakeRpc"]
+__all__ = ["RpcCall", "NodeFailure", "FakeRpc", "FakeRunner"]
 
 _NOTHING = object()
 
@@ -140,3 +143,38 @@ class FakeRpc(object):
 
     def calls_of(self, procedure):
         return [c for c in self.calls if c[1] == procedure]
+
+
+class FakeRunner(object):
+    """:class:`ganeti.backend.process.CommandRunner` for tests: records the
+    argv of every command in ``commands`` and answers from a table of argv
+    prefixes (the newest matching entry applies); a command matching none
+    succeeds without output."""
+
+    def __init__(self):
+        self.commands = []
+        self._answers = []      # (prefix, (code, stdout, stderr) or callable)
+
+    def answer(self, prefix, stdout=b"", stderr=b"", code=0):
+        """Commands starting with ``prefix`` print ``stdout`` and
+        ``stderr`` and exit with ``code``."""
+        self._answers.insert(0, (list(prefix), (code, stdout, stderr)))
+
+    def handle(self, prefix, function):
+        """Commands starting with ``prefix`` are answered by
+        ``function(argv)`` returning (exit code, stdout, stderr)."""
+        self._answers.insert(0, (list(prefix), function))
+
+    def run(self, argv, env=None, cwd=None, timeout=None, log_path=None,
+            stdin_data=None):
+        argv = list(argv)
+        self.commands.append(argv)
+        code, stdout, stderr = 0, b"", b""
+        for prefix, answer in self._answers:
+            if argv[:len(prefix)] == prefix:
+                code, stdout, stderr = (answer(argv) if callable(answer)
+                                        else answer)
+                break
+        return defer.succeed(process.CommandResult(
+            argv=argv, exit_code=code, stdout=stdout, stderr=stderr,
+            output=stdout + stderr))

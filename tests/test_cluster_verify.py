@@ -15,6 +15,7 @@ from ganeti import constants
 from ganeti import crypto
 from ganeti.cmdlib import verify
 
+from tests.fakes import FakeRunner
 from tests.test_cmdlib_instance import (
     FSD, NODE1, NODE2, InstanceRpc, InstanceTestCase)
 
@@ -474,6 +475,11 @@ class OrphanVolumeTests(VerifyTestCase):
         self.assertIn("while contacting node", findings[0])
 
 
+#: what ``lvs`` reports to the node side
+LVS_REPORT = (b'{"report": [{"lv": [{"lv_name": "b", "vg_name": "xenvg"},'
+              b' {"lv_name": "a", "vg_name": "xenvg"}]}]}')
+
+
 class VerifyNodeFilesProcedureTests(unittest.TestCase):
     """The node side: noded's verify_node_files."""
 
@@ -486,7 +492,8 @@ class VerifyNodeFilesProcedureTests(unittest.TestCase):
         self.paths.ensure_dirs()
         self.store = os.path.join(self.root, "srv/ganeti/file-storage")
         os.makedirs(os.path.join(self.store, "inst1"))
-        self.runner = FakeLvmRunner()
+        self.runner = FakeRunner()
+        self.runner.answer(["lvs"], stdout=LVS_REPORT)
         ctx = storage.StorageContext(runner=self.runner,
                                      file_storage_dirs=[self.store])
         self.procs = procedures.NodeProcedures(None, self.paths, ctx,
@@ -523,21 +530,8 @@ class VerifyNodeFilesProcedureTests(unittest.TestCase):
         answer = self.call([], ["xenvg", "bad vg"])
         self.assertEqual(answer["lvs"], {"xenvg": ["xenvg/a", "xenvg/b"]})
         self.assertIn("bad vg", answer["errors"])
-        self.assertEqual(self.runner.argv[0][0], "lvs")
-        self.assertEqual(self.runner.argv[0][-1], "xenvg")
-
-
-class FakeLvmRunner(object):
-    def __init__(self):
-        self.argv = []
-
-    def run(self, argv, env=None, timeout=None, **kw):
-        from ganeti.backend import process
-        self.argv.append(list(argv))
-        report = ('{"report": [{"lv": [{"lv_name": "b", "vg_name": "xenvg"},'
-                  ' {"lv_name": "a", "vg_name": "xenvg"}]}]}')
-        return defer.succeed(process.CommandResult(
-            argv=list(argv), exit_code=0, stdout=report.encode()))
+        self.assertEqual(self.runner.commands[0][0], "lvs")
+        self.assertEqual(self.runner.commands[0][-1], "xenvg")
 
 
 class CertificateTests(unittest.TestCase):

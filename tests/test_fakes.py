@@ -108,3 +108,39 @@ class FakeRpcTests(unittest.TestCase):
             iter([NODE1, NODE2]), "version"))
         self.assertEqual(results[NODE1].payload, NODE1.upper())
         self.assertFalse(results[NODE2].success)
+
+
+class FakeRunnerTests(unittest.TestCase):
+
+    def setUp(self):
+        self.runner = fakes.FakeRunner()
+
+    def run_command(self, *argv):
+        return self.successResultOf(self.runner.run(argv, timeout=5))
+
+    def test_records_and_succeeds_by_default(self):
+        result = self.run_command("lvremove", "-f", "xenvg/lv1")
+        self.assertEqual((result.exit_code, result.stdout, result.failed),
+                         (0, b"", False))
+        self.assertEqual(self.runner.commands,
+                         [["lvremove", "-f", "xenvg/lv1"]])
+
+    def test_answers_by_prefix_newest_first(self):
+        self.runner.answer(["lvs"], stdout=b"report")
+        self.runner.answer(["lvs", "--units"], stderr=b"bad unit\n", code=5)
+        self.assertEqual(self.run_command("lvs", "-o", "name").stdout,
+                         b"report")
+        result = self.run_command("lvs", "--units", "x")
+        self.assertEqual((result.exit_code, result.stderr, result.output),
+                         (5, b"bad unit\n", b"bad unit\n"))
+        self.assertEqual(self.run_command("vgs").exit_code, 0)
+        # a later answer for the same prefix replaces the earlier one
+        self.runner.answer(["lvs"], code=3)
+        self.assertEqual(self.run_command("lvs", "-o", "name").exit_code, 3)
+
+    def test_handler_sees_the_command(self):
+        self.runner.handle(["drbdsetup"],
+                           lambda argv: (1, b"", " ".join(argv).encode()))
+        result = self.run_command("drbdsetup", "down", "resource0")
+        self.assertTrue(result.failed)
+        self.assertEqual(result.stderr, b"drbdsetup down resource0")
