@@ -3,18 +3,23 @@
 * :class:`FakeRpc`: node daemons behind :class:`ganeti.rpc.RpcClient`,
   answering as the test says, per procedure and node;
 * :class:`FakeRunner`: the command runner of storage, DRBD and OS code,
-  answering from a table of command prefixes.
+  answering from a table of command prefixes;
+* :class:`ClockTestCase`: a test case on a :class:`~twisted.internet.task.
+  Clock` that fails a test which leaves timers on it.
 """
 
 import collections
 import copy
 
-from twisted.internet import defer
+from twisted.internet import defer, task
+from twisted.python import reflect
+from twisted.trial import unittest
 
 from ganeti.backend import process
 from ganeti.rpc import RpcResult
 
-__all__ = ["RpcCall", "NodeFailure", "FakeRpc", "FakeRunner"]
+__all__ = ["RpcCall", "NodeFailure", "FakeRpc", "FakeRunner",
+           "ClockTestCase"]
 
 _NOTHING = object()
 
@@ -178,3 +183,38 @@ class FakeRunner(object):
         return defer.succeed(process.CommandResult(
             argv=argv, exit_code=code, stdout=stdout, stderr=stderr,
             output=stdout + stderr))
+
+
+def describe_delayed_call(call):
+    """What a DelayedCall will run and when, in words."""
+    args = ", ".join([reflect.safe_repr(a) for a in call.args] +
+                     ["%s=%s" % (k, reflect.safe_repr(v))
+                      for k, v in sorted(call.kw.items())])
+    if len(args) > 60:
+        args = args[:57] + "..."
+    return "%s(%s) at %.3f" % (reflect.fullyQualifiedName(call.func), args,
+                               call.getTime())
+
+
+class ClockTestCase(unittest.TestCase):
+    """A test case whose ``self.clock`` is a Clock (:meth:`make_clock`).
+
+    A test that leaves timers (DelayedCalls) on the clock fails, naming
+    them: a forgotten timeout or retry is a leak, in the test or in the
+    code.  Subclasses call :meth:`setUp`, and :meth:`tearDown` last in a
+    tearDown of their own.
+    """
+
+    def make_clock(self):
+        return task.Clock()
+
+    def setUp(self):
+        self.clock = self.make_clock()
+
+    def tearDown(self):
+        pending = self.clock.getDelayedCalls()
+        if pending:
+            self.fail("%d timer(s) left on the clock (now %.3f): %s"
+                      % (len(pending), self.clock.seconds(),
+                         "; ".join(describe_delayed_call(c)
+                                   for c in pending)))

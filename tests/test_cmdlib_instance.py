@@ -3,16 +3,13 @@
 import copy
 import os
 
-from twisted.internet import task
-from twisted.trial import unittest
-
 from ganeti import cmdlib
 from ganeti import errors
 from ganeti import locking
 from ganeti import mcpu
 from ganeti import objects
 
-from tests.fakes import FakeRpc, NodeFailure
+from tests.fakes import ClockTestCase, FakeRpc, NodeFailure
 from tests.test_config import give_capacity, make_store
 
 NODE1 = "node1.example.com"
@@ -150,10 +147,10 @@ def create_op(name="inst1.example.com", **kw):
     return op
 
 
-class InstanceTestCase(unittest.TestCase):
+class InstanceTestCase(ClockTestCase):
 
     def setUp(self):
-        self.clock = task.Clock()
+        ClockTestCase.setUp(self)
         self.cfg = make_store(self, file_storage_dir=FSD,
                               volume_group_name="xenvg")
         self.cfg.add_node(objects.Node(name=NODE2, primary_ip="127.0.0.2"))
@@ -166,8 +163,8 @@ class InstanceTestCase(unittest.TestCase):
         self.job = 0
 
     def tearDown(self):
-        self.assertEqual(self.clock.getDelayedCalls(), [])
         self.assert_no_locks_held()
+        ClockTestCase.tearDown(self)
 
     def assert_no_locks_held(self):
         for lock in self.glm.query_locks():

@@ -1,6 +1,7 @@
 """The shared fakes of tests/fakes.py behave as their users rely on."""
 
-from twisted.trial import unittest
+from twisted.internet import task
+from twisted.trial import reporter, unittest
 
 from tests import fakes
 
@@ -144,3 +145,60 @@ class FakeRunnerTests(unittest.TestCase):
         result = self.run_command("drbdsetup", "down", "resource0")
         self.assertTrue(result.failed)
         self.assertEqual(result.stderr, b"drbdsetup down resource0")
+
+
+def expire(name):
+    """A timer's function, for the message to name."""
+
+
+class ClockTestCaseTests(unittest.SynchronousTestCase):
+    """A ClockTestCase fails a test that leaves timers on its clock."""
+
+    def run_test(self, body):
+        """Run ``body(case)`` as the test method of a ClockTestCase; the
+        trial result."""
+        class Case(fakes.ClockTestCase):
+            def test_it(self):
+                body(self)
+        result = reporter.TestResult()
+        Case("test_it").run(result)
+        return result
+
+    def test_a_pending_timer_fails_the_test_naming_it(self):
+        def leave_a_timer(case):
+            case.clock.advance(10)
+            case.clock.callLater(5, expire, "lock-a")
+        result = self.run_test(leave_a_timer)
+        self.assertFalse(result.wasSuccessful())
+        problems = result.errors + result.failures
+        self.assertEqual(len(problems), 1)
+        message = str(problems[0][1].value)
+        self.assertIn("1 timer(s) left on the clock (now 10.000)", message)
+        self.assertIn("tests.test_fakes.expire('lock-a') at 15.000", message)
+
+    def test_timers_that_ran_or_were_cancelled_pass(self):
+        def clean_up_timers(case):
+            case.clock.callLater(5, expire, "ran")
+            case.clock.callLater(50, expire, "cancelled").cancel()
+            case.clock.advance(5)
+        result = self.run_test(clean_up_timers)
+        self.assertTrue(result.wasSuccessful(), result.errors)
+        self.assertEqual(result.successes, 1)
+
+    def test_subclasses_choose_the_clock(self):
+        seen = []
+
+        class OwnClock(task.Clock):
+            pass
+
+        class Case(fakes.ClockTestCase):
+            def make_clock(self):
+                return OwnClock()
+
+            def test_it(self):
+                seen.append(self.clock)
+                self.clock.callLater(1, expire, "left")
+        result = reporter.TestResult()
+        Case("test_it").run(result)
+        self.assertIsInstance(seen[0], OwnClock)
+        self.assertFalse(result.wasSuccessful())

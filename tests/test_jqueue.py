@@ -5,11 +5,12 @@ import json
 import os
 
 from twisted.internet import defer, task
-from twisted.trial import unittest
 
 from ganeti import errors
 from ganeti import jqueue
 from ganeti.jqueue import queue as jq_queue
+
+from tests.fakes import ClockTestCase
 
 T0 = 1000000.0
 
@@ -68,19 +69,15 @@ def op(op_id="OP_TEST_DELAY", **params):
     return params
 
 
-class QueueTestCase(unittest.TestCase):
+class QueueTestCase(ClockTestCase):
 
     def setUp(self):
+        ClockTestCase.setUp(self)
         self.dir = os.path.abspath(self.mktemp())
-        self.clock = task.Clock()
         self.clock.advance(T0)
         self.executor = FakeExecutor()
         self.queue = self.make_queue()
         self.report = self.queue.load()
-
-    def tearDown(self):
-        # every test leaves the clock clean: no timers forgotten anywhere
-        self.assertEqual(self.clock.getDelayedCalls(), [])
 
     def make_queue(self, executor=None, clock=None, **kwargs):
         return jqueue.JobQueue(self.dir, executor or self.executor,

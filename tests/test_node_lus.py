@@ -4,7 +4,7 @@ fake RPC, a fake by-address RPC (the bootstrap join) and a Clock."""
 import copy
 import os
 
-from twisted.internet import defer, task
+from twisted.internet import defer
 from twisted.trial import unittest
 
 from ganeti import cmdlib
@@ -18,7 +18,7 @@ from ganeti import pathutils
 from ganeti import replication
 from ganeti.rpc import RpcResult
 
-from tests.fakes import FakeRpc
+from tests.fakes import ClockTestCase, FakeRpc
 from tests.test_config import make_store
 from tests.test_crypto import cluster_cert
 
@@ -187,10 +187,10 @@ def shared_cert(testcase):
     return _CERT[0]
 
 
-class MembershipTestCase(unittest.TestCase):
+class MembershipTestCase(ClockTestCase):
 
     def setUp(self):
-        self.clock = task.Clock()
+        ClockTestCase.setUp(self)
         self.root = os.path.abspath(self.mktemp())
         self.paths = pathutils.Paths(self.root)
         self.paths.ensure_dirs()
@@ -219,9 +219,9 @@ class MembershipTestCase(unittest.TestCase):
 
     def tearDown(self):
         self.clock.advance(0)
-        self.assertEqual(self.clock.getDelayedCalls(), [])
         for lock in self.glm.query_locks():
             self.assertEqual(lock["owners"], [], lock)
+        ClockTestCase.tearDown(self)
 
     def run_op(self, op):
         self.job += 1

@@ -14,7 +14,7 @@ from ganeti import objects
 from ganeti import pathutils
 from ganeti import replication
 
-from tests.fakes import FakeRpc
+from tests.fakes import ClockTestCase, FakeRpc
 from tests.test_config import make_store
 from tests.test_crypto import cluster_cert
 
@@ -37,10 +37,10 @@ class ReplicationRpc(FakeRpc):
                 if c.node == node and c.procedure == "upload_file"]
 
 
-class ReplicatorTests(unittest.TestCase):
+class ReplicatorTests(ClockTestCase):
 
     def setUp(self):
-        self.clock = task.Clock()
+        ClockTestCase.setUp(self)
         self.cfg = make_store(self)
         for name, ip in ((NODE2, "127.0.0.2"), (NODE3, "127.0.0.3"),
                          (NODE4, "127.0.0.4")):
@@ -51,9 +51,6 @@ class ReplicatorTests(unittest.TestCase):
         self.rpc = ReplicationRpc()
         self.rep = replication.Replicator(self.cfg, self.rpc, self.clock)
         self.cfg.write_listeners.append(self.rep.config_written)
-
-    def tearDown(self):
-        self.assertEqual(self.clock.getDelayedCalls(), [])
 
     def change(self, tag):
         self.cfg.add_tags("cluster", None, [tag])
