@@ -4,21 +4,19 @@ master node's UUID (what Ganeti 3.0 returns).  ``gnt-cluster destroy``
 end to end: tests/integration/test_cluster_destroy.py.
 """
 
-from twisted.internet import task
-from twisted.trial import unittest
-
 from ganeti import cmdlib
 from ganeti import errors
 from ganeti import mcpu
 from ganeti import objects
 
+from tests.fakes import ClockTestCase
 from tests.test_config import make_store
 
 
-class DestroyLUTests(unittest.TestCase):
+class DestroyLUTests(ClockTestCase):
 
     def setUp(self):
-        self.clock = task.Clock()
+        ClockTestCase.setUp(self)
         self.cfg = make_store(self, file_storage_dir="/srv/ganeti/fs")
         self.glm = mcpu.make_lock_manager(self.cfg, self.clock)
         self.proc = mcpu.Processor(mcpu.MasterContext(
