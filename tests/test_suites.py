@@ -1,6 +1,8 @@
 """The unit suite (``tox -e unit``) and the integration package together
 are the whole suite (``tox``): no test is in both, none in neither."""
 
+import unittest as pyunit
+
 from twisted.trial import runner, unittest
 
 from tests import unit
@@ -10,7 +12,7 @@ def case_ids(suite):
     """The ids of every test case in ``suite``."""
     ids = []
     for test in suite:
-        if isinstance(test, unittest.TestCase):
+        if isinstance(test, pyunit.TestCase):
             ids.append(test.id())
         else:
             ids.extend(case_ids(test))
