@@ -1,31 +1,23 @@
-"""OP_CLUSTER_DESTROY and ``gnt-cluster destroy --yes-do-it`` end to end.
-
-The LU refuses while another node or any instance (forthcoming ones too)
-exists, naming them, and otherwise returns the master node's UUID (what
-Ganeti 3.0 returns); the command then stops the daemons and removes the
-cluster's files, after which ``gnt-cluster init`` works again.
+"""OP_CLUSTER_DESTROY: the LU refuses while another node or any instance
+(forthcoming ones too) exists, naming them, and otherwise returns the
+master node's UUID (what Ganeti 3.0 returns).  ``gnt-cluster destroy``
+end to end: tests/integration/test_cluster_destroy.py.
 """
 
-import os
-
-from twisted.internet import task
-from twisted.trial import unittest
-
 from ganeti import cmdlib
-from ganeti import daemon_util
 from ganeti import errors
 from ganeti import mcpu
 from ganeti import objects
 from ganeti import opcodes
 
-from tests.test_cli_integration import NODE, ClusterTestCase
+from tests.fakes import ClockTestCase
 from tests.test_config import make_store
 
 
-class DestroyLUTests(unittest.TestCase):
+class DestroyLUTests(ClockTestCase):
 
     def setUp(self):
-        self.clock = task.Clock()
+        ClockTestCase.setUp(self)
         self.cfg = make_store(self, file_storage_dir="/srv/ganeti/fs")
         self.glm = mcpu.make_lock_manager(self.cfg, self.clock)
         self.proc = mcpu.Processor(mcpu.MasterContext(
@@ -69,38 +61,3 @@ class DestroyLUTests(unittest.TestCase):
         self.assertIn("There are still 2 instance(s) in this cluster:"
                       " res.example.com (forthcoming), web.example.com",
                       str(err))
-
-
-class DestroyCommandTests(ClusterTestCase):
-    """gnt-cluster destroy against the daemons gnt-cluster init started."""
-
-    def test_refused_then_destroyed(self):
-        self.init()
-        pids = daemon_util.status(self.root)
-        self.assertTrue(all(pids.values()), pids)
-        self.ok("gnt-instance", "add", "-t", "diskless", "-o",
-                "busybox+default", "-n", NODE, "--no-install",
-                "--no-start", "--no-name-check", "--no-ip-check",
-                "inst1")
-        code, out = self.gnt("gnt-cluster", "destroy")
-        self.assertEqual(code, 1)
-        self.assertIn("--yes-do-it", out)
-        code, out = self.gnt("gnt-cluster", "destroy", "--yes-do-it")
-        self.assertEqual(code, 1, out)
-        self.assertIn("There are still 1 instance(s) in this cluster: inst1",
-                      out)
-        # nothing was stopped or removed
-        self.assertEqual(daemon_util.status(self.root), pids)
-        self.assertTrue(os.path.exists(self.paths.config_file))
-
-        self.ok("gnt-instance", "remove", "-f", "inst1")
-        out = self.ok("gnt-cluster", "destroy", "--yes-do-it")
-        for daemon, pid in pids.items():
-            self.assertIn("Stopped %s (pid %d)" % (daemon, pid), out)
-        self.assertEqual(set(daemon_util.status(self.root).values()), {None})
-        self.assertEqual([n for n in os.listdir(self.paths.data_dir)
-                          if n != "queue"], [])
-        self.assertFalse(os.path.exists(self.paths.queue_dir))
-        # a new cluster can be made in the same place
-        self.init("--no-start")
-        self.assertTrue(os.path.exists(self.paths.config_file))

@@ -1,16 +1,12 @@
-"""Cluster verification: the LUs with a fake RPC, then real daemons.
+"""Cluster verification: the LUs with a fake RPC.
 
-Unit tests drive OP_CLUSTER_VERIFY / OP_CLUSTER_VERIFY_GROUP through the
+The tests drive OP_CLUSTER_VERIFY / OP_CLUSTER_VERIFY_GROUP through the
 opcode processor with :class:`VerifyRpc` (node daemons as the test wants
-them) and a Clock.  The integration test runs masterd + noded (fake
-hypervisor, busybox OS, a file disk), breaks things the way they break
-(a disk file deleted, a guest process killed) and reads the findings from
-the jobs ``OP_CLUSTER_VERIFY`` submitted.
+them) and a Clock (real daemons: tests/integration/test_cluster_verify.py).
 """
 
 import datetime
 import os
-import signal
 
 from twisted.internet import defer
 from twisted.trial import unittest
@@ -19,21 +15,19 @@ from ganeti import constants
 from ganeti import crypto
 from ganeti import opcodes
 from ganeti.cmdlib import verify
-from ganeti.hypervisor import state
 
+from tests.fakes import FakeRunner
 from tests.test_cmdlib_instance import (
-    FSD, NODE1, NODE2, FakeRpc, InstanceTestCase)
-from tests.daemons import FINAL, wait_for
-from tests.test_instance_integration import INSTANCE, DaemonsTestCase
+    FSD, NODE1, NODE2, InstanceRpc, InstanceTestCase)
 
 INST = "inst1.example.com"
 
 
-class VerifyRpc(FakeRpc):
-    """FakeRpc plus what verification asks nodes."""
+class VerifyRpc(InstanceRpc):
+    """InstanceRpc plus what verification asks nodes."""
 
     def __init__(self, cfg=None):
-        FakeRpc.__init__(self)
+        InstanceRpc.__init__(self)
         self.cfg = cfg
         self.versions = {}
         self.hv_problems = {}
@@ -481,6 +475,11 @@ class OrphanVolumeTests(VerifyTestCase):
         self.assertIn("while contacting node", findings[0])
 
 
+#: what ``lvs`` reports to the node side
+LVS_REPORT = (b'{"report": [{"lv": [{"lv_name": "b", "vg_name": "xenvg"},'
+              b' {"lv_name": "a", "vg_name": "xenvg"}]}]}')
+
+
 class VerifyNodeFilesProcedureTests(unittest.TestCase):
     """The node side: noded's verify_node_files."""
 
@@ -493,7 +492,8 @@ class VerifyNodeFilesProcedureTests(unittest.TestCase):
         self.paths.ensure_dirs()
         self.store = os.path.join(self.root, "srv/ganeti/file-storage")
         os.makedirs(os.path.join(self.store, "inst1"))
-        self.runner = FakeLvmRunner()
+        self.runner = FakeRunner()
+        self.runner.answer(["lvs"], stdout=LVS_REPORT)
         ctx = storage.StorageContext(runner=self.runner,
                                      file_storage_dirs=[self.store])
         self.procs = procedures.NodeProcedures(None, self.paths, ctx,
@@ -530,21 +530,8 @@ class VerifyNodeFilesProcedureTests(unittest.TestCase):
         answer = self.call([], ["xenvg", "bad vg"])
         self.assertEqual(answer["lvs"], {"xenvg": ["xenvg/a", "xenvg/b"]})
         self.assertIn("bad vg", answer["errors"])
-        self.assertEqual(self.runner.argv[0][0], "lvs")
-        self.assertEqual(self.runner.argv[0][-1], "xenvg")
-
-
-class FakeLvmRunner(object):
-    def __init__(self):
-        self.argv = []
-
-    def run(self, argv, env=None, timeout=None, **kw):
-        from ganeti.backend import process
-        self.argv.append(list(argv))
-        report = ('{"report": [{"lv": [{"lv_name": "b", "vg_name": "xenvg"},'
-                  ' {"lv_name": "a", "vg_name": "xenvg"}]}]}')
-        return defer.succeed(process.CommandResult(
-            argv=list(argv), exit_code=0, stdout=report.encode()))
+        self.assertEqual(self.runner.commands[0][0], "lvs")
+        self.assertEqual(self.runner.commands[0][-1], "xenvg")
 
 
 class CertificateTests(unittest.TestCase):
@@ -576,92 +563,3 @@ class CertificateTests(unittest.TestCase):
         etype, msg = verify.certificate_problem("/nonexistent/server.pem")
         self.assertEqual(etype, "ERROR")
         self.assertIn("Failed to load X509 certificate", msg)
-
-
-class RealDaemonsVerifyTests(DaemonsTestCase):
-    """gnt-cluster verify's opcode against masterd + noded."""
-
-    def status(self):
-        answer = self.client.call("Query", "instance", ["status"],
-                                  ["=", "name", INSTANCE])
-        return answer["data"][0][0][1]
-
-    def verify(self):
-        """(config ok, group ok, group findings) of one OP_CLUSTER_VERIFY."""
-        result, _ = self.run_job({"OP_ID": "OP_CLUSTER_VERIFY"})
-        jobs = result["jobs"]
-        self.assertEqual([ok for ok, _ in jobs], [True, True], jobs)
-        answers = []
-        for _, job in jobs:
-            wait_for("job %s" % job, lambda: self.client.call(
-                "QueryJobs", [job], ["status"])[0][0] in FINAL, timeout=120)
-            status, opresult, oplog = self.client.call(
-                "QueryJobs", [job], ["status", "opresult", "oplog"])[0]
-            self.assertEqual(status, "success", opresult)
-            answers.append((opresult[0], [e[3] for e in oplog[0]]))
-        (config_ok, _), (group_ok, group_log) = answers
-        return config_ok, group_ok, [line for line in group_log
-                                     if line.startswith("  - ")]
-
-    def test_missing_disk_and_killed_guest(self):
-        self.run_job({
-            "OP_ID": "OP_INSTANCE_CREATE", "instance_name": INSTANCE,
-            "mode": "create", "disk_template": "file",
-            "disks": [{"size": 16}], "nics": [],
-            "os_type": "busybox+default", "pnode": self.vc.master.name,
-            "beparams": {"memory": 64}, "name_check": False,
-            "ip_check": False})
-        node = self.vc.master.name
-        self.assertEqual(self.verify(), (True, True, []))
-
-        disk_file = self.query()["disks"][0]["logical_id"][1]
-        os.unlink(disk_file)
-        config_ok, group_ok, findings = self.verify()
-        self.assertTrue(config_ok)
-        self.assertFalse(group_ok)
-        self.assertEqual(findings, [
-            "  - ERROR: instance %s: disk/0 (%s) missing on node %s"
-            % (INSTANCE, disk_file, node)])
-
-        rt = state.RuntimeDir(self.vc.master.root, "fake")
-        os.kill(state.read_pid_file(rt.pid_path(INSTANCE)), signal.SIGKILL)
-        wait_for("the guest to die", lambda: self.status() == "ERROR_down")
-        _, group_ok, findings = self.verify()
-        self.assertFalse(group_ok)
-        self.assertIn(
-            "  - ERROR: instance %s: instance not running on its primary"
-            " node %s (crashed, process-exited)" % (INSTANCE, node), findings)
-        self.run_job({"OP_ID": "OP_INSTANCE_REMOVE",
-                      "instance_name": INSTANCE, "ignore_failures": True})
-
-    def test_ganetis_own_gnt_cluster_verify(self):
-        """Ganeti 3.0's gnt-cluster verify: our OP_CLUSTER_VERIFY's jobs,
-        its exit code, findings in its error-code format."""
-        from tests import ganeti_peer
-        ganeti_peer.skip_unless_available()
-        node = self.vc.master
-
-        def gnt_cluster_verify():
-            return ganeti_peer.run_tool("gnt-cluster",
-                                        ["verify", "--error-codes"],
-                                        node.root, node.name)
-        code, out = gnt_cluster_verify()
-        self.assertEqual(code, 0, out)
-        self.assertIn("* Verifying group 'default'", out)
-        # an instance whose guest is gone: exit 1 and a parseable line
-        self.run_job({
-            "OP_ID": "OP_INSTANCE_CREATE", "instance_name": INSTANCE,
-            "mode": "create", "disk_template": "diskless", "disks": [],
-            "nics": [], "os_type": "busybox+default", "no_install": True,
-            "pnode": node.name, "beparams": {"memory": 64},
-            "name_check": False, "ip_check": False})
-        self.run_job({"OP_ID": "OP_INSTANCE_STARTUP",
-                      "instance_name": INSTANCE})
-        rt = state.RuntimeDir(node.root, "fake")
-        os.kill(state.read_pid_file(rt.pid_path(INSTANCE)), signal.SIGKILL)
-        wait_for("the guest to die", lambda: self.status() == "ERROR_down")
-        code, out = gnt_cluster_verify()
-        self.assertEqual(code, 1, out)
-        self.assertIn("  - ERROR:EINSTANCEDOWN:instance:%s:instance not"
-                      " running on its primary node %s (crashed,"
-                      " process-exited)" % (INSTANCE, node.name), out)

@@ -3,8 +3,7 @@
 import copy
 import os
 
-from twisted.internet import defer, task
-from twisted.trial import unittest
+from twisted.internet import defer
 
 from ganeti import cmdlib
 from ganeti import errors
@@ -12,8 +11,8 @@ from ganeti import locking
 from ganeti import mcpu
 from ganeti import objects
 from ganeti import opcodes
-from ganeti.rpc import RpcResult
 
+from tests.fakes import ClockTestCase, FakeRpc, NodeFailure
 from tests.test_config import give_capacity, make_store
 
 NODE1 = "node1.example.com"
@@ -26,61 +25,20 @@ BUSYBOX = {"name": "busybox", "path": "/etc/os/busybox", "valid": True,
            "api_versions": [15, 20]}
 
 
-class NodeFailure(Exception):
-    """Raised by a fake handler: the node reports a failure."""
-
-
-class FakeRpc(object):
-    """Node daemons as the test wants them: records every call.
+class InstanceRpc(FakeRpc):
+    """Node daemons that keep the state instance LUs change.
 
     ``domains[(node, name)]`` is the hypervisor state of an instance there;
-    ``files[node]`` the disk paths created; ``fail[procedure]`` a message
-    (or callable(node, args) -> message or None) making that call fail.
+    ``files[node]`` the disk paths created; ``os_list[node]`` the OS
+    definitions found.
     """
 
     def __init__(self):
-        self.calls = []
+        FakeRpc.__init__(self)
         self.domains = {}
         self.files = {}
-        self.fail = {}
-        self.hold = {}
         self.os_list = {NODE1: [dict(BUSYBOX)], NODE2: [dict(BUSYBOX)]}
         self.memory_free = 4096
-
-    def procedures(self):
-        return [c[1] for c in self.calls]
-
-    def calls_of(self, procedure):
-        return [c for c in self.calls if c[1] == procedure]
-
-    def call(self, node, procedure, args=(), timeout=None):
-        args = copy.deepcopy(list(args))
-        self.calls.append((node, procedure, args))
-        msg = self.fail.get(procedure)
-        if callable(msg):
-            msg = msg(node, args)
-        if msg:
-            return defer.succeed(RpcResult(
-                node=node, procedure=procedure, success=False,
-                fail_msg="node %s: %s" % (node, msg)))
-        held = self.hold.pop(procedure, None)
-        if held is not None:
-            # the node answers when the test fires ``held``
-            return held.addCallback(lambda _: self.call(node, procedure,
-                                                        args, timeout))
-        try:
-            payload = getattr(self, "_" + procedure)(node, *args)
-        except NodeFailure as err:
-            return defer.succeed(RpcResult(
-                node=node, procedure=procedure, success=False,
-                fail_msg="node %s: %s" % (node, err)))
-        return defer.succeed(RpcResult(node=node, procedure=procedure,
-                                       success=True, payload=payload))
-
-    def call_many(self, nodes, procedure, args=(), timeout=None):
-        return defer.gatherResults(
-            [self.call(n, procedure, args, timeout) for n in nodes]
-        ).addCallback(lambda results: dict(zip(nodes, results)))
 
     # --- procedures ---------------------------------------------------------
 
@@ -192,15 +150,15 @@ def create_op(name="inst1.example.com", **kw):
     return op
 
 
-class InstanceTestCase(unittest.TestCase):
+class InstanceTestCase(ClockTestCase):
 
     def setUp(self):
-        self.clock = task.Clock()
+        ClockTestCase.setUp(self)
         self.cfg = make_store(self, file_storage_dir=FSD,
                               volume_group_name="xenvg")
         self.cfg.add_node(objects.Node(name=NODE2, primary_ip="127.0.0.2"))
         self.glm = mcpu.make_lock_manager(self.cfg, self.clock)
-        self.rpc = FakeRpc()
+        self.rpc = InstanceRpc()
         self.ctx = mcpu.MasterContext(cfg=self.cfg, glm=self.glm,
                                       clock=self.clock, rpc=self.rpc)
         self.proc = mcpu.Processor(self.ctx, cmdlib.LOGICAL_UNITS)
@@ -208,8 +166,8 @@ class InstanceTestCase(unittest.TestCase):
         self.job = 0
 
     def tearDown(self):
-        self.assertEqual(self.clock.getDelayedCalls(), [])
         self.assert_no_locks_held()
+        ClockTestCase.tearDown(self)
 
     def assert_no_locks_held(self):
         for lock in self.glm.query_locks():
@@ -458,7 +416,7 @@ class CreateTests(InstanceTestCase):
 class CreateLockTests(InstanceTestCase):
 
     def test_new_instance_is_locked_while_being_built(self):
-        gate = self.rpc.hold["instance_os_add"] = defer.Deferred()
+        self.rpc.hold("instance_os_add")
         create = self.run_op(create_op())
         self.assertNoResult(create)
         inst = self.inst()           # in the config already, admin down
@@ -469,7 +427,7 @@ class CreateLockTests(InstanceTestCase):
         tags = self.run_op({"OP_ID": "OP_TAGS_SET", "kind": "instance",
                             "name": "inst1.example.com", "tags": ["web"]})
         self.assertNoResult(tags)    # waits for the instance lock
-        gate.callback(None)
+        self.rpc.release("instance_os_add", keep=False)
         self.assertEqual(self.successResultOf(create), [NODE1])
         self.successResultOf(tags)
         self.assertEqual(self.inst().tags, {"web"})
@@ -489,12 +447,12 @@ class CreateLockTests(InstanceTestCase):
         self.assertIn(self.inst().uuid, self.instance_locks())
 
     def test_two_creates_on_one_node_run_one_after_the_other(self):
-        gate = self.rpc.hold["blockdev_create"] = defer.Deferred()
+        self.rpc.hold("blockdev_create")
         first = self.run_op(create_op())
         second = self.run_op(create_op("inst2.example.com"))
         self.assertNoResult(second)
         self.assertEqual(len(self.cfg.instances), 1)
-        gate.callback(None)
+        self.rpc.release("blockdev_create", keep=False)
         self.successResultOf(first)
         self.successResultOf(second)
         self.assertEqual(len(self.cfg.instances), 2)

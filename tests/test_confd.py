@@ -23,6 +23,7 @@ from ganeti.confd import snapshot as snapshot_mod
 from ganeti.confd import wire
 from ganeti.server import confd as confd_service
 
+from tests.fakes import ClockTestCase
 from tests.test_confd_fixtures import (DRAINED, KEY, MASTER, NODE2, NODE3,
                                        OFFLINE, T0, FakeUDPReactor,
                                        build_cluster, reply_of, request)
@@ -471,12 +472,12 @@ class _Config(object):
         self.snapshot = snap
 
 
-class ProcessorTests(_ClusterMixin, unittest.TestCase):
+class ProcessorTests(_ClusterMixin, ClockTestCase):
     """The datagram pipeline against well-formed and hostile input."""
 
     def setUp(self):
         _ClusterMixin.setUp(self)
-        self.clock = task.Clock()
+        ClockTestCase.setUp(self)
         self.clock.advance(T0)
         self.processor = server.ConfdProcessor(
             KEY, _Config(self.snap), self.clock,
@@ -867,11 +868,11 @@ class GuardTests(unittest.TestCase):
         self.assertEqual((cache.floor, len(cache), cache.evicted), (60, 2, 3))
 
 
-class ReloadTests(_ClusterMixin, unittest.TestCase):
+class ReloadTests(_ClusterMixin, ClockTestCase):
 
     def setUp(self):
         _ClusterMixin.setUp(self)
-        self.clock = task.Clock()
+        ClockTestCase.setUp(self)
         self.clock.advance(T0)
         self.watcher = reloader.ConfigWatcher(self.cluster.paths.config_file,
                                               self.clock, interval=1.0)

@@ -3,7 +3,6 @@
 import json
 
 from twisted.internet import defer
-from twisted.trial import unittest
 
 from ganeti import config
 from ganeti import errors
@@ -13,6 +12,7 @@ from ganeti.confd import server
 from ganeti.confd import snapshot as snapshot_mod
 from ganeti.confd import wire
 
+from tests.fakes import ClockTestCase
 from tests.test_confd_fixtures import (KEY, MASTER, NODE3, T0, FakeUDPReactor,
                                        build_cluster)
 
@@ -22,13 +22,17 @@ class _Config(object):
         self.snapshot = snap
 
 
-class ClientTests(unittest.TestCase):
+class ClientTests(ClockTestCase):
+
+    def make_clock(self):
+        return FakeUDPReactor()
 
     def setUp(self):
+        ClockTestCase.setUp(self)
         self.cluster = build_cluster(self.mktemp())
         self.store = self.cluster.store
         self.snap = snapshot_mod.ConfigSnapshot(self.store)
-        self.reactor = FakeUDPReactor()
+        self.reactor = self.clock
         self.reactor.advance(T0)
         self.processors = {}
 

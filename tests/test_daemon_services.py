@@ -18,7 +18,7 @@ from ganeti.server import masterd
 from ganeti.server import rapi
 from ganeti.utils.writer import InlineWriter
 
-from tests.daemons import random_ips, short_tmpdir, snapshot
+from tests.places import random_ips, short_tmpdir, snapshot
 
 
 class MasterdServiceTests(unittest.TestCase):

@@ -20,8 +20,9 @@ from twisted.trial import unittest
 
 from ganeti import errors
 from ganeti import storage
-from ganeti.backend.process import CommandResult
 from ganeti.storage import drbd
+
+from tests.fakes import FakeRunner
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                         "fixtures", "drbd")
@@ -32,47 +33,42 @@ def fixture(name):
         return f.read()
 
 
-class FakeRunner(object):
-    """Records commands; answers ``drbdsetup status`` from ``status``."""
+class DrbdRunner(FakeRunner):
+    """Answers ``drbdsetup status`` from ``status`` and ``lvs`` from the
+    logical volumes ``lvcreate``/``lvremove`` left in ``lvs``."""
 
     def __init__(self):
-        self.commands = []
+        FakeRunner.__init__(self)
         self.status = None          # fixture text, or None: no resource
         self.lvs = set()
-        self.fail = {}
+        self.handle(["drbdsetup", "status"], self._drbdsetup_status)
+        self.handle(["lvs"], self._lvs)
+        self.handle(["lvcreate"], self._lvcreate)
+        self.handle(["lvremove"], self._lvremove)
 
-    def run(self, argv, env=None, timeout=None, **kw):
-        argv = list(argv)
-        self.commands.append(argv)
-        key = " ".join(argv[:2])
-        if key in self.fail:
-            return defer.succeed(CommandResult(argv, 1,
-                                               stderr=self.fail[key].encode(),
-                                               output=self.fail[key].encode()))
-        if argv[:2] == ["drbdsetup", "status"]:
-            if self.status is None:
-                msg = b"resource0: No such resource\n"
-                return defer.succeed(CommandResult(argv, 10, stderr=msg,
-                                                   output=msg))
-            return defer.succeed(CommandResult(argv, 0,
-                                               stdout=self.status.encode()))
-        if argv[0] == "lvs":
-            name = argv[-1]
-            if name in self.lvs:
-                out = ('{"report":[{"lv":[{"lv_name":"%s","vg_name":"%s",'
-                       '"lv_size":"1073741824","lv_attr":"-wi-a-----"}]}]}'
-                       % (name.split("/")[1], name.split("/")[0]))
-                return defer.succeed(CommandResult(argv, 0,
-                                                   stdout=out.encode()))
-            msg = b"  Failed to find logical volume \"%s\"\n" % name.encode()
-            return defer.succeed(CommandResult(argv, 5, stderr=msg,
-                                               output=msg))
-        if argv[0] == "lvcreate":
-            name = argv[argv.index("-n") + 1]
-            self.lvs.add("%s/%s" % (argv[-1], name))
-        if argv[0] == "lvremove":
-            self.lvs.discard(argv[-1])
-        return defer.succeed(CommandResult(argv, 0))
+    def _drbdsetup_status(self, argv):
+        if self.status is None:
+            return 10, b"", b"resource0: No such resource\n"
+        return 0, self.status.encode(), b""
+
+    def _lvs(self, argv):
+        name = argv[-1]
+        if name in self.lvs:
+            out = ('{"report":[{"lv":[{"lv_name":"%s","vg_name":"%s",'
+                   '"lv_size":"1073741824","lv_attr":"-wi-a-----"}]}]}'
+                   % (name.split("/")[1], name.split("/")[0]))
+            return 0, out.encode(), b""
+        return 5, b"", b"  Failed to find logical volume \"%s\"\n" % \
+            name.encode()
+
+    def _lvcreate(self, argv):
+        name = argv[argv.index("-n") + 1]
+        self.lvs.add("%s/%s" % (argv[-1], name))
+        return 0, b"", b""
+
+    def _lvremove(self, argv):
+        self.lvs.discard(argv[-1])
+        return 0, b"", b""
 
     def drbd_commands(self):
         return [c for c in self.commands
@@ -162,7 +158,7 @@ class StatusTests(unittest.TestCase):
 class DeviceTests(unittest.TestCase):
 
     def setUp(self):
-        self.runner = FakeRunner()
+        self.runner = DrbdRunner()
         self.ctx = storage.StorageContext(runner=self.runner,
                                           device_mapper=True)
 
@@ -193,7 +189,8 @@ class DeviceTests(unittest.TestCase):
 
     @defer.inlineCallbacks
     def test_create_failure_removes_the_volumes(self):
-        self.runner.fail["drbdmeta --force"] = "no such device"
+        self.runner.answer(["drbdmeta", "--force"], code=1,
+                           stderr=b"no such device")
         yield self.assertFailure(self.dev().create(1024),
                                  errors.BlockDeviceError)
         self.assertEqual(self.runner.lvs, set())

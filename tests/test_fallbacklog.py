@@ -8,8 +8,6 @@ from twisted.trial import unittest
 
 from ganeti.server import fallbacklog
 
-from tests.daemons import VirtualClusterTestCase
-
 
 class BrokenDisk(io.StringIO):
     """A log file whose disk fails (EIO) after ``good`` writes."""
@@ -73,20 +71,3 @@ class FallbackTests(unittest.TestCase):
         Logger(observer=LogPublisher(observer)).error("to the console file")
         with open(console) as f:
             self.assertIn("to the console file", f.read())
-
-
-class NodedConsoleTests(VirtualClusterTestCase):
-    """A real noded whose log file cannot be written keeps serving."""
-
-    BASE_PREFIX = "gnt-log-"
-
-    def test_noded_logs_to_the_console_and_serves(self):
-        console = os.path.join(self.base, "console")
-        self.start_noded(
-            self.vc.master,
-            "--log-file", os.path.join(self.base, "gone", "node-daemon.log"),
-            "--console", console)
-        with open(console) as f:
-            text = f.read()
-        self.assertIn("ganeti-noded starting", text)
-        self.assertIn("unwritable", text)

@@ -1,6 +1,6 @@
 """Node group logical units with a fake RPC and a Clock."""
 
-from twisted.internet import defer, task
+from twisted.internet import defer
 from twisted.trial import unittest
 
 from ganeti import cmdlib
@@ -10,6 +10,7 @@ from ganeti import mcpu
 from ganeti import objects
 from ganeti import opcodes
 
+from tests.fakes import ClockTestCase
 from tests.test_config import make_store
 
 MASTER = "node1.example.com"
@@ -17,10 +18,10 @@ NODE2 = "node2.example.com"
 NODE3 = "node3.example.com"
 
 
-class GroupTestCase(unittest.TestCase):
+class GroupTestCase(ClockTestCase):
 
     def setUp(self):
-        self.clock = task.Clock()
+        ClockTestCase.setUp(self)
         self.cfg = make_store(self)
         for name, ip in ((NODE2, "127.0.0.2"), (NODE3, "127.0.0.3")):
             self.cfg.add_node(objects.Node(name=name, primary_ip=ip))
@@ -33,9 +34,9 @@ class GroupTestCase(unittest.TestCase):
         self.default = self.cfg.get_nodegroup("default").uuid
 
     def tearDown(self):
-        self.assertEqual(self.clock.getDelayedCalls(), [])
         for lock in self.glm.query_locks():
             self.assertEqual(lock["owners"], [], lock)
+        ClockTestCase.tearDown(self)
 
     def run_op(self, op):
         self.job += 1

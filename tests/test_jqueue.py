@@ -15,6 +15,8 @@ from ganeti.jqueue import model as jq_model
 from ganeti.jqueue import queue as jq_queue
 from ganeti.jqueue import store as jq_store
 
+from tests.fakes import ClockTestCase
+
 T0 = 1000000.0
 
 
@@ -74,20 +76,16 @@ def op(op_id="OP_TEST_DELAY", **params):
     return opcodes.opcode_class(op_id)(**params)
 
 
-class QueueTestCase(unittest.TestCase):
+class QueueTestCase(ClockTestCase):
 
     def setUp(self):
+        ClockTestCase.setUp(self)
         self.dir = os.path.abspath(self.mktemp())
-        self.clock = task.Clock()
         self.clock.advance(T0)
         self.executor = FakeExecutor()
         self.queues = []
         self.queue = self.make_queue()
         self.report = self.queue.load()
-
-    def tearDown(self):
-        # every test leaves the clock clean: no timers forgotten anywhere
-        self.assertEqual(self.clock.getDelayedCalls(), [])
 
     def make_queue(self, executor=None, clock=None, **kwargs):
         # Another queue on the directory stands for a restarted master: the

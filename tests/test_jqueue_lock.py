@@ -12,7 +12,7 @@ from ganeti import jqueue
 from ganeti import opcodes
 from ganeti.jqueue.store import JobStore
 
-from tests.daemons import snapshot
+from tests.places import snapshot
 
 def new_op():
     return opcodes.OpTestDelay(duration=0)

@@ -1,6 +1,6 @@
 """Tests for ganeti.locking, driven by a fake clock (nothing sleeps)."""
 
-from twisted.internet import defer, task
+from twisted.internet import defer
 from twisted.trial import unittest
 
 from ganeti import errors
@@ -9,15 +9,11 @@ from ganeti.locking import (ALL_SET, LEVEL_CLUSTER, LEVEL_INSTANCE,
                             LEVEL_NODE, LEVEL_NODE_RES, LEVEL_NODEGROUP,
                             LEVEL_NETWORK, BGL)
 
+from tests.fakes import ClockTestCase
 
-class ClockTestCase(unittest.TestCase):
-    """Gives each test a Clock and checks no timer is left behind."""
 
-    def setUp(self):
-        self.clock = task.Clock()
-
-    def tearDown(self):
-        self.assertEqual(self.clock.getDelayedCalls(), [])
+class LockTestCase(ClockTestCase):
+    """Each test has a Clock and leaves no timer behind."""
 
     def result(self, d):
         """The result of an already fired Deferred."""
@@ -63,10 +59,10 @@ class ModuleTests(unittest.TestCase):
         self.assertEqual(out.strip(), b"False")
 
 
-class SharedLockBasicsTests(ClockTestCase):
+class SharedLockBasicsTests(LockTestCase):
 
     def setUp(self):
-        ClockTestCase.setUp(self)
+        LockTestCase.setUp(self)
         self.lock = locking.SharedLock("lk", self.clock)
 
     def test_uncontended_exclusive_is_synchronous(self):
@@ -179,10 +175,10 @@ class SharedLockBasicsTests(ClockTestCase):
         self.assertIs(self.result(self.lock.acquire("b", timeout=0)), True)
 
 
-class SharedLockFairnessTests(ClockTestCase):
+class SharedLockFairnessTests(LockTestCase):
 
     def setUp(self):
-        ClockTestCase.setUp(self)
+        LockTestCase.setUp(self)
         self.lock = locking.SharedLock("lk", self.clock)
 
     def test_exclusive_waiters_in_arrival_order(self):
@@ -269,10 +265,10 @@ class SharedLockFairnessTests(ClockTestCase):
         self.assertEqual(self.lock.owner_count(), 0)
 
 
-class SharedLockTimeoutTests(ClockTestCase):
+class SharedLockTimeoutTests(LockTestCase):
 
     def setUp(self):
-        ClockTestCase.setUp(self)
+        LockTestCase.setUp(self)
         self.lock = locking.SharedLock("lk", self.clock)
 
     def test_timeout_fires_false_and_leaves_queue(self):
@@ -328,10 +324,10 @@ class SharedLockTimeoutTests(ClockTestCase):
         self.assertEqual(self.lock.list_owners(), ["s2"])
 
 
-class SharedLockCancelTests(ClockTestCase):
+class SharedLockCancelTests(LockTestCase):
 
     def setUp(self):
-        ClockTestCase.setUp(self)
+        LockTestCase.setUp(self)
         self.lock = locking.SharedLock("lk", self.clock)
 
     def test_cancel_removes_request(self):
@@ -384,10 +380,10 @@ class SharedLockCancelTests(ClockTestCase):
         self.assertEqual(self.lock.list_owners(), ["b"])
 
 
-class SharedLockDeleteTests(ClockTestCase):
+class SharedLockDeleteTests(LockTestCase):
 
     def setUp(self):
-        ClockTestCase.setUp(self)
+        LockTestCase.setUp(self)
         self.lock = locking.SharedLock("inst1", self.clock)
 
     def test_delete_fails_waiters(self):
@@ -439,10 +435,10 @@ class SharedLockDeleteTests(ClockTestCase):
         self.assertTrue(self.lock.is_owned("holder"))
 
 
-class LockSetTests(ClockTestCase):
+class LockSetTests(LockTestCase):
 
     def setUp(self):
-        ClockTestCase.setUp(self)
+        LockTestCase.setUp(self)
         self.ls = locking.LockSet(["c", "a", "b"], "test", self.clock)
 
     def test_list_names_sorted(self):
@@ -591,10 +587,10 @@ class LockSetTests(ClockTestCase):
         self.assertFalse(self.ls.is_owned("o"))
 
 
-class LockSetAllTests(ClockTestCase):
+class LockSetAllTests(LockTestCase):
 
     def setUp(self):
-        ClockTestCase.setUp(self)
+        LockTestCase.setUp(self)
         self.ls = locking.LockSet(["a", "b", "c"], "test", self.clock)
 
     def test_acquire_all(self):
@@ -686,10 +682,10 @@ class LockSetAllTests(ClockTestCase):
         self.assertFalse(ls.is_owned("o"))
 
 
-class LockSetAddRemoveTests(ClockTestCase):
+class LockSetAddRemoveTests(LockTestCase):
 
     def setUp(self):
-        ClockTestCase.setUp(self)
+        LockTestCase.setUp(self)
         self.ls = locking.LockSet(["a", "b"], "test", self.clock)
 
     def test_add_existing_is_an_error(self):
@@ -736,7 +732,7 @@ class LockSetAddRemoveTests(ClockTestCase):
         self.assertEqual(self.result(self.ls.acquire("a", "p")), {"a"})
 
 
-class RetryTests(ClockTestCase):
+class RetryTests(LockTestCase):
     """The seed's scenario: release everything and retry, growing timeouts."""
 
     def test_small_job_not_stuck_behind_big_job(self):
@@ -822,10 +818,10 @@ class RetryTests(ClockTestCase):
         self.assertEqual(self.result(ls.acquire("x", "p")), {"x"})
 
 
-class LockManagerTests(ClockTestCase):
+class LockManagerTests(LockTestCase):
 
     def setUp(self):
-        ClockTestCase.setUp(self)
+        LockTestCase.setUp(self)
         self.lm = locking.LockManager(
             node_uuids=["n1", "n2"], nodegroup_uuids=["g1"],
             instance_names=["i1", "i2", "i3"], network_uuids=["net1"],

@@ -1,7 +1,6 @@
 """The opcode processor and the first logical units, on a fake clock."""
 
-from twisted.internet import defer, task
-from twisted.trial import unittest
+from twisted.internet import defer
 
 from ganeti import cmdlib
 from ganeti import errors
@@ -10,13 +9,14 @@ from ganeti import mcpu
 from ganeti import objects
 from ganeti import opcodes
 
+from tests.fakes import ClockTestCase
 from tests.test_config import make_store, real_instance
 
 
-class ProcessorTestCase(unittest.TestCase):
+class ProcessorTestCase(ClockTestCase):
 
     def setUp(self):
-        self.clock = task.Clock()
+        ClockTestCase.setUp(self)
         self.cfg = make_store(self)
         self.cfg.add_node(objects.Node(name="node2.example.com",
                                        primary_ip="127.0.0.2"))
@@ -25,9 +25,6 @@ class ProcessorTestCase(unittest.TestCase):
                                       clock=self.clock)
         self.proc = mcpu.Processor(self.ctx, cmdlib.LOGICAL_UNITS)
         self.log = []
-
-    def tearDown(self):
-        self.assertEqual(self.clock.getDelayedCalls(), [])
 
     def run_op(self, op, job=1, running=None):
         notify = (None if running is None

@@ -6,19 +6,20 @@ from ganeti import cmdlib
 from ganeti import mcpu
 from ganeti import objects
 
+from tests.fakes import NodeFailure
 from tests.test_cmdlib_instance import (
-    FakeRpc, InstanceTestCase, NODE1, NODE2, NodeFailure, create_op)
+    InstanceRpc, InstanceTestCase, NODE1, NODE2, create_op)
 
 NODE3 = "node3.example.com"
 SFD = "/srv/ganeti/shared-file-storage"
 
 
-class MigrationRpc(FakeRpc):
-    """FakeRpc plus the migration procedures: a migration hands the domain
+class MigrationRpc(InstanceRpc):
+    """InstanceRpc plus the migration procedures: a migration hands the domain
     over between ``domains`` entries like the fake hypervisor does."""
 
     def __init__(self):
-        FakeRpc.__init__(self)
+        InstanceRpc.__init__(self)
         self.hv_versions = {}
         #: status answers of instance_get_migration_status, in order (the
         #: last one repeats)
@@ -26,7 +27,7 @@ class MigrationRpc(FakeRpc):
                           "total_ram": 1}]
 
     def _node_info(self, node, storage_units, hv_specs):
-        result = FakeRpc._node_info(self, node, storage_units, hv_specs)
+        result = InstanceRpc._node_info(self, node, storage_units, hv_specs)
         result["hypervisors"][0]["hv_version"] = \
             self.hv_versions.get(node, [7, 2])
         return result

@@ -6,7 +6,8 @@ from ganeti import errors
 from ganeti import locking
 from ganeti import objects
 
-from tests.test_cmdlib_instance import NODE1, NODE2, NodeFailure
+from tests.fakes import NodeFailure
+from tests.test_cmdlib_instance import NODE1, NODE2
 from tests.test_migration import MigrationRpc, MigrationTestCase, NODE3
 
 MiB = 1024 * 1024

@@ -4,7 +4,7 @@ fake RPC, a fake by-address RPC (the bootstrap join) and a Clock."""
 import copy
 import os
 
-from twisted.internet import defer, task
+from twisted.internet import defer
 from twisted.trial import unittest
 
 from ganeti import cmdlib
@@ -19,6 +19,7 @@ from ganeti import pathutils
 from ganeti import replication
 from ganeti.rpc import RpcResult
 
+from tests.fakes import ClockTestCase, FakeRpc
 from tests.test_config import make_store
 from tests.test_crypto import cluster_cert
 
@@ -31,21 +32,19 @@ ONE_TIME = "AB:" * 31 + "CD"   # a node's one-time certificate (digest)
 OTHER = "EF:" * 31 + "01"
 
 
-class FakeNodes(object):
+class FakeNodes(FakeRpc):
     """Node daemons by name (ganeti.rpc) and by address (pinned calls).
 
     ``daemons[ip]`` = {"digest": the certificate it serves, "files": {path:
     data}, "ssconf": {...}, "calls": [...]}; a missing ip is unreachable.
-    ``fail[procedure]`` (message or callable(node, args)) fails calls.
+    ``fail`` fails calls as in FakeRpc.
     """
 
     def __init__(self, cfg, cert):
+        FakeRpc.__init__(self)
         self.cfg = cfg
         self.cert = cert
         self.daemons = {}
-        self.calls = []
-        self.fail = {}
-        self.hold = {}
 
     # --- the world -----------------------------------------------------------
 
@@ -73,9 +72,7 @@ class FakeNodes(object):
                                         seen_digest=seen)
 
     def _run(self, ip, node, procedure, args):
-        msg = self.fail.get(procedure)
-        if callable(msg):
-            msg = msg(node, args)
+        msg = self.failure(node, procedure, args)
         if msg:
             return self._result(node, procedure, msg=msg)
         daemon = self.daemons[ip]
@@ -84,16 +81,7 @@ class FakeNodes(object):
 
     # --- ganeti.rpc.RpcClient ------------------------------------------------
 
-    def call(self, node, procedure, args=(), timeout=None):
-        args = copy.deepcopy(list(args))
-        self.calls.append((node, procedure, args))
-        held = self.hold.pop((node, procedure), None)
-        if held is not None:
-            return held.addCallback(
-                lambda _: self._answer(node, procedure, args))
-        return defer.succeed(self._answer(node, procedure, args))
-
-    def _answer(self, node, procedure, args):
+    def answer(self, node, procedure, args):
         ip = self._ip(node)
         try:
             if self.cfg.get_node(node).offline:
@@ -110,12 +98,6 @@ class FakeNodes(object):
             return RpcResult(node=node, procedure=procedure, success=False,
                              fail_msg="node %s: TLS handshake refused" % node)
         return self._run(ip, node, procedure, args)
-
-    def call_many(self, nodes, procedure, args=(), timeout=None):
-        nodes = list(nodes)
-        return defer.gatherResults(
-            [self.call(n, procedure, args, timeout) for n in nodes]
-        ).addCallback(lambda results: dict(zip(nodes, results)))
 
     # --- replication.AddressRpc ----------------------------------------------
 
@@ -174,9 +156,6 @@ class FakeNodes(object):
 
     # --- inspection ----------------------------------------------------------
 
-    def procedures(self, who=None):
-        return [c[1] for c in self.calls if who is None or c[0] == who]
-
     def config_serial(self, ip):
         data = self.daemons[ip]["files"].get("/var/lib/ganeti/config.data")
         if data is None:
@@ -209,10 +188,10 @@ def shared_cert(testcase):
     return _CERT[0]
 
 
-class MembershipTestCase(unittest.TestCase):
+class MembershipTestCase(ClockTestCase):
 
     def setUp(self):
-        self.clock = task.Clock()
+        ClockTestCase.setUp(self)
         self.root = os.path.abspath(self.mktemp())
         self.paths = pathutils.Paths(self.root)
         self.paths.ensure_dirs()
@@ -241,9 +220,9 @@ class MembershipTestCase(unittest.TestCase):
 
     def tearDown(self):
         self.clock.advance(0)
-        self.assertEqual(self.clock.getDelayedCalls(), [])
         for lock in self.glm.query_locks():
             self.assertEqual(lock["owners"], [], lock)
+        ClockTestCase.tearDown(self)
 
     def run_op(self, op):
         self.job += 1

@@ -14,7 +14,7 @@ import re
 import tempfile
 
 from treq.testing import StubTreq
-from twisted.internet import defer, task
+from twisted.internet import defer
 from twisted.trial import unittest
 
 from ganeti import constants
@@ -31,6 +31,8 @@ from ganeti.rapi import auth
 from ganeti.rapi import baserlib
 from ganeti.rapi import openapi
 from ganeti.rapi import resources
+
+from tests.fakes import ClockTestCase
 
 N1 = "node1.example.com"
 N2 = "node2.example.com"
@@ -193,16 +195,16 @@ WRITER = basic("writer", "secret")
 READER = basic("reader", "readpw")
 
 
-class RapiTestCase(unittest.TestCase):
+class RapiTestCase(ClockTestCase):
 
     require_auth = False
 
     def setUp(self):
+        ClockTestCase.setUp(self)
         self.dir = tempfile.mkdtemp()
         self.users_path = os.path.join(self.dir, "users")
         with open(self.users_path, "w") as f:
             f.write(USERS)
-        self.clock = task.Clock()
         self.cfg = make_config()
         self.handler = FakeHandler(self.cfg, self.clock)
         self.master = FakeMaster(self.handler)
@@ -214,6 +216,7 @@ class RapiTestCase(unittest.TestCase):
     def tearDown(self):
         import shutil
         shutil.rmtree(self.dir, True)
+        ClockTestCase.tearDown(self)
 
     @defer.inlineCallbacks
     def request(self, method, path, body=None, auth=None, raw=None,

@@ -13,8 +13,8 @@ from ganeti import errors
 from ganeti import objects
 from ganeti import pathutils
 from ganeti import replication
-from ganeti.rpc import RpcResult
 
+from tests.fakes import ClockTestCase, FakeRpc
 from tests.test_config import make_store
 from tests.test_crypto import cluster_cert
 
@@ -23,51 +23,24 @@ NODE3 = "node3.example.com"
 NODE4 = "node4.example.com"
 
 
-class RecordingRpc(object):
-    """Answers at once, or when the test fires ``hold[node]``; records
-    (node, procedure, serial) of every call."""
+class ReplicationRpc(FakeRpc):
+    """Nodes that take every file and ssconf upload."""
 
     def __init__(self):
-        self.calls = []
-        self.hold = {}
-        self.fail = {}
-
-    def call(self, node, procedure, args=(), timeout=None):
-        serial = None
-        if procedure == "upload_file":
-            serial = json.loads(replication.decode_data(args[1]))["serial_no"]
-        self.calls.append((node, procedure, serial))
-        msg = self.fail.get(node)
-        result = RpcResult(node=node, procedure=procedure,
-                           success=msg is None, payload=True,
-                           fail_msg="node %s: %s" % (node, msg)
-                           if msg else None)
-        held = self.hold.get(node)
-        if held is not None:
-            d = defer.Deferred()
-            held.append((d, result))
-            return d
-        return defer.succeed(result)
-
-    def release(self, node, keep=True):
-        """Answer the held calls of ``node`` (and those they lead to,
-        unless ``keep``: then new calls are held again)."""
-        waiting = self.hold[node]
-        self.hold[node] = []
-        if not keep:
-            del self.hold[node]
-        for d, result in waiting:
-            d.callback(result)
+        FakeRpc.__init__(self, answers={"upload_file": True,
+                                        "write_ssconf_files": True})
 
     def serials(self, node):
-        return [c[2] for c in self.calls
-                if c[0] == node and c[1] == "upload_file"]
+        """The serial numbers of the config.data uploads to ``node``."""
+        return [json.loads(replication.decode_data(c.args[1]))["serial_no"]
+                for c in self.calls
+                if c.node == node and c.procedure == "upload_file"]
 
 
-class ReplicatorTests(unittest.TestCase):
+class ReplicatorTests(ClockTestCase):
 
     def setUp(self):
-        self.clock = task.Clock()
+        ClockTestCase.setUp(self)
         self.cfg = make_store(self)
         for name, ip in ((NODE2, "127.0.0.2"), (NODE3, "127.0.0.3"),
                          (NODE4, "127.0.0.4")):
@@ -75,12 +48,9 @@ class ReplicatorTests(unittest.TestCase):
                                            master_candidate=False))
         self.cfg.set_node_params(NODE2, master_candidate=True)
         self.cfg.set_node_params(NODE4, offline=True)
-        self.rpc = RecordingRpc()
+        self.rpc = ReplicationRpc()
         self.rep = replication.Replicator(self.cfg, self.rpc, self.clock)
         self.cfg.write_listeners.append(self.rep.config_written)
-
-    def tearDown(self):
-        self.assertEqual(self.clock.getDelayedCalls(), [])
 
     def change(self, tag):
         self.cfg.add_tags("cluster", None, [tag])
@@ -111,7 +81,7 @@ class ReplicatorTests(unittest.TestCase):
         self.assertEqual(self.rpc.serials(NODE2), [self.cfg.serial_no])
 
     def test_never_older_after_newer(self):
-        self.rpc.hold[NODE2] = []
+        self.rpc.hold(NODE2)
         self.change("a")
         self.clock.advance(0)
         first = self.cfg.serial_no
@@ -135,7 +105,7 @@ class ReplicatorTests(unittest.TestCase):
                          .delivered, self.cfg.serial_no)
 
     def test_flush_waits_for_every_node(self):
-        self.rpc.hold[NODE3] = []
+        self.rpc.hold(NODE3)
         self.change("a")
         d = self.rep.flush()
         self.assertNoResult(d)

@@ -14,6 +14,8 @@ from ganeti import errors
 from ganeti import storage
 from ganeti.backend import process
 
+from tests.fakes import FakeRunner
+
 MiB = 1024 * 1024
 
 
@@ -162,27 +164,6 @@ def _report(kind, rows):
     return json.dumps({"report": [{kind: rows}]}, indent=2).encode()
 
 
-class RecordingRunner(object):
-    """Answers commands from a table of (argv prefix -> result)."""
-
-    def __init__(self):
-        self.calls = []
-        self.answers = []
-
-    def answer(self, prefix, stdout=b"", stderr=b"", code=0):
-        self.answers.append((list(prefix), stdout, stderr, code))
-
-    def run(self, argv, env=None, timeout=None, **kw):
-        self.calls.append(list(argv))
-        for prefix, stdout, stderr, code in self.answers:
-            if argv[:len(prefix)] == prefix:
-                return defer.succeed(process.CommandResult(
-                    argv=list(argv), exit_code=code, stdout=stdout,
-                    stderr=stderr, output=stdout + stderr))
-        return defer.succeed(process.CommandResult(argv=list(argv),
-                                                   exit_code=0))
-
-
 LV_MISSING = b'  Failed to find logical volume "xenvg/lv1"\n'
 LVS_ROW = _report("lv", [{"lv_name": "lv1", "vg_name": "xenvg",
                           "lv_size": "134217728", "lv_attr": "-wi-a-----"}])
@@ -191,7 +172,7 @@ LVS_ROW = _report("lv", [{"lv_name": "lv1", "vg_name": "xenvg",
 class RecordedLvmTests(unittest.TestCase):
 
     def ctx(self, dm):
-        self.runner = RecordingRunner()
+        self.runner = FakeRunner()
         return storage.StorageContext(runner=self.runner, device_mapper=dm)
 
     def lv(self, dm=True):
@@ -205,7 +186,7 @@ class RecordedLvmTests(unittest.TestCase):
         self.assertEqual(dev.path, "/dev/xenvg/lv1")
         self.runner.answer(["lvs"], stderr=LV_MISSING, code=5)
         self.assertEqual((yield dev.create(128)), "/dev/xenvg/lv1")
-        self.assertEqual(self.runner.calls[-1],
+        self.assertEqual(self.runner.commands[-1],
                          ["lvcreate", "-L", "128m", "-n", "lv1", "-Wn",
                           "xenvg"])
 
@@ -214,7 +195,7 @@ class RecordedLvmTests(unittest.TestCase):
         dev = self.lv(dm=False)
         self.runner.answer(["lvs"], stderr=LV_MISSING, code=5)
         yield dev.create(64)
-        self.assertEqual(self.runner.calls[-1],
+        self.assertEqual(self.runner.commands[-1],
                          ["lvcreate", "--config", "global/activation=0",
                           "-L", "64m", "-n", "lv1", "-Wn", "-an", "-Zn",
                           "xenvg"])
@@ -226,7 +207,7 @@ class RecordedLvmTests(unittest.TestCase):
         dev = self.lv()
         self.runner.answer(["lvs"], stdout=LVS_ROW)
         yield self.assertFailure(dev.create(64), errors.BlockDeviceError)
-        self.assertNotIn("lvcreate", [c[0] for c in self.runner.calls])
+        self.assertNotIn("lvcreate", [c[0] for c in self.runner.commands])
 
     @defer.inlineCallbacks
     def test_lvcreate_failure_is_reported(self):
@@ -244,16 +225,16 @@ class RecordedLvmTests(unittest.TestCase):
         dev = self.lv()
         self.runner.answer(["lvs"], stdout=LVS_ROW)
         self.assertEqual((yield dev.dimensions()), (134217728, None))
-        self.assertIn("xenvg/lv1", self.runner.calls[-1])
-        self.assertIn("json", self.runner.calls[-1])
+        self.assertIn("xenvg/lv1", self.runner.commands[-1])
+        self.assertIn("json", self.runner.commands[-1])
         yield dev.grow(32)
-        self.assertEqual(self.runner.calls[-1],
+        self.assertEqual(self.runner.commands[-1],
                          ["lvextend", "-L", "+32m", "xenvg/lv1"])
         yield dev.grow(32, dryrun=True)
-        self.assertEqual(self.runner.calls[-1],
+        self.assertEqual(self.runner.commands[-1],
                          ["lvextend", "-L", "+32m", "--test", "xenvg/lv1"])
         yield dev.remove()
-        self.assertEqual(self.runner.calls[-1],
+        self.assertEqual(self.runner.commands[-1],
                          ["lvremove", "-f", "xenvg/lv1"])
 
     @defer.inlineCallbacks
@@ -261,7 +242,7 @@ class RecordedLvmTests(unittest.TestCase):
         dev = self.lv()
         self.runner.answer(["lvs"], stderr=LV_MISSING, code=5)
         yield dev.remove()
-        self.assertNotIn("lvremove", [c[0] for c in self.runner.calls])
+        self.assertNotIn("lvremove", [c[0] for c in self.runner.commands])
         self.assertIsNone((yield dev.dimensions()))
 
     @defer.inlineCallbacks

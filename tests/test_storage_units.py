@@ -19,8 +19,8 @@ from ganeti import errors
 from ganeti import objects
 from ganeti.server import noded
 
-from tests.test_cmdlib_instance import (
-    InstanceTestCase, NODE1, NODE2, NodeFailure)
+from tests.fakes import NodeFailure
+from tests.test_cmdlib_instance import InstanceTestCase, NODE1, NODE2
 from tests.test_migration import MigrationRpc
 
 LVM_ENV = dict(os.environ, LVM_SUPPRESS_FD_WARNINGS="1")

@@ -1,9 +1,11 @@
 """The demo: a local virtual cluster, and where to look at it.
 
-    python -m ganeti.dev.demo [--base DIR] [--nodes N] [--once] [--kvm]
+    python -m ganeti.dev.demo [--base DIR] [--nodes N] [--first-address ADDR]
+                              [--once] [--kvm]
 
-Builds a cluster of N nodes on 127.0.0.1..N (one root directory per node)
-the way an admin does: the master's configuration, certificate and daemons
+Builds a cluster of N nodes on consecutive loopback addresses from ADDR
+(127.0.0.1..N by default; one root directory per node) the way an admin
+does: the master's configuration, certificate and daemons
 first, then every other node starts ``ganeti-noded --bootstrap`` and joins
 through the master (``OP_NODE_ADD`` pinned to the fingerprint it logged;
 the master replicates the configuration to it), then confd; it creates
@@ -33,7 +35,7 @@ from ganeti import constants
 from ganeti import crypto
 from ganeti import objects
 from ganeti import dev
-from ganeti.dev.vcluster import VirtualCluster
+from ganeti.dev.vcluster import VirtualCluster, node_addresses
 
 OS_DIR = os.path.join(dev.CHECKOUT_DIR, "etc", "os")
 
@@ -181,7 +183,7 @@ def print_summary(vc, store, started):
     print("Virtual cluster %s: %d nodes under %s"
           % (store.cluster.cluster_name, len(vc.nodes), vc.base))
     print()
-    fmt = "  %-20s %-10s %-9s %9s %9s %6s  %s"
+    fmt = "  %-20s %-15s %-9s %9s %9s %6s  %s"
     print(fmt % ("Node", "IP", "Role", "Mem used", "Disk used", "vCPUs",
                  "Instances"))
     for node in vc.nodes:
@@ -322,6 +324,14 @@ def main(argv=None):
                         help="directory for the nodes' roots"
                         " (default: /tmp/ganeti-demo; it is recreated)")
     parser.add_argument("--nodes", type=int, default=3)
+    parser.add_argument("--first-address", default="127.0.0.1",
+                        metavar="ADDR",
+                        help="loopback IPv4 address of the first node; the"
+                        " others get the addresses after it (default:"
+                        " 127.0.0.1, so 127.0.0.1-3 for three nodes).  Each"
+                        " node's daemons listen on its own address on fixed"
+                        " ports: a second demo, or the tests, can run beside"
+                        " this one on other addresses (and another --base)")
     parser.add_argument("--once", action="store_true",
                         help="start, check, print, stop and exit")
     parser.add_argument("--kvm", action="store_true",
@@ -330,6 +340,10 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.nodes < 1:
         parser.error("--nodes must be at least 1")
+    try:
+        node_addresses(args.first_address, args.nodes)
+    except ValueError as err:
+        parser.error("--first-address: %s" % err)
     guest = None
     if args.kvm:
         from ganeti.dev import tinyguest
@@ -346,7 +360,8 @@ def main(argv=None):
             return 1
         print("  kernel %s\n  initrd %s" % (guest.kernel, guest.initrd))
 
-    vc = VirtualCluster(args.base, node_count=args.nodes)
+    vc = VirtualCluster(args.base, node_count=args.nodes,
+                        first_address=args.first_address)
 
     plugins = available_plugins()
     started = []

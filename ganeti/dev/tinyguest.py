@@ -1,7 +1,7 @@
 """A tiny real Linux guest, built from Debian packages, for qemu.
 
-Used by the kvm tests (``tests/guest.py``) and by ``python -m ganeti.dev.demo
---kvm``.  :func:`get_guest` returns a :class:`Guest` (kernel + initramfs)
+Used by the kvm tests (``tests/integration/guest.py``) and by ``python -m
+ganeti.dev.demo --kvm``.  :func:`get_guest` returns a :class:`Guest` (kernel + initramfs)
 or raises :class:`GuestUnavailable` saying why.  The guest is built once
 and cached under ``$GANETI_GUEST_CACHE`` or ``$GANETI_TEST_CACHE`` (default
 ``~/.cache/ganeti-twisted-tests``, shared by the tests and the demo):

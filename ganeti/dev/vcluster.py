@@ -1,12 +1,15 @@
-"""A virtual cluster on one machine: several nodes on 127.0.0.x, one root each.
+"""A virtual cluster on one machine: several nodes on consecutive loopback
+addresses (127.0.0.1, .2, ... by default), one root each.
 
 Used by the demo and by integration tests.  Each node gets its own directory
 (``<base>/<node name>``) with Ganeti's standard layout below it, so every
-daemon runs with ``--root <base>/<node>`` and ``--bind 127.0.0.<n>``; Ganeti's
-own tools find the same files with ``GANETI_ROOTDIR=<base>/<node>
-GANETI_HOSTNAME=<node>``.
+daemon runs with ``--root <base>/<node>`` and ``--bind <node's address>``;
+Ganeti's own tools find the same files with ``GANETI_ROOTDIR=<base>/<node>
+GANETI_HOSTNAME=<node>``.  The node daemon's port is the same on every
+node, so two clusters on one machine need addresses of their own.
 """
 
+import ipaddress
 import os
 import shutil
 import signal
@@ -37,9 +40,33 @@ class VirtualNode(object):
         return Paths(self.root)
 
 
-def node_ip(index):
-    """127.0.0.1 for the first node, then .2, .3, ... (all on loopback)."""
-    return "127.0.0.%d" % (index + 1)
+#: where node addresses come from: loopback, without its network and
+#: broadcast addresses
+LOOPBACK = ipaddress.IPv4Network("127.0.0.0/8")
+
+
+def node_addresses(first, count):
+    """``count`` consecutive loopback IPv4 addresses from ``first`` (text);
+    ValueError saying why when ``first`` is not a loopback IPv4 address or
+    the addresses would run past the end of 127.0.0.0/8."""
+    try:
+        start = ipaddress.IPv4Address(first)
+    except ipaddress.AddressValueError:
+        raise ValueError("%r is not an IPv4 address" % (first,))
+    lowest = LOOPBACK.network_address + 1
+    highest = LOOPBACK.broadcast_address - 1
+    if start not in LOOPBACK:
+        raise ValueError("%s is not a loopback address (%s to %s)"
+                         % (start, lowest, highest))
+    if start < lowest or start > highest:
+        raise ValueError("%s is the loopback network's %s address, not one"
+                         " for a node (%s to %s)"
+                         % (start, "own" if start < lowest else "broadcast",
+                            lowest, highest))
+    if int(start) + count - 1 > int(highest):
+        raise ValueError("no room for %d nodes from %s: the last loopback"
+                         " address for a node is %s" % (count, start, highest))
+    return [str(start + i) for i in range(count)]
 
 
 def wait_for(what, predicate, timeout, interval=0.05, error=RuntimeError):
@@ -82,11 +109,14 @@ class VirtualCluster(object):
     domain = attr.ib(default="example.com")
     nodes = attr.ib(factory=list)
     processes = attr.ib(factory=list)  # (description, Popen)
+    #: the first node's address; the others follow it (node_addresses)
+    first_address = attr.ib(default="127.0.0.1")
 
     def __attrs_post_init__(self):
-        for i in range(self.node_count):
+        addresses = node_addresses(self.first_address, self.node_count)
+        for i, address in enumerate(addresses):
             name = "node%d.%s" % (i + 1, self.domain)
-            self.nodes.append(VirtualNode(name, node_ip(i),
+            self.nodes.append(VirtualNode(name, address,
                                           os.path.join(self.base, name)))
 
     @property

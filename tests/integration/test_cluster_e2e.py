@@ -36,8 +36,9 @@ from ganeti import constants
 from ganeti import crypto
 from ganeti.dev.vcluster import VirtualCluster
 
-from tests.daemons import (ETC_OS, GntCommandsMixin, noded_version,
-                           random_ips, short_tmpdir, wait_for)
+from tests.integration.daemons import (ETC_OS, GntCommandsMixin,
+                                       noded_version, random_ips,
+                                       short_tmpdir, wait_for)
 
 #: a finding line of gnt-cluster verify (after the job log's timestamp)
 FINDING_RE = re.compile(r"^.*?  (- (?:ERROR|WARNING): .*)$", re.M)

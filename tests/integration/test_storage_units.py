@@ -15,7 +15,7 @@ failure; skipped with the reason without root/losetup/lvm2):
 import os
 import shutil
 
-from tests.test_migration_integration import ClusterTestCase
+from tests.integration.test_migration import ClusterTestCase
 from tests.test_storage_units import _run, make_vg, pv_attr
 
 

@@ -19,7 +19,7 @@ from twisted.trial import unittest
 
 import twisted
 
-from tests.daemons import PROJECT, short_tmpdir
+from tests.integration.daemons import PROJECT, short_tmpdir
 
 DAEMONS = ("ganeti-confd", "ganeti-masterd", "ganeti-noded", "ganeti-rapi")
 #: what setup.py needs to build the package

@@ -23,8 +23,8 @@ from ganeti import crypto
 from ganeti.server.rapi import rapi_pem_path
 
 from tests import ganeti_peer
-from tests.daemons import port_open, wait_for
-from tests.test_instance_integration import DaemonsTestCase
+from tests.integration.daemons import PROJECT, port_open, wait_for
+from tests.integration.test_instance import DaemonsTestCase
 
 HBAL = "/usr/lib/ganeti/3.0/usr/bin/hbal"
 TLS_PORT = 5080
@@ -151,8 +151,7 @@ class DaemonTests(RapiDaemonTestCase):
         proc = subprocess.run(self.vc.twistd_command(
             "ganeti-rapi", node, "--port", "5082"), stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, timeout=60,
-            env=dict(os.environ, PYTHONPATH=os.path.dirname(
-                os.path.dirname(os.path.abspath(__file__)))))
+            env=dict(os.environ, PYTHONPATH=PROJECT))
         self.assertNotEqual(proc.returncode, 0)
         self.assertIn(b"rapi.pem does not exist", proc.stdout)
 
@@ -347,10 +346,9 @@ class ForthcomingTests(RapiDaemonTestCase):
     def gnt_instance_list(self):
         import sys
         node = self.vc.master
-        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         proc = subprocess.run(
             [sys.executable, "-m", "ganeti.cli.gnt_instance", "--root",
              node.root, "list"], stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, timeout=60,
-            env=dict(os.environ, PYTHONPATH=here))
+            env=dict(os.environ, PYTHONPATH=PROJECT))
         return proc.returncode, proc.stdout.decode("utf-8", "replace")

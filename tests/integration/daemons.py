@@ -9,14 +9,10 @@ by PID at the end, whatever the test did.
 """
 
 import os
-import random
-import re
-import shutil
 import socket
 import ssl
 import subprocess
 import sys
-import tempfile
 
 from twisted.trial import unittest
 
@@ -25,6 +21,7 @@ from ganeti import luxi
 from ganeti.dev import vcluster
 from ganeti.dev.vcluster import VirtualCluster, port_open
 
+from tests.places import random_ips, short_tmpdir, snapshot
 from tests.test_noded import kill_fake_instances
 
 __all__ = ["PROJECT", "ETC_OS", "FINAL", "wait_for", "port_open",
@@ -33,7 +30,9 @@ __all__ = ["PROJECT", "ETC_OS", "FINAL", "wait_for", "port_open",
            "GntCommandsMixin", "VirtualClusterTestCase",
            "RunningClusterTestCase"]
 
-PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: the checkout (tests/integration/ is two levels below it)
+PROJECT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
 #: the busybox OS definition
 ETC_OS = os.path.join(PROJECT, "etc", "os")
 #: the statuses of a job that is done
@@ -44,44 +43,6 @@ def wait_for(what, predicate, timeout=60.0, interval=0.05):
     """:func:`ganeti.dev.vcluster.wait_for`, failing the test on timeout."""
     return vcluster.wait_for(what, predicate, timeout, interval,
                              AssertionError)
-
-
-def random_ips(count=1):
-    """``count`` consecutive random loopback addresses."""
-    a, b = random.randint(1, 254), random.randint(0, 255)
-    first = random.randint(1, 250 - count)
-    return ["127.%d.%d.%d" % (a, b, first + i) for i in range(count)]
-
-
-def short_tmpdir(test, prefix):
-    """A new directory right below /tmp (short: UNIX socket paths are
-    limited to 108 bytes), removed when ``test`` ends."""
-    base = tempfile.mkdtemp(prefix=prefix, dir="/tmp")
-    test.addCleanup(shutil.rmtree, base, True)
-    return base
-
-
-#: atomic_write's temporary files: ".<name>.<8 random characters>"
-_TEMP_FILE = re.compile(r"^\..+\.[a-z0-9_]{8}$")
-
-
-def snapshot(directory):
-    """``{relative path: (bytes, mtime_ns)}`` of the files below
-    ``directory``, to show that something wrote nothing there (sockets and
-    the like by their mtime only)."""
-    files = {}
-    for base, _, names in os.walk(directory):
-        for name in names:
-            if _TEMP_FILE.match(name):
-                continue    # a write in progress (see ganeti.utils.io)
-            path = os.path.join(base, name)
-            content = None
-            if os.path.isfile(path) and not os.path.islink(path):
-                with open(path, "rb") as f:
-                    content = f.read()
-            files[os.path.relpath(path, directory)] = (
-                content, os.lstat(path).st_mtime_ns)
-    return files
 
 
 def command_env(root):

@@ -16,9 +16,9 @@ import os
 from ganeti import constants
 from ganeti.hypervisor import state
 
-from tests import guest as test_guest
-from tests.daemons import wait_for
-from tests.test_migration_integration import ClusterTestCase
+from tests.integration import guest as test_guest
+from tests.integration.daemons import wait_for
+from tests.integration.test_migration import ClusterTestCase
 
 BOOT_DEADLINE = 90
 NAME = "vm1"

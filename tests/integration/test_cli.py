@@ -17,7 +17,8 @@ from ganeti import luxi
 from ganeti import pathutils
 
 from tests import ganeti_peer
-from tests.daemons import ETC_OS, GntCommandsMixin, random_ips, short_tmpdir
+from tests.integration.daemons import (ETC_OS, GntCommandsMixin, random_ips,
+                                       short_tmpdir)
 
 NODE = "node1.example.com"
 CLUSTER = "cluster.example.com"

@@ -18,7 +18,7 @@ from ganeti import crypto
 from ganeti import luxi
 from ganeti.server.rapi import rapi_pem_path
 
-from tests.daemons import (FINAL, VirtualClusterTestCase, command_env,
+from tests.integration.daemons import (FINAL, VirtualClusterTestCase, command_env,
                            snapshot, wait_for)
 
 #: seconds a daemon that cannot start may take to exit

@@ -23,8 +23,8 @@ from ganeti import config
 from ganeti import constants
 from ganeti.hypervisor import state
 
-from tests.daemons import (PROJECT, GntCommandsMixin, RunningClusterTestCase,
-                           wait_for)
+from tests.integration.daemons import (PROJECT, GntCommandsMixin,
+                                       RunningClusterTestCase, wait_for)
 from tests.test_noded import kill_fake_instances
 
 INSTANCE = "inst1.example.com"

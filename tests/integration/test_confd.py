@@ -13,10 +13,10 @@ from twisted.trial import unittest
 from ganeti.confd import client as confd_client
 from ganeti.confd import wire
 
+from tests.integration.daemons import PROJECT
 from tests.test_confd_fixtures import (KEY, MASTER, NODE3, build_cluster,
                                        free_udp_port)
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GANETI_PYTHON = "/usr/bin/python3"
 GANETI_LIB = "/usr/share/ganeti/3.0"
 GANETI_CONFD_CLIENT = os.path.join(GANETI_LIB, "confd-client")
@@ -25,7 +25,8 @@ GANETI_CONFD_CLIENT = os.path.join(GANETI_LIB, "confd-client")
 def _env():
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
-        [REPO] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+        [PROJECT] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
+                     if p])
     return env
 
 
@@ -58,7 +59,7 @@ async def start_daemon(test, root, *extra):
     proto = _Daemon()
     process = reactor.spawnProcess(
         proto, sys.executable, daemon_command(root, port, log_file, *extra),
-        env=_env(), path=REPO)
+        env=_env(), path=PROJECT)
 
     async def stop():
         if process.pid is not None:
@@ -222,7 +223,7 @@ class DaemonTests(unittest.TestCase):
                 str(port), "--timeout", "5"]
         out, err, code = await utils.getProcessOutputAndValue(
             sys.executable, base[1:] + ["master", "name", "ip"], env=_env(),
-            path=REPO)
+            path=PROJECT)
         self.assertEqual(code, 0, err)
         result = json.loads(out)
         self.assertEqual(result["answer"], [MASTER, "192.0.2.254"])
@@ -230,7 +231,7 @@ class DaemonTests(unittest.TestCase):
                          self.cluster.store.cluster.serial_no)
         out, err, code = await utils.getProcessOutputAndValue(
             sys.executable, base[1:] + ["node-role", "nope"], env=_env(),
-            path=REPO)
+            path=PROJECT)
         self.assertEqual(code, 1)
         self.assertIn(b"not found", err)
 

@@ -27,9 +27,9 @@ from twisted.trial import unittest
 from ganeti import constants
 from ganeti.hypervisor import state
 
-from tests import guest as test_guest
-from tests.daemons import (PROJECT, RunningClusterTestCase, short_tmpdir,
-                           wait_for)
+from tests.integration import guest as test_guest
+from tests.integration.daemons import (PROJECT, RunningClusterTestCase,
+                                       random_ips, short_tmpdir, wait_for)
 
 #: seconds a TCG boot may take on a busy machine
 BOOT_DEADLINE = 90
@@ -162,7 +162,7 @@ class KvmDemoTests(unittest.TestCase):
         base = short_tmpdir(self, "gnt-dk-")
         out = subprocess.run(
             [sys.executable, "-m", "ganeti.dev.demo", "--base", base, "--once",
-             "--nodes", "1", "--kvm"],
+             "--nodes", "1", "--kvm", "--first-address", random_ips(1)[0]],
             env=dict(os.environ, PYTHONPATH=PROJECT),
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=150)
         text = out.stdout.decode("utf-8", "replace")

@@ -8,7 +8,7 @@ import tempfile
 
 from twisted.trial import unittest
 
-HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tests.integration.daemons import PROJECT, random_ips
 
 
 class DemoTests(unittest.TestCase):
@@ -17,9 +17,12 @@ class DemoTests(unittest.TestCase):
         # Short path: the master's UNIX socket path must fit 108 bytes.
         base = tempfile.mkdtemp(prefix="gnt-demo-", dir="/tmp")
         self.addCleanup(shutil.rmtree, base, True)
-        env = dict(os.environ, PYTHONPATH=HERE)
+        env = dict(os.environ, PYTHONPATH=PROJECT)
+        # random addresses: a demo on 127.0.0.1-3 may be running
+        ips = random_ips(2)
         out = subprocess.run([sys.executable, "-m", "ganeti.dev.demo", "--base",
-                              base, "--once", "--nodes", "2"],
+                              base, "--once", "--nodes", "2",
+                              "--first-address", ips[0]],
                              env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, timeout=120)
         text = out.stdout.decode("utf-8", "replace")
@@ -30,6 +33,10 @@ class DemoTests(unittest.TestCase):
         # node2 joined through the master (bootstrap noded, OP_NODE_ADD)
         self.assertIn("job 1 (node2.example.com): success", text)
         rows = [line.split() for line in text.splitlines()]
+        self.assertIn(["node1.example.com", ips[0], "master"],
+                      [row[:3] for row in rows])
+        self.assertIn(["node2.example.com", ips[1], "candidate"],
+                      [row[:3] for row in rows])
         node_rows = [row for row in rows
                      if row[:1] == ["node2.example.com"] and len(row) > 5]
         self.assertTrue(node_rows, text)      # in gnt-node list

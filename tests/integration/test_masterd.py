@@ -7,7 +7,7 @@ from ganeti import constants
 from ganeti import luxi
 
 from tests import ganeti_peer
-from tests.daemons import VirtualClusterTestCase, wait_for
+from tests.integration.daemons import VirtualClusterTestCase, wait_for
 
 
 class MasterdTestCase(VirtualClusterTestCase):

@@ -22,8 +22,9 @@ from ganeti import daemon_util
 from ganeti import pathutils
 from ganeti.dev.vcluster import VirtualCluster
 
-from tests.daemons import (GntCommandsMixin, command_env, noded_version,
-                           port_open, random_ips, short_tmpdir, wait_for)
+from tests.integration.daemons import (GntCommandsMixin, command_env,
+                                       noded_version, port_open, random_ips,
+                                       short_tmpdir, wait_for)
 
 CLUSTER = "cluster.example.com"
 NAMES = ["node1.example.com", "node2.example.com", "node3.example.com"]

@@ -12,7 +12,7 @@ import signal
 from ganeti.hypervisor import state
 
 from tests import ganeti_peer
-from tests.daemons import RunningClusterTestCase, wait_for
+from tests.integration.daemons import RunningClusterTestCase, wait_for
 
 INSTANCE = "inst1.example.com"
 

@@ -16,7 +16,7 @@ import os
 
 from ganeti import constants
 
-from tests.test_migration_integration import ClusterTestCase
+from tests.integration.test_migration import ClusterTestCase
 
 
 class NodeEvacuationTests(ClusterTestCase):

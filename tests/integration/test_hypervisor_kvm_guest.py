@@ -16,7 +16,7 @@ from twisted.trial import unittest
 
 from ganeti import hypervisor as hv
 from ganeti.hypervisor import kvm, state
-from tests import guest as test_guest
+from tests.integration import guest as test_guest
 
 # Boot takes 2-6 s of TCG; leave room for a busy machine.
 BOOT_DEADLINE = 60
