@@ -18,7 +18,8 @@ import zlib
 from ganeti import errors
 from ganeti.utils import io
 
-__all__ = ["ALLOWED_UPLOADS", "upload_file", "write_ssconf_files",
+__all__ = ["ALLOWED_UPLOADS", "upload_file", "check_upload",
+           "write_ssconf_files",
            "decode_data", "SSCONF_MODE", "SSCONF_MAX_SIZE"]
 
 #: Standard paths (as on a node installed at /) the master may upload.
@@ -109,15 +110,28 @@ def _time(field, value):
     return float(value)
 
 
+def _check_mode(mode):
+    if isinstance(mode, bool) or not isinstance(mode, int) or \
+            not 0 <= mode <= 0o7777:
+        raise errors.ParameterError("mode", "mode must be a permission number"
+                                    " (0 to 0o7777), not %r" % (mode,))
+
+
+def check_upload(path, mode=0o600, atime=None, mtime=None):
+    """The checks of :func:`upload_file` that need no file system (a
+    caller can refuse a bad call before any file work)."""
+    _target("/", path)
+    _check_mode(mode)
+    _time("atime", atime)
+    _time("mtime", mtime)
+
+
 def upload_file(root, path, data, mode=0o600, uid=None, gid=None,
                 atime=None, mtime=None):
     """Write an allow-listed file under ``root``; returns where it went."""
     target = _target(root, path)
     content = decode_data(data)
-    if isinstance(mode, bool) or not isinstance(mode, int) or \
-            not 0 <= mode <= 0o7777:
-        raise errors.ParameterError("mode", "mode must be a permission number"
-                                    " (0 to 0o7777), not %r" % (mode,))
+    _check_mode(mode)
     uid = _id("uid", uid, lambda n: pwd.getpwnam(n).pw_uid)
     gid = _id("gid", gid, lambda n: grp.getgrnam(n).gr_gid)
     atime, mtime = _time("atime", atime), _time("mtime", mtime)

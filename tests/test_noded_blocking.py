@@ -1,0 +1,534 @@
+"""The node daemon's reactor stays free while procedures wait on the disk.
+
+* ``ProcedureTableTests``: blocking procedures go through ``run_blocking``
+  after their arguments were checked; ordered ones run one at a time.
+* ``DaemonPoolTests``: ``--blocking-threads`` and the pool's life in the
+  daemon's service tree.
+* ``NoFileWorkOnTheReactorTests``: an in-process daemon with its thread
+  pool; the file work of the procedures is seen happening in a worker
+  thread, never in the reactor's.
+* ``StallTests``: a real ``ganeti-noded`` process whose calls wait on FIFOs
+  (an open FIFO without data blocks its reader like a hung disk) answers a
+  ping while they wait, even when every thread of its pool is stuck; with
+  ``--blocking-threads 0`` (the work on the reactor) it does not.
+"""
+
+import os
+import shutil
+import threading
+import time
+
+from twisted.internet import defer, reactor, task
+from twisted.logger import Logger
+from twisted.python import usage
+from twisted.trial import unittest
+
+from ganeti import crypto
+from ganeti import errors
+from ganeti import ht
+from ganeti import pathutils
+from ganeti import rpc
+from ganeti.backend import files, os_api, process
+from ganeti.dev import vcluster
+from ganeti.server import noded
+from ganeti.server.noded import procedure as proc_mod
+from ganeti.server.noded.procedure import Arg, ProcedureTable, procedure
+from ganeti.server.noded.procedures import NodeProcedures
+from ganeti.utils import io
+from tests.test_crypto import cluster_cert, listen_noded, rpc_client
+from tests.test_noded import free_port, kill_fake_instances, spec
+from tests.test_os import ETC_OS
+
+log = Logger()
+
+MiB = 1024 * 1024
+
+
+# ---------------------------------------------------------------------------
+# The declaration
+
+class _Table(ProcedureTable):
+
+    def __init__(self, run_blocking):
+        self.done = []
+        ProcedureTable.__init__(self, run_blocking)
+
+    @procedure(Arg("n", ht.NONNEG_INT), blocking=True)
+    def work(self, n):
+        self.done.append(("work", n))
+        return n * 2
+
+    @procedure(Arg("n", ht.NONNEG_INT), blocking=True, ordered=True)
+    def write(self, n):
+        self.done.append(("write", n))
+        return n
+
+    @procedure()
+    def ping(self):
+        return "pong"
+
+
+class _ManualRunner(object):
+    """run_blocking whose work runs when the test says so."""
+
+    def __init__(self):
+        self.queue = []
+
+    def __call__(self, fn, *args):
+        d = defer.Deferred()
+        self.queue.append((fn, args, d))
+        return d
+
+    def finish_next(self):
+        fn, args, d = self.queue.pop(0)
+        d.callback(fn(*args))
+
+
+class ProcedureTableTests(unittest.TestCase):
+
+    def test_blocking_work_goes_to_the_runner(self):
+        runner = _ManualRunner()
+        table = _Table(runner)
+        d = table.call("work", [21])
+        self.assertNoResult(d)
+        self.assertEqual(table.done, [])      # not run on the caller's thread
+        runner.finish_next()
+        self.assertEqual(self.successResultOf(d), 42)
+        # procedures not declared blocking do not use it
+        self.assertEqual(self.successResultOf(table.call("ping", [])),
+                         "pong")
+        self.assertEqual(runner.queue, [])
+
+    def test_bad_arguments_never_reach_the_runner(self):
+        runner = _ManualRunner()
+        table = _Table(runner)
+        failure = self.failureResultOf(table.call("work", [-1]),
+                                       errors.ParameterError)
+        self.assertIn("argument 'n' of work", str(failure.value))
+        self.failureResultOf(table.call("work", {"m": 1}),
+                             errors.ParameterError)
+        self.assertEqual(runner.queue, [])
+
+    def test_ordered_work_runs_one_at_a_time_in_order(self):
+        runner = _ManualRunner()
+        table = _Table(runner)
+        first = table.call("write", [1])
+        second = table.call("write", [2])
+        # only the first is handed to the pool; the second waits for it
+        self.assertEqual(len(runner.queue), 1)
+        # unordered blocking work does not wait for ordered work
+        table.call("work", [3])
+        self.assertEqual(len(runner.queue), 2)
+        runner.finish_next()
+        self.assertEqual(self.successResultOf(first), 1)
+        self.assertEqual([f.__name__ for f, _, _ in runner.queue],
+                         ["work", "write"])
+        runner.finish_next()
+        runner.finish_next()
+        self.assertEqual(self.successResultOf(second), 2)
+        self.assertEqual(table.done, [("write", 1), ("work", 3),
+                                      ("write", 2)])
+
+    def test_declaration_mistakes_are_refused(self):
+        def declare_async():
+            @procedure(blocking=True)
+            async def f(self):
+                pass
+
+        def declare_ordered_only():
+            @procedure(ordered=True)
+            def g(self):
+                pass
+        self.assertRaises(TypeError, declare_async)
+        self.assertRaises(TypeError, declare_ordered_only)
+
+    def test_the_declared_blocking_procedures(self):
+        # docs/noded.rst lists these; the others' file work goes through
+        # run_blocking from inside them
+        procs = NodeProcedures(None, None, None, None, None,
+                               run_blocking=proc_mod.INLINE)
+        self.assertEqual(procs.blocking_names(),
+                         ["node_demote_from_mc", "os_diagnose",
+                          "write_ssconf_files"])
+
+
+# ---------------------------------------------------------------------------
+# The pool in the daemon's service tree
+
+class DaemonPoolTests(unittest.TestCase):
+
+    def setUp(self):
+        self.root = os.path.abspath(self.mktemp())
+        self.addCleanup(shutil.rmtree, self.root, True)
+        paths = pathutils.Paths(self.root)
+        paths.ensure_dirs()
+        cert = cluster_cert(os.path.join(self.root, "certs"))
+        shutil.copy(cert.path, crypto.server_pem_path(paths))
+
+    def parse(self, *argv):
+        options = noded.Options()
+        options.parseOptions(["--root", self.root, "--bind", "127.0.0.1",
+                              "--port", str(free_port("127.0.0.1")),
+                              "--no-mlock", "--os-search-path", ETC_OS]
+                             + list(argv))
+        return options
+
+    def test_option(self):
+        self.assertEqual(self.parse()["blocking-threads"], 8)
+        self.assertEqual(self.parse("--blocking-threads", "3")
+                         ["blocking-threads"], 3)
+        for bad in ("-1", "129"):
+            err = self.assertRaises(usage.UsageError, self.parse,
+                                    "--blocking-threads", bad)
+            self.assertIn("--blocking-threads must be from 0 to 128",
+                          str(err))
+
+    @defer.inlineCallbacks
+    def test_threads_live_with_the_service(self):
+        top = noded.makeService(self.parse("--blocking-threads", "3"),
+                                reactor)
+        pool = top.getServiceNamed("blocking-pool")
+        # started before the port opens, stopped after it closed
+        self.assertIs(list(top)[0], pool)
+        self.assertEqual((pool.pool.max, pool.pool.threads), (3, []))
+        top.startService()
+        stopped = []
+
+        def stop():
+            if not stopped:
+                return top.stopService()
+        self.addCleanup(stop)
+        oses = yield top.procedures.call("os_diagnose", [])
+        self.assertIn("busybox", [o["name"] for o in oses])
+        threads = list(pool.pool.threads)
+        self.assertEqual(len(threads), 1)
+        self.assertIn("noded-blocking", threads[0].name)
+        stopped.append(True)
+        yield top.stopService()
+        self.assertTrue(pool.pool.joined)
+        self.assertFalse(threads[0].is_alive())
+
+
+# ---------------------------------------------------------------------------
+# Where the file work runs, in-process
+
+class NoFileWorkOnTheReactorTests(unittest.TestCase):
+    """Every file operation the procedures do (as seen through the helpers
+    they use: the allowed storage directories, atomic writes, OS
+    definitions, script logs, disk chunks) runs in a pool thread."""
+
+    timeout = 60
+
+    def setUp(self):
+        self.root = os.path.abspath(self.mktemp())
+        self.addCleanup(shutil.rmtree, self.root, True)
+        self.store = os.path.join(self.root, "srv/ganeti/file-storage")
+        os.makedirs(self.store)
+        self.cert = cluster_cert(os.path.join(self.root, "certs"))
+        self.seen = []      # (what, ran on the reactor thread)
+        self.reactor_thread = threading.get_ident()   # tests run there
+        self.watch(os_api, "load_os")
+        self.watch(io, "atomic_write")
+        self.watch(process, "_open_log")
+        self.watch(process, "_write_log")
+        self.watch(files, "write_ssconf_files")
+        from ganeti.server.noded import disks, node
+        self.watch(disks, "_read_chunk")
+        self.watch(disks, "_write_chunk")
+        self.watch(node, "_verify_files")
+        self.port, self.procs = listen_noded(
+            self, self.cert, root=self.root, os_search_path=[ETC_OS])
+        self.addCleanup(kill_fake_instances, self.root)
+        # the allowed file storage directories, read at each storage call
+        dirs = self.procs.storage_ctx.file_storage_dirs
+
+        def watched_dirs():
+            self.seen.append(("file_storage_dirs", self.on_reactor()))
+            return dirs()
+        self.procs.storage_ctx.file_storage_dirs = watched_dirs
+        self.client = rpc_client(self, self.cert, self.port)
+
+    def on_reactor(self):
+        return threading.get_ident() == self.reactor_thread
+
+    def watch(self, module, name):
+        original = getattr(module, name)
+
+        def watched(*args, **kwargs):
+            self.seen.append((name, self.on_reactor()))
+            return original(*args, **kwargs)
+        self.patch(module, name, watched)
+
+    async def ok(self, procedure, *args):
+        result = await self.client.call("n", procedure, list(args))
+        self.assertTrue(result.success, (procedure, result.fail_msg))
+        return result.payload
+
+    @defer.inlineCallbacks
+    def test_file_work_runs_in_the_pool(self):
+        yield defer.Deferred.fromCoroutine(self._calls())
+        on_reactor = sorted(set(what for what, reactor_thread in self.seen
+                                if reactor_thread))
+        self.assertEqual(on_reactor, [], "file work on the reactor")
+        self.assertEqual(
+            sorted(set(what for what, _ in self.seen)),
+            ["_open_log", "_read_chunk", "_verify_files", "_write_chunk",
+             "_write_log", "atomic_write", "file_storage_dirs", "load_os",
+             "write_ssconf_files"])
+
+    async def _calls(self):
+        disk = {"dev_type": "file", "size": 4, "mode": "rw",
+                "logical_id": ["loop", os.path.join(self.store, "i1/disk0")]}
+        await self.ok("blockdev_create", disk, 4)
+        await self.ok("blockdev_grow", disk, 1)
+        self.assertEqual(await self.ok("blockdev_getdimensions", [disk]),
+                         [{"size": 5 * MiB, "spindles": None}])
+        await self.ok("blockdev_assemble", disk)
+        await self.ok("blockdev_status", [disk])
+        await self.ok("blockdev_write_chunk", disk, 0, "R0FORVRJ")
+        chunk = await self.ok("blockdev_read_chunk", disk, 0, 6)
+        self.assertEqual(chunk["data"], "R0FORVRJ")
+        await self.ok("blockdev_truncate", disk, 5 * MiB)
+        await self.ok("node_info", [["file", self.store, []]])
+        await self.ok("storage_list", "file")
+        await self.ok("storage_execute", "file", [], self.store,
+                      "fix-consistency")
+        await self.ok("verify_node_files", [self.store])
+        await self.ok("upload_file", "/var/lib/ganeti/known_hosts", "x\n")
+        await self.ok("write_ssconf_files", {"cluster_name": "c"})
+        self.assertIn("busybox", [o["name"] for o in
+                                  await self.ok("os_diagnose")])
+        await self.ok("os_validate", True, "busybox+default")
+        instance = {"name": "i1.example.com", "os": "busybox+minimal",
+                    "hypervisor": "fake", "hvparams": {}, "beparams": {},
+                    "osparams": {}, "nics": [], "disks_info": [disk]}
+        await self.ok("instance_os_add", instance)
+        await self.ok("instance_start", spec(disks=[disk]))
+        await self.ok("instance_shutdown", "inst1.example.com", "fake", 10)
+        await self.ok("file_storage_dir_rename",
+                      os.path.join(self.store, "i1"),
+                      os.path.join(self.store, "i2"))
+        disk["logical_id"][1] = os.path.join(self.store, "i2/disk0")
+        await self.ok("blockdev_remove", disk)
+        await self.ok("node_demote_from_mc")
+
+
+# ---------------------------------------------------------------------------
+# A real daemon whose calls wait on FIFOs
+
+def opened_by(pid, path):
+    """Whether process ``pid`` has ``path`` open."""
+    fd_dir = "/proc/%d/fd" % pid
+    try:
+        fds = os.listdir(fd_dir)
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(os.path.join(fd_dir, fd)) == path:
+                return True
+        except OSError:
+            pass
+    return False
+
+
+class _Fifo(object):
+    """A file that blocks its readers until :meth:`release`.
+
+    We hold it open for reading and writing, so a reader's ``open()``
+    returns (the daemon then shows it among its open files) and its
+    ``read()`` waits for data.
+    """
+
+    def __init__(self, path):
+        self.path = path
+        os.mkfifo(path)
+        self.fd = os.open(path, os.O_RDWR | os.O_NONBLOCK)
+
+    def release(self, data=b""):
+        """Give the reader ``data`` and end of file."""
+        if self.fd is not None:
+            if data:
+                os.write(self.fd, data)
+            os.close(self.fd)
+            self.fd = None
+        # a reader still in open() (it came after the close): unblock it
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:
+            return      # ENXIO: nobody waits in open()
+        os.close(fd)
+
+
+class StallTests(unittest.TestCase):
+    """A real ganeti-noded on 127.0.0.1 whose OS definitions and ssconf
+    are FIFOs the test controls."""
+
+    timeout = 120
+
+    def setUp(self):
+        self.base = os.path.abspath(self.mktemp())
+        self.vc = vcluster.VirtualCluster(self.base, node_count=1)
+        self.node = self.vc.nodes[0]
+        self.node.paths.ensure_dirs()
+        self.cert = cluster_cert(os.path.join(self.base, "certs"),
+                                 self.vc.cluster_name)
+        pem = crypto.server_pem_path(self.node.paths)
+        shutil.copy(self.cert.path, pem)
+        os.chmod(pem, 0o400)
+        self.os_dir = os.path.join(self.base, "os")
+        self.store = os.path.join(self.base, "store")
+        os.makedirs(self.store)
+        self.fifos = []
+        self.client = None
+        self.calls = []
+        # cleanups run last-in first-out: release the readers, stop the
+        # daemon, drop the client's connections, remove the files
+        self.addCleanup(shutil.rmtree, self.base, True)
+        self.addCleanup(self._close_client)
+        self.addCleanup(self.vc.stop_all)
+        self.addCleanup(self._release_all)
+
+    def call(self, procedure, args, timeout):
+        d = self.client.call("n", procedure, args, timeout=timeout)
+        self.calls.append(d)
+        return d
+
+    @defer.inlineCallbacks
+    def _close_client(self):
+        if self.client is not None:
+            # the daemon is gone: every call has its answer or error
+            yield defer.DeferredList(self.calls)
+            yield self.client.close()
+
+    def _release_all(self):
+        for fifo in self.fifos:
+            fifo.release()
+
+    def stalled_os(self, name):
+        """An OS definition (busybox's) whose API version file blocks."""
+        path = os.path.join(self.os_dir, name)
+        shutil.copytree(os.path.join(ETC_OS, "busybox"), path)
+        os.unlink(os.path.join(path, os_api.API_FILE))
+        fifo = _Fifo(os.path.join(path, os_api.API_FILE))
+        self.fifos.append(fifo)
+        return fifo
+
+    def stalled_ssconf(self):
+        """ssconf_file_storage_dir (read by every file storage call)."""
+        fifo = _Fifo(self.node.paths.ssconf_file("file_storage_dir"))
+        self.fifos.append(fifo)
+        return fifo
+
+    async def start(self, threads):
+        port = free_port(self.node.ip)
+        argv = self.vc.twistd_command(
+            "ganeti-noded", self.node, "--port", str(port),
+            "--os-search-path", self.os_dir,
+            "--blocking-threads", str(threads))
+        self.proc = self.vc.start("noded", argv)
+        self.client = rpc.RpcClient(
+            reactor, None, lambda n: rpc.NodeAddress(self.node.ip, port),
+            cert=self.cert)
+        for _ in range(400):
+            result = await self.client.call("n", "version", timeout=5)
+            if result.success:
+                return
+            await task.deferLater(reactor, 0.05, lambda: None)
+        self.fail("ganeti-noded did not answer: %s" % result.fail_msg)
+
+    async def wait_opened(self, fifo):
+        for _ in range(500):
+            if opened_by(self.proc.pid, fifo.path):
+                return
+            self.assertIsNone(self.proc.poll(), "ganeti-noded exited")
+            await task.deferLater(reactor, 0.02, lambda: None)
+        self.fail("ganeti-noded never opened %s" % fifo.path)
+
+    async def ping(self, timeout):
+        started = time.monotonic()
+        result = await self.call("version", [], timeout)
+        return result, time.monotonic() - started
+
+    @defer.inlineCallbacks
+    def test_ping_answered_while_every_thread_waits(self):
+        yield defer.Deferred.fromCoroutine(self._every_thread_waits())
+
+    async def _every_thread_waits(self):
+        api = [self.stalled_os("stalled%d" % i) for i in range(2)]
+        ssconf = self.stalled_ssconf()
+        await self.start(threads=2)
+        disk_path = os.path.join(self.store, "inst/disk0")
+        os.makedirs(os.path.dirname(disk_path))
+        with open(disk_path, "wb") as f:
+            f.truncate(3 * MiB)
+        disk = {"dev_type": "file", "logical_id": ["loop", disk_path]}
+        # one thread waits reading an OS definition
+        validate = self.call("os_validate", [True, "stalled0"], 60)
+        await self.wait_opened(api[0])
+        result, latency = await self.ping(timeout=10)
+        self.assertTrue(result.success, result.fail_msg)
+        log.info("version answered in {ms:.1f} ms while one call waited on"
+                 " a FIFO", ms=latency * 1000)
+        # the other one the ssconf file naming the storage directory; a
+        # third call finds no thread and queues
+        dims = self.call("blockdev_getdimensions", [[disk]], 60)
+        await self.wait_opened(ssconf)
+        queued = self.call("os_validate", [True, "stalled1"], 60)
+        result, latency = await self.ping(timeout=10)
+        log.info("version answered in {ms:.1f} ms while two calls waited on"
+                 " FIFOs (pool full) and one was queued",
+                 ms=latency * 1000)
+        self.assertTrue(result.success, result.fail_msg)
+        self.assertEqual(result.payload, 3000000)
+        # the hypervisor's procedures do not wait for the disk either
+        listed = await self.call("instance_list", [["fake"]], 10)
+        self.assertEqual((listed.success, listed.payload), (True, []))
+        # the logical point: all of that while the blocked calls wait
+        self.assertFalse(validate.called or dims.called or queued.called)
+        self.assertFalse(opened_by(self.proc.pid, api[1].path))
+        # unblock: each completes with what its file said
+        ssconf.release(self.store.encode() + b"\n")
+        # (later storage calls read a plain file again)
+        with open(ssconf.path + ".new", "w") as f:
+            f.write(self.store + "\n")
+        os.rename(ssconf.path + ".new", ssconf.path)
+        # the freed thread went to the queued call, which now waits on its
+        # file; the disk's next piece of work queues behind it
+        await self.wait_opened(api[1])
+        self.assertFalse(dims.called or queued.called)
+        api[0].release(b"20\n")
+        result = await validate
+        self.assertEqual((result.success, result.payload), (True, True),
+                         result.fail_msg)
+        result = await dims
+        self.assertTrue(result.success, result.fail_msg)
+        self.assertEqual(result.payload, [{"size": 3 * MiB,
+                                           "spindles": None}])
+        self.assertFalse(queued.called)
+        api[1].release(b"15\n20\n")
+        result = await queued
+        self.assertEqual((result.success, result.payload), (True, True),
+                         result.fail_msg)
+
+    @defer.inlineCallbacks
+    def test_without_threads_the_ping_waits(self):
+        """The same wait on the reactor (``--blocking-threads 0``) stalls
+        the whole daemon: what the test above would see without a pool."""
+        yield defer.Deferred.fromCoroutine(self._inline_stalls())
+
+    async def _inline_stalls(self):
+        fifo = self.stalled_os("stalled0")
+        await self.start(threads=0)
+        validate = self.call("os_validate", [True, "stalled0"], 60)
+        await self.wait_opened(fifo)
+        result, _ = await self.ping(timeout=1.5)
+        self.assertFalse(result.success)
+        self.assertIn("no answer to version within 1.5s", result.fail_msg)
+        self.assertFalse(validate.called)
+        fifo.release(b"20\n")
+        result = await validate
+        self.assertEqual((result.success, result.payload), (True, True),
+                         result.fail_msg)
+        result, _ = await self.ping(timeout=10)
+        self.assertTrue(result.success, result.fail_msg)
