@@ -7,21 +7,28 @@
 * ``NoFileWorkOnTheReactorTests``: an in-process daemon with its thread
   pool; the file work of the procedures is seen happening in a worker
   thread, never in the reactor's.
+* ``BigBodiesTests``: big request bodies and replies are decoded and
+  encoded in the pool, small ones on the reactor; 413 as before.
 * ``StallTests``: a real ``ganeti-noded`` process whose calls wait on FIFOs
   (an open FIFO without data blocks its reader like a hung disk) answers a
   ping while they wait, even when every thread of its pool is stuck; with
   ``--blocking-threads 0`` (the work on the reactor) it does not.
 """
 
+import base64
+import json
 import os
 import shutil
 import threading
 import time
+from io import BytesIO
 
 from twisted.internet import defer, reactor, task
 from twisted.logger import Logger
 from twisted.python import usage
 from twisted.trial import unittest
+from twisted.web import client as web_client, server
+from twisted.web.http_headers import Headers
 
 from ganeti import crypto
 from ganeti import errors
@@ -31,6 +38,7 @@ from ganeti import rpc
 from ganeti.backend import files, os_api, process
 from ganeti.dev import vcluster
 from ganeti.server import noded
+from ganeti.server.noded import http
 from ganeti.server.noded import procedure as proc_mod
 from ganeti.server.noded.procedure import Arg, ProcedureTable, procedure
 from ganeti.server.noded.procedures import NodeProcedures
@@ -311,6 +319,129 @@ class NoFileWorkOnTheReactorTests(unittest.TestCase):
         disk["logical_id"][1] = os.path.join(self.store, "i2/disk0")
         await self.ok("blockdev_remove", disk)
         await self.ok("node_demote_from_mc")
+
+
+# ---------------------------------------------------------------------------
+# Big request bodies and replies
+
+class BigBodiesTests(unittest.TestCase):
+    """Bodies and replies over INLINE_JSON_MAX are decoded and encoded in
+    the pool; small ones on the reactor."""
+
+    timeout = 60
+
+    def setUp(self):
+        self.root = os.path.abspath(self.mktemp())
+        self.addCleanup(shutil.rmtree, self.root, True)
+        self.store = os.path.join(self.root, "srv/ganeti/file-storage")
+        os.makedirs(self.store)
+        self.cert = cluster_cert(os.path.join(self.root, "certs"))
+        self.reactor_thread = threading.get_ident()
+        self.seen = []
+        for name in ("_decode_body", "_encode"):
+            original = getattr(http, name)
+
+            def watched(*args, _name=name, _original=original):
+                self.seen.append((_name, threading.get_ident() ==
+                                  self.reactor_thread))
+                return _original(*args)
+            self.patch(http, name, watched)
+        self.port, self.procs = listen_noded(self, self.cert, root=self.root)
+        self.client = rpc_client(self, self.cert, self.port)
+        pool = web_client.HTTPConnectionPool(reactor, persistent=False)
+        self.agent = web_client.Agent(
+            reactor, contextFactory=crypto.ClientPolicy(self.cert),
+            pool=pool)
+
+    async def post(self, path, body, port=None):
+        response = await self.agent.request(
+            b"POST", ("https://127.0.0.1:%d%s"
+                      % (port or self.port, path)).encode(),
+            Headers({b"content-type": [b"application/json"]}),
+            web_client.FileBodyProducer(BytesIO(body)))
+        raw = await web_client.readBody(response)
+        return response.code, json.loads(raw)
+
+    def where(self, name):
+        """For each call of ``name``: True if on the reactor thread."""
+        return [on_reactor for what, on_reactor in self.seen if what == name]
+
+    @defer.inlineCallbacks
+    def test_upload_of_a_big_file(self):
+        data = os.urandom(MiB)
+        result = yield self.client.call("n", "upload_file", [
+            "/var/lib/ganeti/config.data",
+            ["base64", base64.b64encode(data).decode()]])
+        self.assertTrue(result.success, result.fail_msg)
+        with open(os.path.join(self.root,
+                               "var/lib/ganeti/config.data"), "rb") as f:
+            self.assertEqual(f.read(), data)
+        self.assertEqual(self.where("_decode_body"), [False])
+        self.assertEqual(self.where("_encode"), [True])   # [true, true]
+        result = yield self.client.call("n", "version")
+        self.assertEqual(self.where("_decode_body"), [False, True])
+
+    @defer.inlineCallbacks
+    def test_big_body_that_is_not_json(self):
+        code, reply = yield defer.Deferred.fromCoroutine(self.post(
+            "/version", b"[" + b"1," * (http.INLINE_JSON_MAX // 2) + b"x]"))
+        self.assertEqual(code, 400)
+        self.assertIn("version: the request body is not JSON", reply[1])
+        self.assertEqual(self.where("_decode_body"), [False])
+
+    @defer.inlineCallbacks
+    def test_big_reply(self):
+        path = os.path.join(self.store, "i/disk0")
+        os.makedirs(os.path.dirname(path))
+        data = os.urandom(MiB)
+        with open(path, "wb") as f:
+            f.write(data)
+        disk = {"dev_type": "file", "logical_id": ["loop", path]}
+        result = yield self.client.call("n", "blockdev_read_chunk",
+                                        [disk, 0, MiB])
+        self.assertTrue(result.success, result.fail_msg)
+        self.assertEqual(base64.b64decode(result.payload["data"]), data)
+        self.assertEqual(self.where("_encode"), [False])
+        # a zero chunk is a small reply
+        with open(path, "r+b") as f:
+            f.write(bytes(MiB))
+        result = yield self.client.call("n", "blockdev_read_chunk",
+                                        [disk, 0, MiB])
+        self.assertEqual(result.payload["data"], None)
+        self.assertEqual(self.where("_encode"), [False, True])
+
+    @defer.inlineCallbacks
+    def test_too_big(self):
+        site = server.Site(http.NodedHttpApi(reactor, self.procs,
+                                             max_body=1000).resource())
+        port = reactor.listenSSL(0, site,
+                                 crypto.server_context_factory(self.cert),
+                                 interface="127.0.0.1")
+        self.addCleanup(port.stopListening)
+        code, reply = yield defer.Deferred.fromCoroutine(self.post(
+            "/version", b"[" + b" " * 1000 + b"]", port.getHost().port))
+        self.assertEqual(code, 413)
+        self.assertIn("request body of 1002 bytes is bigger than the 1000"
+                      " allowed", reply[1])
+        self.assertEqual(self.where("_decode_body"), [])
+
+    def test_size_estimate(self):
+        limit = 1000
+        self.assertFalse(http.json_bigger_than("x" * 900, limit))
+        self.assertTrue(http.json_bigger_than("x" * 1000, limit))
+        self.assertTrue(http.json_bigger_than({"a": ["x" * 600] * 2},
+                                              limit))
+        self.assertTrue(http.json_bigger_than(list(range(1000)), limit))
+        self.assertFalse(http.json_bigger_than(
+            {"size": 1, "data": None, "names": ["a", "b"]}, limit))
+        # it may overestimate (a thread hop too many), not by much
+        for value in ("x" * 2000, list(range(300)), [{"k": 1}] * 100,
+                      [{"k": 1}] * 40, {"k%d" % i: "v" for i in range(50)}):
+            size = len(json.dumps(value))
+            if size > limit:
+                self.assertTrue(http.json_bigger_than(value, limit), size)
+            elif size < limit / 2:
+                self.assertFalse(http.json_bigger_than(value, limit), size)
 
 
 # ---------------------------------------------------------------------------
