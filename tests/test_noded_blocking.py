@@ -444,6 +444,34 @@ class BigBodiesTests(unittest.TestCase):
                 self.assertFalse(http.json_bigger_than(value, limit), size)
 
 
+class SlicedConversionTests(unittest.TestCase):
+    """Big base64 and JSON strings are converted in slices (so that the
+    reactor thread gets the interpreter in between), to the same result."""
+
+    def test_json(self):
+        self.patch(http, "SLICE", 7)
+        values = ["x" * 20, "\xe9\u2028\ud800\"\\\n" * 5 + "a" * 30,
+                  [1, "y" * 30, {"a": "z" * 40, "b": [None, 1.5, True]}],
+                  {"k": [1, 2, 3]}, {1: "x" * 50}, (1, "w" * 9), [], {},
+                  "short", float("nan"), {"size": 3, "data": "q" * 50}]
+        for value in values:
+            self.assertEqual(http._dumps(value), json.dumps(value))
+
+    def test_base64(self):
+        self.patch(files, "SLICE", 8)
+        for data in (b"", b"a", os.urandom(5), os.urandom(6),
+                     os.urandom(17), os.urandom(100)):
+            text = base64.b64encode(data).decode()
+            self.assertEqual(files.b64encode(data), text)
+            self.assertEqual(files.b64decode(text), data)
+            self.assertEqual(files.b64decode(text.encode()), data)
+        for bad in ("QUJD=EFG" + "QUJD" * 3, "QUJDRE!QQ==",
+                    "QUJDREVGR0hJQ", "QUJDREVG\xe9", "QUJDREVG QUJD"):
+            self.assertRaises(ValueError, base64.b64decode, bad,
+                              validate=True)
+            self.assertRaises(ValueError, files.b64decode, bad)
+
+
 # ---------------------------------------------------------------------------
 # A real daemon whose calls wait on FIFOs
 

@@ -2,7 +2,6 @@
 copying a disk between nodes in chunks through the master (instance move;
 chunks that are all zeros are not sent: disks are sparse)."""
 
-import base64
 import os
 
 from twisted.logger import Logger
@@ -11,6 +10,7 @@ from ganeti import constants
 from ganeti import errors
 from ganeti import ht
 from ganeti import storage
+from ganeti.backend import files
 from ganeti.storage import filestorage
 from ganeti.server.noded.procedure import Arg, procedure
 
@@ -185,13 +185,13 @@ def _read_chunk(path, offset, length):
         data = f.read(length)
     if not data.strip(b"\0"):
         return {"size": size, "data": None, "length": len(data)}
-    return {"size": size, "data": base64.b64encode(data).decode("ascii"),
+    return {"size": size, "data": files.b64encode(data),
             "length": len(data)}
 
 
 def _write_chunk(path, offset, data, length):
     # decoded here: up to 16 MiB of base64 is CPU work too
-    data = base64.b64decode(data) if data else None
+    data = files.b64decode(data) if data else None
     with open(path, "r+b") as f:
         if data is None:
             if os.path.isfile(path):

@@ -15,6 +15,7 @@ more than parsing a few bytes."""
 
 import json
 import os
+from json.encoder import encode_basestring_ascii
 
 from klein import Klein
 from twisted.internet import defer
@@ -33,10 +34,37 @@ MAX_BODY = 256 * 1024 * 1024
 INLINE_JSON_MAX = 64 * 1024
 
 
-def _encode(code, success, payload):
+#: Strings longer than this are escaped in slices (see _dumps).
+SLICE = 1024 * 1024
+
+
+def _dumps(value):
+    """``json.dumps(value)``, with long strings escaped in slices: json's
+    C encoder holds the interpreter (the GIL) for a whole string, which
+    would hold up the reactor thread even when this runs in a worker."""
+    if isinstance(value, str) and len(value) > SLICE:
+        return '"%s"' % "".join(
+            encode_basestring_ascii(value[start:start + SLICE])[1:-1]
+            for start in range(0, len(value), SLICE))
+    if isinstance(value, (list, tuple)) and not all(map(_flat, value)):
+        return "[%s]" % ", ".join(_dumps(item) for item in value)
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value) \
+            and not all(map(_flat, value.values())):
+        return "{%s}" % ", ".join("%s: %s" % (json.dumps(k), _dumps(v))
+                                  for k, v in value.items())
+    return json.dumps(value)
+
+
+def _flat(value):
+    """Whether json.dumps may encode ``value`` at once."""
+    return not isinstance(value, (list, tuple, dict)) and \
+        not (isinstance(value, str) and len(value) > SLICE)
+
+
+def _encode(code, success, payload, dumps=json.dumps):
     """(HTTP status, body bytes) of a reply."""
     try:
-        body = json.dumps([success, payload])
+        body = dumps([success, payload])
     except (TypeError, ValueError) as err:
         code, body = 500, json.dumps(
             [False, "the result cannot be encoded as JSON: %s" % err])
@@ -171,7 +199,7 @@ class NodedHttpApi(object):
                   peer=peer, secs=self._reactor.seconds() - started)
         if json_bigger_than(result, INLINE_JSON_MAX):
             code, body = await self._procedures.run_blocking(
-                _encode, 200, True, result)
+                _encode, 200, True, result, _dumps)
             return _send(request, code, body)
         return _reply(request, 200, True, result)
 
