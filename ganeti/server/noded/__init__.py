@@ -56,6 +56,7 @@ SERVICE_NAME = "ganeti-noded"
 # From <sys/mman.h> on Linux.
 MCL_CURRENT = 1
 MCL_FUTURE = 2
+MCL_ONFAULT = 4
 
 
 def default_port():
@@ -74,7 +75,13 @@ def mlock_all():
         log.warn("Cannot lock memory: libc's mlockall is unavailable ({err});"
                  " continuing unlocked", err=err)
         return False
-    if mlockall(MCL_CURRENT | MCL_FUTURE) != 0:
+    # What is mapped now is read in and locked; what is mapped later is
+    # locked as it is touched (MCL_ONFAULT): populated at once, the stack
+    # of every thread (8 MiB each; the blocking pool has several) would be.
+    # Kernels before 4.4 lack MCL_ONFAULT: then everything at once.
+    if mlockall(MCL_CURRENT) != 0 or \
+            mlockall(MCL_FUTURE | MCL_ONFAULT) != 0 and \
+            mlockall(MCL_CURRENT | MCL_FUTURE) != 0:
         err = ctypes.get_errno()
         log.warn("Cannot lock memory: mlockall failed: {err}; continuing"
                  " unlocked (the daemon may be swapped out)",
