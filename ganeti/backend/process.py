@@ -9,6 +9,7 @@ written by ``run_blocking`` work (the node daemon's thread pool), never on
 the reactor: a slow log disk delays the log, not the daemon.
 """
 
+import functools
 import os
 import shutil
 import signal
@@ -59,6 +60,12 @@ class CommandResult(object):
         tail = self.tail()
         return "%s %s%s" % (self.argv[0], how,
                             (": " + tail) if tail else " (no output)")
+
+
+@functools.lru_cache(maxsize=None)
+def _setsid():
+    # looked up once: a stat per PATH directory, on the reactor
+    return shutil.which("setsid", path=DEFAULT_PATH)
 
 
 def _open_log(path):
@@ -205,7 +212,7 @@ async def _run(reactor, argv, env, cwd, timeout, log_path, stdin_data,
     spawn_argv = list(argv)
     # setsid makes the command lead its own process group, so a timeout
     # can kill everything it started.
-    setsid = shutil.which("setsid", path=DEFAULT_PATH)
+    setsid = _setsid()
     if setsid is not None:
         executable, spawn_argv = setsid, ["setsid", "--wait"] + spawn_argv
     timed_out = []
