@@ -2,6 +2,8 @@
 
 * ``ProcedureTableTests``: blocking procedures go through ``run_blocking``
   after their arguments were checked; ordered ones run one at a time.
+* ``LogWriterTests``: a script's log file is written by pool work, in
+  order, one write at a time.
 * ``DaemonPoolTests``: ``--blocking-threads`` and the pool's life in the
   daemon's service tree.
 * ``NoFileWorkOnTheReactorTests``: an in-process daemon with its thread
@@ -9,6 +11,8 @@
   thread, never in the reactor's.
 * ``BigBodiesTests``: big request bodies and replies are decoded and
   encoded in the pool, small ones on the reactor; 413 as before.
+  ``SlicedConversionTests``: base64 and reply strings converted in slices
+  give the same results.
 * ``StallTests``: a real ``ganeti-noded`` process whose calls wait on FIFOs
   (an open FIFO without data blocks its reader like a hung disk) answers a
   ping while they wait, even when every thread of its pool is stuck; with
@@ -158,6 +162,69 @@ class ProcedureTableTests(unittest.TestCase):
         self.assertEqual(procs.blocking_names(),
                          ["node_demote_from_mc", "os_diagnose",
                           "write_ssconf_files"])
+
+
+class _LogFile(BytesIO):
+    name = "test.log"
+    fail = False
+
+    def write(self, data):
+        if self.fail:
+            raise OSError(28, "No space left on device")
+        return BytesIO.write(self, data)
+
+    def close(self):
+        self.final = self.getvalue()
+        BytesIO.close(self)
+
+
+class LogWriterTests(unittest.TestCase):
+    """A script's log: written by run_blocking work, one write at a time."""
+
+    def test_writes_in_order_one_at_a_time(self):
+        runner = _ManualRunner()
+        f = _LogFile()
+        writer = process._LogWriter(runner, f)
+        writer.write(b"a")
+        writer.write(b"b")
+        writer.write(b"c")
+        self.assertEqual(len(runner.queue), 1)      # one write in flight
+        runner.finish_next()
+        self.assertEqual(len(runner.queue), 1)      # the rest, gathered
+        self.assertEqual(runner.queue[0][1][1], b"bc")
+        closed = defer.Deferred.fromCoroutine(writer.close())
+        runner.finish_next()
+        self.assertNoResult(closed)                 # closing is file work
+        runner.finish_next()
+        self.successResultOf(closed)
+        self.assertEqual(f.final, b"abc")
+
+    def test_slow_disk_loses_old_output(self):
+        self.patch(process, "OUTPUT_CAP", 4)
+        runner = _ManualRunner()
+        f = _LogFile()
+        writer = process._LogWriter(runner, f)
+        writer.write(b"a")
+        writer.write(b"123")
+        writer.write(b"456")
+        runner.finish_next()
+        runner.finish_next()
+        closed = defer.Deferred.fromCoroutine(writer.close())
+        runner.finish_next()
+        self.successResultOf(closed)
+        self.assertEqual(f.final, b"a[2 bytes of output not logged: the log"
+                                  b" was written too slowly]\n3456")
+
+    def test_write_error_ends_logging_not_the_command(self):
+        f = _LogFile()
+        writer = process._LogWriter(proc_mod.INLINE, f)
+        writer.write(b"a")
+        f.fail = True
+        writer.write(b"b")
+        f.fail = False
+        writer.write(b"c")              # not logged any more
+        self.successResultOf(defer.Deferred.fromCoroutine(writer.close()))
+        self.assertEqual(f.final, b"a")
 
 
 # ---------------------------------------------------------------------------

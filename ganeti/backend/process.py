@@ -88,6 +88,7 @@ class _LogWriter(object):
     def __init__(self, run_blocking, f):
         self._run_blocking = run_blocking
         self._file = f
+        self._failed_file = None
         self._pending = bytearray()
         self._dropped = 0
         self._writing = False
@@ -124,7 +125,9 @@ class _LogWriter(object):
         log.warn("Cannot write the log file {name}: {err}; not logging"
                  " this command's output any further",
                  name=getattr(self._file, "name", "?"), err=failure.value)
-        self._file, self._pending = None, bytearray()
+        # closed by close(), in run_blocking work (a close may flush)
+        self._failed_file, self._file = self._file, None
+        self._pending = bytearray()
         self._next()
 
     async def close(self):
@@ -133,7 +136,8 @@ class _LogWriter(object):
             d = defer.Deferred()
             self._idle.append(d)
             await d
-        f, self._file = self._file, None
+        f = self._file or self._failed_file
+        self._file = self._failed_file = None
         if f is not None:
             try:
                 await self._run_blocking(f.close)
