@@ -14,9 +14,9 @@ get past the TLS handshake; see :mod:`ganeti.crypto`.
 
 At start the daemon locks its memory (``mlockall``), so that it keeps
 answering -- for example a powercycle request -- on a node whose disks are
-failing.  For the same reason no file work runs on the reactor: it runs in
-a bounded thread pool (:mod:`ganeti.server.noded.blocking`,
-``--blocking-threads``).
+failing.  For the same reason the procedures' file work runs in a bounded
+thread pool (:mod:`ganeti.server.noded.blocking`, ``--blocking-threads``),
+not on the reactor; docs/noded.rst lists what runs where.
 """
 
 import ctypes
