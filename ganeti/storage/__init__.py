@@ -1,6 +1,6 @@
 """Node-side storage: instance block devices and the storage units behind them.
 
-Two seams, following seed 003 "Storage units modelling":
+Two seams, following Ganeti's storage units model:
 
 * :class:`IBlockDevice` -- one disk of an instance on this node (a file, a
   logical volume, nothing for diskless), built from the disk's config dict
@@ -9,8 +9,8 @@ Two seams, following seed 003 "Storage units modelling":
   directories, LVM volume groups, LVM physical volumes) with the generic
   methods every kind provides: list its units with their space, and report
   the space of one unit.  Kind-specific operations (allocatable flags on
-  PVs, directory creation...) belong to the kind's own class.  As the seed
-  says, kinds are not stacked: a PV does not know its VG's devices.
+  PVs, directory creation...) belong to the kind's own class.  Kinds are
+  not stacked: a PV does not know its VG's devices.
 
 Everything that runs a command goes through ``StorageContext.runner`` (an
 object with ``run(argv, ...) -> Deferred[CommandResult]``), so tests can
@@ -78,7 +78,7 @@ class IBlockDevice(Interface):
 
 
 class IStorageUnitKind(Interface):
-    """One kind of storage unit (seed 003's generic methods)."""
+    """One kind of storage unit (the generic methods every kind has)."""
 
     storage_type = Attribute("e.g. 'lvm-vg', 'lvm-pv', 'file'.")
 
