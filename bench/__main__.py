@@ -13,6 +13,7 @@ BENCHMARKS = {
     "confd": "bench.confd",
     "rapi": "bench.rapi",
     "config": "bench.config",
+    "noded": "bench.noded",
 }
 
 

@@ -5,9 +5,10 @@ import os
 import random
 import re
 import shutil
+import socket
 import tempfile
 
-__all__ = ["random_ips", "short_tmpdir", "snapshot"]
+__all__ = ["free_port", "random_ips", "short_tmpdir", "snapshot"]
 
 
 def random_ips(count=1):
@@ -15,6 +16,15 @@ def random_ips(count=1):
     a, b = random.randint(1, 254), random.randint(0, 255)
     first = random.randint(1, 250 - count)
     return ["127.%d.%d.%d" % (a, b, first + i) for i in range(count)]
+
+
+def free_port(address):
+    """A TCP port nobody listens on at ``address`` (just now)."""
+    s = socket.socket()
+    s.bind((address, 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
 
 
 def short_tmpdir(test, prefix):

@@ -486,6 +486,7 @@ class VerifyNodeFilesProcedureTests(unittest.TestCase):
     def setUp(self):
         from ganeti import pathutils
         from ganeti.server.noded import procedures
+        from ganeti.server.noded.procedure import INLINE
         from ganeti import storage
         self.root = os.path.abspath(self.mktemp())
         self.paths = pathutils.Paths(self.root)
@@ -497,7 +498,8 @@ class VerifyNodeFilesProcedureTests(unittest.TestCase):
         ctx = storage.StorageContext(runner=self.runner,
                                      file_storage_dirs=[self.store])
         self.procs = procedures.NodeProcedures(None, self.paths, ctx,
-                                                     None, None)
+                                               None, None,
+                                               run_blocking=INLINE)
 
     def call(self, *args):
         return self.successResultOf(self.procs.call("verify_node_files",

@@ -23,6 +23,7 @@ from ganeti import errors
 from ganeti import rpc
 from ganeti.server import noded
 from ganeti.server.noded import http
+from ganeti.server.noded.blocking import BlockingPool
 
 _CERTS = {}
 
@@ -41,12 +42,17 @@ def cluster_cert(base, name="cluster.example.com", key_type="ec", **kw):
 
 def listen_noded(testcase, cert, root=None, procedures=None, **kw):
     """An in-process node daemon on 127.0.0.1 (random port) serving with
-    ``cert``; stopped at the end of the test.  Returns (port, procedures)."""
+    ``cert``, its file work in a thread pool as the daemon's; stopped at the
+    end of the test.  Returns (port, procedures)."""
     if procedures is None:
         if root is None:
             root = testcase.mktemp()
             os.makedirs(root)
-        procedures = noded.make_procedures(reactor, root, **kw)
+        pool = BlockingPool(reactor, 2)
+        pool.startService()
+        testcase.addCleanup(pool.stopService)
+        procedures = noded.make_procedures(reactor, root,
+                                           run_blocking=pool.run, **kw)
     site = http.make_site(reactor, procedures)
     port = reactor.listenSSL(0, site, crypto.server_context_factory(cert),
                              interface="127.0.0.1")

@@ -231,12 +231,14 @@ class PinnedClientTests(unittest.TestCase):
     def setUp(self):
         from ganeti.server import noded
         from ganeti.server.noded import bootstrap, http, membership
+        from ganeti.server.noded.procedure import INLINE
         from twisted.internet import endpoints
         from twisted.protocols.tls import TLSMemoryBIOFactory
         self.root = os.path.abspath(self.mktemp())
         self.paths = pathutils.Paths(self.root)
         self.cert = cluster_cert(os.path.join(self.root, "certs"))
-        procs = noded.make_procedures(reactor, self.root)
+        procs = noded.make_procedures(reactor, self.root,
+                                       run_blocking=INLINE)
         self.procs = procs
         self.membership = bootstrap.Membership(self.paths, procs, None)
         self.left = []

@@ -18,6 +18,7 @@ from twisted.trial import unittest
 from ganeti import errors
 from ganeti import objects
 from ganeti.server import noded
+from ganeti.server.noded.procedure import INLINE
 
 from tests.fakes import NodeFailure
 from tests.test_cmdlib_instance import InstanceTestCase, NODE1, NODE2
@@ -335,7 +336,8 @@ class NodeLvmTests(unittest.TestCase):
         os.makedirs(root)
         self.fsd = os.path.join(root, "file-storage")
         self.procs = noded.make_procedures(reactor, root,
-                                           file_storage_dirs=[self.fsd])
+                                           file_storage_dirs=[self.fsd],
+                                           run_blocking=INLINE)
 
     def call(self, name, *args):
         return self.procs.call(name, list(args))
@@ -411,7 +413,8 @@ class NodeFileStorageTests(unittest.TestCase):
         os.makedirs(root)
         self.fsd = os.path.join(root, "file-storage")
         self.procs = noded.make_procedures(reactor, root,
-                                           file_storage_dirs=[self.fsd])
+                                           file_storage_dirs=[self.fsd],
+                                           run_blocking=INLINE)
 
     @defer.inlineCallbacks
     def test_missing_directory_is_recreated(self):

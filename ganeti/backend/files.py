@@ -18,8 +18,10 @@ import zlib
 from ganeti import errors
 from ganeti.utils import io
 
-__all__ = ["ALLOWED_UPLOADS", "upload_file", "write_ssconf_files",
-           "decode_data", "SSCONF_MODE", "SSCONF_MAX_SIZE"]
+__all__ = ["ALLOWED_UPLOADS", "upload_file", "check_upload",
+           "write_ssconf_files",
+           "decode_data", "SSCONF_MODE", "SSCONF_MAX_SIZE", "b64decode",
+           "b64encode"]
 
 #: Standard paths (as on a node installed at /) the master may upload.
 ALLOWED_UPLOADS = frozenset([
@@ -45,6 +47,39 @@ ENCODING_BASE64 = "base64"
 ENCODING_ZLIB_BASE64 = "zlib+base64"
 
 
+#: base64 longer than this is converted in slices: binascii holds the
+#: interpreter (the GIL) for a whole call, so even in a worker thread
+#: converting megabytes at once would hold up the reactor thread.
+SLICE = 1024 * 1024       # a multiple of 4
+_B64_INNER = re.compile(rb"[A-Za-z0-9+/]*")
+_B64_LAST = re.compile(rb"[A-Za-z0-9+/]*={0,2}")
+
+
+def b64decode(text):
+    """``base64.b64decode(text, validate=True)``, in slices: other threads
+    run in between."""
+    if len(text) <= SLICE:
+        return base64.b64decode(text, validate=True)
+    parts = []
+    for start in range(0, len(text), SLICE):
+        part = text[start:start + SLICE]
+        if isinstance(part, str):
+            part = part.encode("ascii")
+        check = _B64_LAST if start + SLICE >= len(text) else _B64_INNER
+        if not check.fullmatch(part):
+            raise binascii.Error("Non-base64 digit found")
+        parts.append(binascii.a2b_base64(part))
+    return b"".join(parts)
+
+
+def b64encode(data):
+    """``base64.b64encode(data).decode("ascii")``, in slices."""
+    step = SLICE // 4 * 3
+    return "".join(binascii.b2a_base64(data[start:start + step],
+                                       newline=False).decode("ascii")
+                   for start in range(0, len(data), step))
+
+
 def decode_data(data, field="data"):
     """File data from the wire: text, or ``[encoding, text]`` with encoding
     "none", "base64" or "zlib+base64" (binary files, big files)."""
@@ -57,9 +92,9 @@ def decode_data(data, field="data"):
             if encoding == ENCODING_NONE:
                 return text.encode("utf-8")
             if encoding == ENCODING_BASE64:
-                return base64.b64decode(text, validate=True)
+                return b64decode(text)
             if encoding == ENCODING_ZLIB_BASE64:
-                return zlib.decompress(base64.b64decode(text, validate=True))
+                return zlib.decompress(b64decode(text))
         except (binascii.Error, zlib.error, ValueError) as err:
             raise errors.ParameterError(
                 field, "%s: cannot decode %s data: %s" % (field, encoding, err))
@@ -109,15 +144,28 @@ def _time(field, value):
     return float(value)
 
 
+def _check_mode(mode):
+    if isinstance(mode, bool) or not isinstance(mode, int) or \
+            not 0 <= mode <= 0o7777:
+        raise errors.ParameterError("mode", "mode must be a permission number"
+                                    " (0 to 0o7777), not %r" % (mode,))
+
+
+def check_upload(path, mode=0o600, atime=None, mtime=None):
+    """The checks of :func:`upload_file` that need no file system (a
+    caller can refuse a bad call before any file work)."""
+    _target("/", path)
+    _check_mode(mode)
+    _time("atime", atime)
+    _time("mtime", mtime)
+
+
 def upload_file(root, path, data, mode=0o600, uid=None, gid=None,
                 atime=None, mtime=None):
     """Write an allow-listed file under ``root``; returns where it went."""
     target = _target(root, path)
     content = decode_data(data)
-    if isinstance(mode, bool) or not isinstance(mode, int) or \
-            not 0 <= mode <= 0o7777:
-        raise errors.ParameterError("mode", "mode must be a permission number"
-                                    " (0 to 0o7777), not %r" % (mode,))
+    _check_mode(mode)
     uid = _id("uid", uid, lambda n: pwd.getpwnam(n).pw_uid)
     gid = _id("gid", gid, lambda n: grp.getgrnam(n).gr_gid)
     atime, mtime = _time("atime", atime), _time("mtime", mtime)

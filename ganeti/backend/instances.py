@@ -89,7 +89,9 @@ class InstanceBackend(object):
                     % (field, ", ".join(extra)))
             return hv.DiskSpec(**disk)
         try:
-            dev = storage.block_device(disk, self._storage_ctx)
+            # a file disk's path is checked by the storage context's
+            # run_blocking work (ssconf read, symlinks resolved)
+            dev = await storage.open_block_device(disk, self._storage_ctx)
         except errors.ParameterError as err:
             raise errors.ParameterError("instance.disks", "%s: %s"
                                         % (field, err.args[-1]))

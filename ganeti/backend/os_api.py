@@ -8,16 +8,20 @@ OS search path directories (first match wins), holding:
 ``create``, ``export``, ``import``, ``rename``
     executable scripts; ``verify`` too from API 20 on.
 ``variants.list`` (API 15+, optional)
-    one variant per line (seed 003 "OS Variants"); an instance's OS is
-    then named ``<os>+<variant>``.
+    one variant per line; an instance's OS is then named
+    ``<os>+<variant>``.
 ``parameters.list`` (API 20, required there)
     ``<name> <description>`` per line: the OS parameters it accepts.
 
 Scripts get everything through their environment; which variables an OS
 sees depends on the highest API version both sides speak: variants and
-INSTANCE_HYPERVISOR (with the hypervisor parameters) from 15 on (seed 003
-"OS API"), OSP_<param> from 20 on.  Output of every run goes to a log file
-under ``<root>/var/log/ganeti/os/``; a failure reports the last lines.
+INSTANCE_HYPERVISOR (with the hypervisor parameters) from 15 on,
+OSP_<param> from 20 on.  Output of every run goes to a log file under
+``<root>/var/log/ganeti/os/``; a failure reports the last lines.
+
+Reading OS definitions and writing the logs is file work: :class:`OsBackend`
+does it through its ``run_blocking`` (the node daemon's thread pool), the
+module-level functions do it where they are called.
 """
 
 import os
@@ -396,18 +400,25 @@ class OsBackend(object):
     create_timeout = attr.ib(default=24 * 3600)
     #: seconds rename/verify may run
     short_timeout = attr.ib(default=300)
+    #: ``run_blocking(f, *args)`` -> Deferred of ``f(*args)`` run where file
+    #: work may block (the node daemon's thread pool); by default at once
+    run_blocking = attr.ib(default=defer.maybeDeferred)
 
     def _search_path(self):
         sp = self.search_path
         return list(sp() if callable(sp) else sp)
 
-    def get_os(self, full_name, force_variant=False, field="os"):
-        """(OsDefinition, variant) for ``os+variant``; errors name ``field``."""
+    async def get_os(self, full_name, force_variant=False, field="os"):
+        """(OsDefinition, variant) for ``os+variant``; errors name ``field``.
+
+        The name is checked at once; the definition is read by
+        ``run_blocking`` work."""
         base, variant = split_os_name(full_name, field)
-        osdef = find_os(base, self._search_path())
+        osdef = await self.run_blocking(find_os, base, self._search_path())
         return osdef, check_variant(osdef, variant, force_variant, field)
 
     def diagnose(self):
+        """Every OS of the search path (file work: see :func:`diagnose`)."""
         return diagnose(self._search_path())
 
     def _log_path(self, action, os_name, instance_name):
@@ -422,7 +433,8 @@ class OsBackend(object):
                  os=osdef.name, script=script, what=what, log_path=log_path)
         result = await process.run_command(
             self.reactor, [osdef.script(script)] + list(args), env=env,
-            cwd=osdef.path, timeout=timeout, log_path=log_path)
+            cwd=osdef.path, timeout=timeout, log_path=log_path,
+            run_blocking=self.run_blocking)
         if result.failed:
             if result.timed_out:
                 how = "timed out after %ss" % timeout
@@ -443,7 +455,7 @@ class OsBackend(object):
         paths = []
         for idx, disk in enumerate(instance.get("disks_info") or []):
             try:
-                dev = storage.block_device(disk, self.storage_ctx)
+                dev = await storage.open_block_device(disk, self.storage_ctx)
             except errors.ParameterError as err:
                 raise errors.ParameterError(
                     "instance.disks_info", "instance.disks_info[%d]: %s"
@@ -453,7 +465,8 @@ class OsBackend(object):
 
     async def _prepare(self, instance, debug):
         _check_instance_dict(instance)
-        osdef, variant = self.get_os(instance["os"], field="instance.os")
+        osdef, variant = await self.get_os(instance["os"],
+                                           field="instance.os")
         paths = await self._disk_paths(instance)
         return osdef, build_env(osdef, variant, instance, paths, debug)
 
@@ -513,7 +526,8 @@ class OsBackend(object):
                 % (", ".join(bad), ", ".join(sorted(VALID_CHECKS))))
         base, variant = split_os_name(name, "name")
         try:
-            osdef = find_os(base, self._search_path())
+            osdef = await self.run_blocking(find_os, base,
+                                            self._search_path())
         except OsApiError:
             if not required:
                 return False

@@ -4,9 +4,12 @@ Commands (lvm tools, qemu-img, OS scripts) run with ``reactor.spawnProcess``.
 A timeout kills the command's whole process group (OS scripts start
 children such as dd), so nothing it started outlives it.  Output is kept in
 memory up to a cap (and optionally copied to a log file), so a failure can
-be reported with the command's last lines.
+be reported with the command's last lines.  The log file is opened and
+written by ``run_blocking`` work (the node daemon's thread pool), never on
+the reactor: a slow log disk delays the log, not the daemon.
 """
 
+import functools
 import os
 import shutil
 import signal
@@ -59,6 +62,89 @@ class CommandResult(object):
                             (": " + tail) if tail else " (no output)")
 
 
+@functools.lru_cache(maxsize=None)
+def _setsid():
+    # looked up once: a stat per PATH directory, on the reactor
+    return shutil.which("setsid", path=DEFAULT_PATH)
+
+
+def _open_log(path):
+    os.makedirs(os.path.dirname(path), mode=0o750, exist_ok=True)
+    return open(path, "ab")
+
+
+def _write_log(f, data):
+    f.write(data)
+    f.flush()
+
+
+class _LogWriter(object):
+    """A command's log file, written in order by one ``run_blocking`` call
+    at a time.  Output arriving meanwhile is gathered and written by the
+    next call; at most OUTPUT_CAP bytes wait (a disk that slow loses the
+    older ones, said in the log).  A write error ends the logging: a full
+    disk must not fail the command itself."""
+
+    def __init__(self, run_blocking, f):
+        self._run_blocking = run_blocking
+        self._file = f
+        self._failed_file = None
+        self._pending = bytearray()
+        self._dropped = 0
+        self._writing = False
+        self._idle = []       # Deferreds waiting for the writes to end
+
+    def write(self, data):
+        if self._file is None:
+            return
+        self._pending += data
+        if len(self._pending) > OUTPUT_CAP:
+            self._dropped += len(self._pending) - OUTPUT_CAP
+            del self._pending[:len(self._pending) - OUTPUT_CAP]
+        if not self._writing:
+            self._next()
+
+    def _next(self):
+        if not self._pending or self._file is None:
+            self._writing = False
+            idle, self._idle = self._idle, []
+            for d in idle:
+                d.callback(None)
+            return
+        data = bytes(self._pending)
+        del self._pending[:]
+        if self._dropped:
+            data = (b"[%d bytes of output not logged: the log was written"
+                    b" too slowly]\n" % self._dropped) + data
+            self._dropped = 0
+        self._writing = True
+        d = self._run_blocking(_write_log, self._file, data)
+        d.addCallbacks(lambda _: self._next(), self._failed)
+
+    def _failed(self, failure):
+        log.warn("Cannot write the log file {name}: {err}; not logging"
+                 " this command's output any further",
+                 name=getattr(self._file, "name", "?"), err=failure.value)
+        # closed by close(), in run_blocking work (a close may flush)
+        self._failed_file, self._file = self._file, None
+        self._pending = bytearray()
+        self._next()
+
+    async def close(self):
+        """Wait for the writes, then close the file."""
+        if self._writing:
+            d = defer.Deferred()
+            self._idle.append(d)
+            await d
+        f = self._file or self._failed_file
+        self._file = self._failed_file = None
+        if f is not None:
+            try:
+                await self._run_blocking(f.close)
+            except OSError:
+                pass
+
+
 class _Collector(protocol.ProcessProtocol):
 
     def __init__(self, stdin_data, log_file):
@@ -86,11 +172,7 @@ class _Collector(protocol.ProcessProtocol):
         self._append(buf, data)
         self._append(self.both, data)
         if self.log_file is not None:
-            try:
-                self.log_file.write(data)
-            except OSError:
-                # A full disk must not fail the command itself.
-                self.log_file = None
+            self.log_file.write(data)
 
     def outReceived(self, data):
         self._data(self.out, data)
@@ -121,11 +203,12 @@ def _kill_group(transport, sig):
             pass
 
 
-async def _run(reactor, argv, env, cwd, timeout, log_path, stdin_data):
+async def _run(reactor, argv, env, cwd, timeout, log_path, stdin_data,
+               run_blocking):
     log_file = None
     if log_path is not None:
-        os.makedirs(os.path.dirname(log_path), mode=0o750, exist_ok=True)
-        log_file = open(log_path, "ab")
+        log_file = _LogWriter(run_blocking,
+                              await run_blocking(_open_log, log_path))
     collector = _Collector(stdin_data, log_file)
     full_env = {"PATH": DEFAULT_PATH, "LC_ALL": "C"}
     full_env.update(env or {})
@@ -133,7 +216,7 @@ async def _run(reactor, argv, env, cwd, timeout, log_path, stdin_data):
     spawn_argv = list(argv)
     # setsid makes the command lead its own process group, so a timeout
     # can kill everything it started.
-    setsid = shutil.which("setsid", path=DEFAULT_PATH)
+    setsid = _setsid()
     if setsid is not None:
         executable, spawn_argv = setsid, ["setsid", "--wait"] + spawn_argv
     timed_out = []
@@ -164,7 +247,7 @@ async def _run(reactor, argv, env, cwd, timeout, log_path, stdin_data):
                 call.cancel()
     finally:
         if log_file is not None:
-            log_file.close()
+            await log_file.close()
     return CommandResult(argv=list(argv), exit_code=collector.exit_code,
                          signal=collector.signal, stdout=bytes(collector.out),
                          stderr=bytes(collector.err),
@@ -173,15 +256,18 @@ async def _run(reactor, argv, env, cwd, timeout, log_path, stdin_data):
 
 
 def run_command(reactor, argv, env=None, cwd=None, timeout=None,
-                log_path=None, stdin_data=None):
+                log_path=None, stdin_data=None,
+                run_blocking=defer.maybeDeferred):
     """Run ``argv``; Deferred firing a :class:`CommandResult` (never fails
     because the command failed: look at ``result.failed``).
 
     ``env`` is added to a minimal environment (PATH, LC_ALL=C): commands do
-    not inherit the daemon's environment.
+    not inherit the daemon's environment.  ``run_blocking(f, *args)`` ->
+    Deferred does the log file's work (default: at once, in this thread).
     """
     return defer.Deferred.fromCoroutine(
-        _run(reactor, argv, env, cwd, timeout, log_path, stdin_data))
+        _run(reactor, argv, env, cwd, timeout, log_path, stdin_data,
+             run_blocking))
 
 
 @attr.s

@@ -1,6 +1,6 @@
 """Node-side storage: instance block devices and the storage units behind them.
 
-Two seams, following seed 003 "Storage units modelling":
+Two seams, following Ganeti's storage units model:
 
 * :class:`IBlockDevice` -- one disk of an instance on this node (a file, a
   logical volume, nothing for diskless), built from the disk's config dict
@@ -9,17 +9,21 @@ Two seams, following seed 003 "Storage units modelling":
   directories, LVM volume groups, LVM physical volumes) with the generic
   methods every kind provides: list its units with their space, and report
   the space of one unit.  Kind-specific operations (allocatable flags on
-  PVs, directory creation...) belong to the kind's own class.  As the seed
-  says, kinds are not stacked: a PV does not know its VG's devices.
+  PVs, directory creation...) belong to the kind's own class.  Kinds are
+  not stacked: a PV does not know its VG's devices.
 
 Everything that runs a command goes through ``StorageContext.runner`` (an
 object with ``run(argv, ...) -> Deferred[CommandResult]``), so tests can
-check the commands and feed recorded outputs.
+check the commands and feed recorded outputs.  File work (file disks, the
+allowed directories read from ssconf, statvfs) goes through
+``StorageContext.run_blocking``: the node daemon's thread pool, so that a
+slow disk does not stall the daemon.
 """
 
 import os
 
 import attr
+from twisted.internet import defer
 from zope.interface import Attribute, Interface
 
 from ganeti import constants
@@ -27,7 +31,8 @@ from ganeti import errors
 
 __all__ = [
     "IBlockDevice", "IStorageUnitKind", "StorageContext", "StorageUnitInfo",
-    "block_device", "storage_unit_kind", "STORAGE_FIELDS",
+    "block_device", "open_block_device", "storage_unit_kind",
+    "STORAGE_FIELDS",
     "device_mapper_available", "check_size",
 ]
 
@@ -73,7 +78,7 @@ class IBlockDevice(Interface):
 
 
 class IStorageUnitKind(Interface):
-    """One kind of storage unit (seed 003's generic methods)."""
+    """One kind of storage unit (the generic methods every kind has)."""
 
     storage_type = Attribute("e.g. 'lvm-vg', 'lvm-pv', 'file'.")
 
@@ -177,8 +182,13 @@ class StorageContext(object):
     device_mapper = attr.ib(default=None)
     #: seconds an LVM or qemu-img command may take
     command_timeout = attr.ib(default=300)
+    #: ``run_blocking(f, *args)`` -> Deferred of ``f(*args)`` run where file
+    #: work may block (the node daemon's thread pool); by default at once
+    run_blocking = attr.ib(default=defer.maybeDeferred)
 
     def allowed_file_dirs(self):
+        """The allowed file storage directories, symlinks resolved (file
+        work: may read ssconf; call it from ``run_blocking`` work)."""
         dirs = self.file_storage_dirs
         if callable(dirs):
             dirs = dirs()
@@ -218,8 +228,22 @@ def _check_disk_dict(disk):
     return dev_type
 
 
+def open_block_device(disk, ctx):
+    """Deferred :func:`block_device`: a file disk's path is checked
+    against the allowed directories (ssconf read, symlinks resolved) in
+    ``ctx.run_blocking``; other disks need no file work."""
+    try:
+        dev_type = _check_disk_dict(disk)
+    except errors.ParameterError:
+        return defer.fail()
+    if dev_type in (constants.DT_FILE, constants.DT_SHARED_FILE):
+        return ctx.run_blocking(block_device, disk, ctx)
+    return defer.maybeDeferred(block_device, disk, ctx)
+
+
 def block_device(disk, ctx):
-    """The :class:`IBlockDevice` for a disk config dict."""
+    """The :class:`IBlockDevice` for a disk config dict (a file disk's path
+    is checked here: file work, see :func:`open_block_device`)."""
     dev_type = _check_disk_dict(disk)
     if dev_type in (constants.DT_FILE, constants.DT_SHARED_FILE):
         from ganeti.storage import filestorage

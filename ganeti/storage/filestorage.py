@@ -9,8 +9,10 @@ write or delete arbitrary files on a node.
 
 Images are raw and sparse by default; ``params["format"] == "qcow2"``
 makes qcow2 images with qemu-img (our extension: Ganeti's file disks are
-raw only).  The small metadata operations (open, truncate, stat, unlink) are
-done directly: they do not block for long.
+raw only).  The metadata operations (open, truncate, stat, unlink, statvfs,
+and the allowed directories, read from ssconf) are quick on a healthy disk
+but hang on a failing one, so they run in ``ctx.run_blocking`` (the node
+daemon's thread pool); qemu-img runs as a command, on the reactor.
 """
 
 import errno
@@ -115,20 +117,31 @@ class FileDevice(object):
 
     # -- IBlockDevice --------------------------------------------------------
 
+    def _blocking(self, fn, *args):
+        return self._ctx.run_blocking(fn, *args)
+
     def create(self, size):
         return defer.Deferred.fromCoroutine(self._create(size))
 
     async def _create(self, size):
         size = check_size("size", size)
+        if self.format == "qcow2":
+            await self._blocking(self._prepare_create)
+            await self._qemu_img("create", "-q", "-f", "qcow2", self.path,
+                                 "%dM" % size)
+            await self._blocking(os.chmod, self.path, 0o600)
+            return self.path
+        await self._blocking(self._create_raw, size)
+        return self.path
+
+    def _prepare_create(self):
         if os.path.lexists(self.path):
             raise errors.BlockDeviceError("file disk %s already exists"
                                           % self.path)
         os.makedirs(os.path.dirname(self.path), mode=0o750, exist_ok=True)
-        if self.format == "qcow2":
-            await self._qemu_img("create", "-q", "-f", "qcow2", self.path,
-                                 "%dM" % size)
-            os.chmod(self.path, 0o600)
-            return self.path
+
+    def _create_raw(self, size):
+        self._prepare_create()
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
             os.ftruncate(fd, size * MiB)   # sparse: blocks come on write
@@ -137,10 +150,9 @@ class FileDevice(object):
             os.unlink(self.path)
             raise
         os.close(fd)
-        return self.path
 
     def remove(self):
-        return defer.maybeDeferred(self._remove)
+        return self._blocking(self._remove)
 
     def _remove(self):
         try:
@@ -158,10 +170,13 @@ class FileDevice(object):
                                      errno.ENOENT):
                     raise
 
-    def assemble(self):
+    def _check_exists(self):
         if not os.path.isfile(self.path):
-            return defer.fail(self._missing())
-        return defer.succeed(self.path)
+            raise self._missing()
+
+    def assemble(self):
+        d = self._blocking(self._check_exists)
+        return d.addCallback(lambda _: self.path)
 
     def shutdown(self):
         return defer.succeed(None)
@@ -171,22 +186,33 @@ class FileDevice(object):
 
     async def _grow(self, amount, dryrun):
         amount = check_size("amount", amount)
-        if not os.path.isfile(self.path):
-            raise self._missing()
+        if dryrun or self.format == "qcow2":
+            await self._blocking(self._check_exists)
         if dryrun:
             return None
         if self.format == "qcow2":
             await self._qemu_img("resize", "-q", "-f", "qcow2", self.path,
                                  "+%dM" % amount)
         else:
-            os.truncate(self.path, os.stat(self.path).st_size + amount * MiB)
+            await self._blocking(self._grow_raw, amount)
         return None
+
+    def _grow_raw(self, amount):
+        self._check_exists()
+        os.truncate(self.path, os.stat(self.path).st_size + amount * MiB)
 
     def dimensions(self):
         return defer.Deferred.fromCoroutine(self._dimensions())
 
-    async def _dimensions(self):
+    def _raw_size(self):
+        """Size in bytes, or None if the file does not exist."""
         if not os.path.isfile(self.path):
+            return None
+        return os.stat(self.path).st_size
+
+    async def _dimensions(self):
+        size = await self._blocking(self._raw_size)
+        if size is None:
             return None
         if self.format == "qcow2":
             result = await self._qemu_img("info", "--output=json", "-f",
@@ -196,8 +222,7 @@ class FileDevice(object):
             except (ValueError, KeyError, TypeError) as err:
                 raise errors.BlockDeviceError(
                     "cannot parse qemu-img info of %s: %s" % (self.path, err))
-            return (size, None)
-        return (os.stat(self.path).st_size, None)
+        return (size, None)
 
 
 @implementer(IStorageUnitKind)
@@ -228,18 +253,23 @@ class FileStorageKind(object):
                                size=size, free=free, used=size - free,
                                allocatable=True)
 
+    # _unit reads the allowed directories and statvfs: file work
+
     def list_units(self, name=None):
+        return self._ctx.run_blocking(self._list_units, name)
+
+    def _list_units(self, name):
         if name is not None:
-            return defer.maybeDeferred(lambda: [self._unit(name)])
-        return defer.maybeDeferred(
-            lambda: [self._unit(d) for d in self._ctx.allowed_file_dirs()])
+            return [self._unit(name)]
+        return [self._unit(d) for d in self._ctx.allowed_file_dirs()]
 
     def space_info(self, key, params=()):
-        def info():
-            unit = self._unit(key)
-            return {"type": self.storage_type, "name": key,
-                    "storage_size": unit.size, "storage_free": unit.free}
-        return defer.maybeDeferred(info)
+        return self._ctx.run_blocking(self._space_info, key)
+
+    def _space_info(self, key):
+        unit = self._unit(key)
+        return {"type": self.storage_type, "name": key,
+                "storage_size": unit.size, "storage_free": unit.free}
 
     def modify_unit(self, name, changes):
         return defer.fail(errors.ParameterError(
@@ -247,13 +277,13 @@ class FileStorageKind(object):
             % self.storage_type))
 
     def execute(self, name, op):
-        return defer.maybeDeferred(self._execute, name, op)
-
-    def _execute(self, name, op):
         if op != SO_FIX_CONSISTENCY:
-            raise errors.ParameterError(
+            return defer.fail(errors.ParameterError(
                 "op", "operation %r is not valid for %s storage units (valid:"
-                " %s)" % (op, self.storage_type, SO_FIX_CONSISTENCY))
+                " %s)" % (op, self.storage_type, SO_FIX_CONSISTENCY)))
+        return self._ctx.run_blocking(self._execute, name)
+
+    def _execute(self, name):
         self._unit(name)        # one of this node's directories, or refused
         real = os.path.realpath(name)
         if os.path.isdir(real):

@@ -3,7 +3,6 @@
 
 import os
 import shutil
-import socket
 
 from twisted.internet import defer, reactor, task, utils
 from twisted.trial import unittest
@@ -14,17 +13,10 @@ from ganeti.dev import vcluster
 from ganeti.server import noded
 
 from tests.integration.daemons import PROJECT
+from tests.places import free_port
 from tests.test_crypto import cluster_cert
 from tests.test_noded import kill_fake_instances, spec
 from tests.test_os import ETC_OS
-
-
-def free_port(address):
-    s = socket.socket()
-    s.bind((address, 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 class NodedProcessTests(unittest.TestCase):

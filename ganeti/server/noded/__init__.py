@@ -14,7 +14,9 @@ get past the TLS handshake; see :mod:`ganeti.crypto`.
 
 At start the daemon locks its memory (``mlockall``), so that it keeps
 answering -- for example a powercycle request -- on a node whose disks are
-failing (seed 003, "Node daemon availability").
+failing.  For the same reason the procedures' file work runs in a bounded
+thread pool (:mod:`ganeti.server.noded.blocking`, ``--blocking-threads``),
+not on the reactor; docs/noded.rst lists what runs where.
 """
 
 import ctypes
@@ -37,6 +39,8 @@ from ganeti.backend import instances as instance_backend
 from ganeti.backend import os_api
 from ganeti.backend import process
 from ganeti.server import fallbacklog
+from ganeti.server.noded.blocking import (BlockingPool, DEFAULT_THREADS,
+                                          MAX_THREADS)
 from ganeti.server.noded.bootstrap import Membership
 from ganeti.server.noded.http import make_site
 from ganeti.server.noded.node import node_file_storage_dirs
@@ -52,6 +56,7 @@ SERVICE_NAME = "ganeti-noded"
 # From <sys/mman.h> on Linux.
 MCL_CURRENT = 1
 MCL_FUTURE = 2
+MCL_ONFAULT = 4
 
 
 def default_port():
@@ -70,7 +75,13 @@ def mlock_all():
         log.warn("Cannot lock memory: libc's mlockall is unavailable ({err});"
                  " continuing unlocked", err=err)
         return False
-    if mlockall(MCL_CURRENT | MCL_FUTURE) != 0:
+    # What is mapped now is read in and locked; what is mapped later is
+    # locked as it is touched (MCL_ONFAULT): populated at once, the stack
+    # of every thread (8 MiB each; the blocking pool has several) would be.
+    # Kernels before 4.4 lack MCL_ONFAULT: then everything at once.
+    if mlockall(MCL_CURRENT) != 0 or \
+            mlockall(MCL_FUTURE | MCL_ONFAULT) != 0 and \
+            mlockall(MCL_CURRENT | MCL_FUTURE) != 0:
         err = ctypes.get_errno()
         log.warn("Cannot lock memory: mlockall failed: {err}; continuing"
                  " unlocked (the daemon may be swapped out)",
@@ -109,6 +120,10 @@ class Options(usage.Options):
          " certificate) [default: ROOT/var/lib/ganeti/server.pem]."],
         ["os-create-timeout", None, 24 * 3600.0, "Seconds an OS create"
          " script may run.", float],
+        ["blocking-threads", None, DEFAULT_THREADS, "Threads doing the file"
+         " work of procedures (so that a slow disk stalls only the calls"
+         " that need it); 0 does it on the reactor, for comparisons only"
+         " (at most %d)." % MAX_THREADS, int],
         ["master-fingerprint", None, None, "With --bootstrap: accept a join"
          " only from a master presenting the cluster certificate with this"
          " SHA-256 fingerprint (on the master: openssl x509 -noout"
@@ -140,6 +155,10 @@ class Options(usage.Options):
         check_listen(self, default_port)
         if self["os-create-timeout"] <= 0:
             raise usage.UsageError("--os-create-timeout must be positive")
+        if not 0 <= self["blocking-threads"] <= MAX_THREADS:
+            raise usage.UsageError("--blocking-threads must be from 0 to %d,"
+                                   " not %d" % (MAX_THREADS,
+                                                self["blocking-threads"]))
         paths = pathutils.Paths(self["root"])
         cert_file = self["cert-file"] or crypto.server_pem_path(paths)
         if self["master-fingerprint"] is not None:
@@ -167,22 +186,28 @@ class Options(usage.Options):
 
 def make_procedures(reactor, root="/", os_search_path=(),
                     file_storage_dirs=(), get_hypervisor=hv.get_hypervisor,
-                    os_create_timeout=24 * 3600.0, device_mapper=None):
-    """The node's :class:`NodeProcedures` (no network involved)."""
+                    os_create_timeout=24 * 3600.0, device_mapper=None, *,
+                    run_blocking):
+    """The node's :class:`NodeProcedures` (no network involved).
+
+    ``run_blocking(f, *args)`` -> Deferred runs the file work: the daemon's
+    :meth:`BlockingPool.run`, or ``procedure.INLINE`` where no daemon runs.
+    """
     paths = pathutils.Paths(root)
     storage_ctx = storage.StorageContext(
         runner=process.CommandRunner(reactor),
         file_storage_dirs=node_file_storage_dirs(
             paths, list(file_storage_dirs)),
-        device_mapper=device_mapper)
+        device_mapper=device_mapper, run_blocking=run_blocking)
     search_path = os_api.default_search_path(paths.root) + list(os_search_path)
     os_backend = os_api.OsBackend(reactor, search_path, storage_ctx,
                                  paths.log_dir,
-                                 create_timeout=os_create_timeout)
+                                 create_timeout=os_create_timeout,
+                                 run_blocking=run_blocking)
     inst = instance_backend.InstanceBackend(reactor, paths.root, storage_ctx,
                                      get_hypervisor=get_hypervisor)
-    return NodeProcedures(reactor, paths, storage_ctx, inst,
-                                           os_backend)
+    return NodeProcedures(reactor, paths, storage_ctx, inst, os_backend,
+                          run_blocking=run_blocking)
 
 
 class NodedService(service.MultiService):
@@ -205,9 +230,11 @@ class NodedService(service.MultiService):
         if self.mlock:
             mlock_all()
         log.info("ganeti-noded starting: HTTPS {bind}:{port}, root {root},"
-                 " {count} procedures", bind=self.bind, port=self.port,
+                 " {count} procedures ({blocking} declared blocking)",
+                 bind=self.bind, port=self.port,
                  root=self.procedures.paths.root,
-                 count=len(self.procedures.names()))
+                 count=len(self.procedures.names()),
+                 blocking=len(self.procedures.blocking_names()))
         service.MultiService.startService(self)
 
     def stopService(self):
@@ -226,10 +253,12 @@ class NodedService(service.MultiService):
 def makeService(options, reactor=None):
     if reactor is None:
         from twisted.internet import reactor
+    pool = BlockingPool(reactor, options["blocking-threads"])
     procedures = make_procedures(
         reactor, options["root"], os_search_path=options["os-search-path"],
         file_storage_dirs=options["file-storage-dir"],
-        os_create_timeout=options["os-create-timeout"])
+        os_create_timeout=options["os-create-timeout"],
+        run_blocking=pool.run)
     if options["extra-file-dir"]:
         procedures.extra_file_dirs = (tuple(procedures.extra_file_dirs)
                                       + tuple(options["extra-file-dir"]))
@@ -237,6 +266,9 @@ def makeService(options, reactor=None):
                        mlock=not options["no-mlock"],
                        log_file=options["log-file"],
                        console=options["console"])
+    # first child: started before the port opens, stopped (its threads
+    # joined) after it closed
+    pool.setServiceParent(top)
     if options["bootstrap"]:
         membership = Membership(procedures.paths, procedures,
                                 options["certificate"],

@@ -167,5 +167,6 @@ class Membership(object):
             return self.procedures
         peer = conn.get_peer_certificate()
         digest = crypto.certificate_digest(peer) if peer is not None else None
-        return BootstrapProcedures(self.paths, digest,
-                                                    self.joined)
+        return BootstrapProcedures(self.paths, digest, self.joined,
+                                   self.procedures.run_blocking,
+                                   self.procedures.ordered_lock)

@@ -10,8 +10,8 @@ from ganeti.server.noded.procedure import Arg, procedure
 class DrbdProcedures(object):
     """DRBD disks of this node (uses DiskProcedures._device)."""
 
-    def _drbd(self, disk, field="disk"):
-        dev = self._device(disk, field)
+    async def _drbd(self, disk, field="disk"):
+        dev = await self._device(disk, field)
         if dev.dev_type != constants.DT_DRBD8:
             raise errors.ParameterError(
                 field, "argument '%s': disk %s is %s, not drbd"
@@ -22,7 +22,8 @@ class DrbdProcedures(object):
     async def drbd_disconnect_net(self, disks):
         """Put the DRBD disks into standalone mode (no peer)."""
         for idx, disk in enumerate(disks):
-            await self._drbd(disk, "disks[%d]" % idx).disconnect_net()
+            dev = await self._drbd(disk, "disks[%d]" % idx)
+            await dev.disconnect_net()
         return True
 
     @procedure(Arg("disks", ht.list_of(ht.DICT)),
@@ -30,7 +31,8 @@ class DrbdProcedures(object):
     async def drbd_attach_net(self, disks, multimaster):
         """Connect the DRBD disks to the peers their config names."""
         for idx, disk in enumerate(disks):
-            await self._drbd(disk, "disks[%d]" % idx).attach_net(multimaster)
+            dev = await self._drbd(disk, "disks[%d]" % idx)
+            await dev.attach_net(multimaster)
         return True
 
     @procedure(Arg("disks", ht.list_of(ht.DICT)))
@@ -40,7 +42,7 @@ class DrbdProcedures(object):
         done, lowest = True, None
         for idx, disk in enumerate(disks):
             st = await storage.device_status(
-                self._drbd(disk, "disks[%d]" % idx))
+                await self._drbd(disk, "disks[%d]" % idx))
             if st is None:
                 raise errors.BlockDeviceError("DRBD disk %s does not exist"
                                               % disk.get("iv_name"))
@@ -56,5 +58,6 @@ class DrbdProcedures(object):
                                         old_children):
         """Detach a DRBD disk's local storage and attach ``new_children``
         (data LV, metadata LV) instead; DRBD resyncs from the peer."""
-        await self._drbd(disk).replace_children(new_children)
+        dev = await self._drbd(disk)
+        await dev.replace_children(new_children)
         return True

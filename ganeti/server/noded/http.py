@@ -4,9 +4,18 @@ The reply is JSON ``[true, result]`` on success, ``[false, message]``
 otherwise, with HTTP status 200 (success), 400 (bad arguments: the message
 names the argument), 404 (unknown procedure), 413 (body too big) or 500 (the
 operation failed).  Nothing a caller sends can stop the daemon: every error
-is logged and answered."""
+is logged and answered.
+
+Request bodies and replies bigger than :data:`INLINE_JSON_MAX` are decoded
+and encoded in the daemon's thread pool (the procedures' ``run_blocking``):
+a body twisted.web spooled to a temporary file is read from disk, and
+parsing megabytes (an upload_file of config.data, a disk chunk) would hold
+up every other call.  Small ones stay on the reactor: a thread hop costs
+more than parsing a few bytes."""
 
 import json
+import os
+from json.encoder import encode_basestring_ascii
 
 from klein import Klein
 from twisted.internet import defer
@@ -20,17 +29,95 @@ log = Logger()
 
 #: Biggest request body accepted (config.data uploads are the big ones).
 MAX_BODY = 256 * 1024 * 1024
+#: Bodies and replies up to this size are decoded/encoded on the reactor,
+#: bigger ones in the thread pool.
+INLINE_JSON_MAX = 64 * 1024
 
 
-def _reply(request, code, success, payload):
+#: Strings longer than this are escaped in slices (see _dumps).
+SLICE = 1024 * 1024
+
+
+def _dumps(value):
+    """``json.dumps(value)``, with long strings escaped in slices: json's
+    C encoder holds the interpreter (the GIL) for a whole string, which
+    would hold up the reactor thread even when this runs in a worker."""
+    if isinstance(value, str) and len(value) > SLICE:
+        return '"%s"' % "".join(
+            encode_basestring_ascii(value[start:start + SLICE])[1:-1]
+            for start in range(0, len(value), SLICE))
+    if isinstance(value, (list, tuple)) and not all(map(_flat, value)):
+        return "[%s]" % ", ".join(_dumps(item) for item in value)
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value) \
+            and not all(map(_flat, value.values())):
+        return "{%s}" % ", ".join("%s: %s" % (json.dumps(k), _dumps(v))
+                                  for k, v in value.items())
+    return json.dumps(value)
+
+
+def _flat(value):
+    """Whether json.dumps may encode ``value`` at once."""
+    return not isinstance(value, (list, tuple, dict)) and \
+        not (isinstance(value, str) and len(value) > SLICE)
+
+
+def _encode(code, success, payload, dumps=json.dumps):
+    """(HTTP status, body bytes) of a reply."""
     try:
-        body = json.dumps([success, payload])
+        body = dumps([success, payload])
     except (TypeError, ValueError) as err:
         code, body = 500, json.dumps(
             [False, "the result cannot be encoded as JSON: %s" % err])
+    return code, body.encode("utf-8")
+
+
+def _send(request, code, body):
     request.setResponseCode(code)
     request.setHeader(b"content-type", b"application/json")
-    return body.encode("utf-8")
+    return body
+
+
+def _reply(request, code, success, payload):
+    return _send(request, *_encode(code, success, payload))
+
+
+def json_bigger_than(value, limit):
+    """Whether ``value``'s JSON encoding probably exceeds ``limit`` bytes:
+    counts string lengths and items, and stops as soon as it does (much
+    cheaper than encoding)."""
+    left = limit
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            left -= len(item) + 2
+        elif isinstance(item, dict):
+            left -= 4 * len(item) + 2
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            left -= len(item) + 2
+            stack.extend(item)
+        else:
+            left -= 8
+        if left < 0:
+            return True
+    return False
+
+
+def _content_size(content):
+    # a seek, not a read: cheap even for a body spooled to a file
+    if content is None:
+        return 0
+    size = content.seek(0, os.SEEK_END)
+    content.seek(0)
+    return size
+
+
+def _decode_body(content):
+    """The request's JSON (file work when twisted.web spooled it to disk)."""
+    raw = content.read() if content is not None else b""
+    return json.loads(raw.decode("utf-8")) if raw.strip() else []
 
 
 class NodedHttpApi(object):
@@ -72,15 +159,23 @@ class NodedHttpApi(object):
         length = request.getHeader(b"content-length")
         if length is not None and length.isdigit() and \
                 int(length) > self._max_body:
-            return _reply(request, 413, False, "request body of %s bytes is"
-                          " bigger than the %d allowed" % (length,
+            return _reply(request, 413, False, "request body of %d bytes is"
+                          " bigger than the %d allowed" % (int(length),
                                                            self._max_body))
-        raw = request.content.read() if request.content is not None else b""
         try:
-            body = json.loads(raw.decode("utf-8")) if raw.strip() else []
+            if _content_size(request.content) > INLINE_JSON_MAX:
+                body = await self._procedures.run_blocking(
+                    _decode_body, request.content)
+            else:
+                body = _decode_body(request.content)
         except (ValueError, UnicodeDecodeError) as err:
             return _reply(request, 400, False,
                           "%s: the request body is not JSON: %s" % (name, err))
+        except OSError as err:
+            log.warn("RPC {name} from {peer}: cannot read the request body:"
+                     " {err}", name=name, peer=peer, err=err)
+            return _reply(request, 500, False, "%s: cannot read the request"
+                          " body: %s" % (name, error_message(err)))
         try:
             result = await procedures.call(name, body)
         except errors.ParameterError as err:
@@ -102,6 +197,10 @@ class NodedHttpApi(object):
                                                      type(err).__name__, err))
         log.debug("RPC {name} from {peer} done in {secs:.3f}s", name=name,
                   peer=peer, secs=self._reactor.seconds() - started)
+        if json_bigger_than(result, INLINE_JSON_MAX):
+            code, body = await self._procedures.run_blocking(
+                _encode, 200, True, result, _dumps)
+            return _send(request, code, body)
         return _reply(request, 200, True, result)
 
 

@@ -56,6 +56,6 @@ class InstanceProcedures(object):
 
     @procedure(Arg("name", ht.NESTR), Arg("hv", ht.NESTR))
     async def instance_cleanup(self, name, hv):
-        """Remove a kept (user-shutdown or crashed) domain (seed 004)."""
+        """Remove a kept (user-shutdown or crashed) domain."""
         await self.instances.cleanup(name, hv)
         return True

@@ -1,5 +1,11 @@
 """Procedures of membership: the cluster files the master uploads, leaving
-the cluster, and what a node not yet joined serves (``--bootstrap``)."""
+the cluster, and what a node not yet joined serves (``--bootstrap``).
+
+Writing and removing the cluster's files is ordered file work
+(:meth:`ProcedureTable.run_ordered`): it runs in the daemon's thread pool,
+one call at a time and in arrival order, so that an older upload never
+lands after a newer one.  Checks that need no file system run on the
+reactor first."""
 
 import os
 
@@ -40,18 +46,22 @@ class MembershipProcedures(object):
                Arg("gid", ht.ANY, None),
                Arg("atime", ht.maybe(ht.NUMBER), None),
                Arg("mtime", ht.maybe(ht.NUMBER), None))
-    def upload_file(self, path, data, mode, uid, gid, atime, mtime):
+    async def upload_file(self, path, data, mode, uid, gid, atime, mtime):
         """Write an allow-listed file (standard path) under the node root,
         or an admin-listed extra file (below :attr:`extra_file_dirs`)."""
         if path not in files.ALLOWED_UPLOADS and \
                 not str(path).startswith(DATA_DIR + "/ssconf_"):
-            self._upload_extra_file(path, data, mode)
+            self._extra_file_parent(path)
+            _check_mode(mode)
+            await self.run_ordered(self._upload_extra_file, path, data, mode)
+            log.info("Wrote extra file {path}", path=path)
             return True
-        files.upload_file(self.paths.root, path, data, mode, uid, gid,
-                          atime, mtime)
+        files.check_upload(path, mode, atime, mtime)
+        await self.run_ordered(files.upload_file, self.paths.root, path,
+                               data, mode, uid, gid, atime, mtime)
         return True
 
-    @procedure(Arg("values", ht.DICT))
+    @procedure(Arg("values", ht.DICT), blocking=True, ordered=True)
     def write_ssconf_files(self, values):
         """Write ``ssconf_<key>`` files."""
         files.write_ssconf_files(self.paths, values)
@@ -64,12 +74,17 @@ class MembershipProcedures(object):
     #: Called (by the daemon) once this node has left the cluster.
     on_leave = None
 
-    def _extra_file_target(self, path):
-        """Where an admin-listed extra file goes under the root, or
-        ParameterError: only below :attr:`extra_file_dirs`, never into the
-        node's data directory (its certificate, config, keys)."""
+    def _extra_file_parent(self, path):
+        """Which of :attr:`extra_file_dirs` an admin-listed extra file goes
+        below (None: the redist-extra-files list itself), or
+        ParameterError; needs no file system."""
+        if not isinstance(path, str) or not path.startswith("/") or \
+                os.path.normpath(path) != path:
+            raise errors.ParameterError(
+                "path", "path must be an absolute, normalised file path, not"
+                " %r" % (path,))
         if path == REDIST_EXTRA_LIST:
-            return os.path.join(self.paths.root, path.lstrip("/"))
+            return None
         if path.startswith(DATA_DIR + "/") or path == DATA_DIR:
             raise errors.ParameterError(
                 "path", "path %s is in the node's data directory; only the"
@@ -84,9 +99,18 @@ class MembershipProcedures(object):
                 " ganeti-noded --extra-file-dir)"
                 % (path, ", ".join(sorted(files.ALLOWED_UPLOADS)),
                    ", ".join(dirs) or "none"))
+        return parent
+
+    def _extra_file_target(self, path):
+        """Where an admin-listed extra file goes under the root, or
+        ParameterError: only below :attr:`extra_file_dirs`, never into the
+        node's data directory (its certificate, config, keys)."""
+        parent = self._extra_file_parent(path)
+        target = os.path.join(self.paths.root, path.lstrip("/"))
+        if parent is None:
+            return target
         allowed = _resolve_existing(os.path.join(self.paths.root,
                                                  parent.lstrip("/")))
-        target = os.path.join(self.paths.root, path.lstrip("/"))
         # No symlink may lead out of the allowed directory: resolve what
         # exists of the target's directory (what does not exist yet will be
         # created as plain directories) and compare with the allowed one.
@@ -98,28 +122,21 @@ class MembershipProcedures(object):
         return target
 
     def _upload_extra_file(self, path, data, mode):
-        if not isinstance(path, str) or not path.startswith("/") or \
-                os.path.normpath(path) != path:
-            raise errors.ParameterError(
-                "path", "path must be an absolute, normalised file path, not"
-                " %r" % (path,))
+        """The file work of an extra file's upload (ordered work)."""
         target = self._extra_file_target(path)
         content = files.decode_data(data)
-        if isinstance(mode, bool) or not 0 <= mode <= 0o7777:
-            raise errors.ParameterError("mode", "mode must be a permission"
-                                        " number, not %r" % (mode,))
+        _check_mode(mode)
         os.makedirs(os.path.dirname(target), mode=0o755, exist_ok=True)
         self._extra_file_target(path)  # again, now that the dirs exist
         io.atomic_write(target, content, mode=mode)
-        log.info("Wrote extra file {path}", path=path)
         return target
 
     @procedure()
-    def node_leave(self):
+    async def node_leave(self):
         """Leave the cluster: remove the cluster's files (certificate,
         keys, config.data, ssconf, RAPI files); the daemon then stops, or
         goes back to bootstrap mode if it was started with --bootstrap."""
-        removed = remove_cluster_files(self.paths)
+        removed = await self.run_ordered(remove_cluster_files, self.paths)
         log.info("Left the cluster; removed {count} files",
                  count=len(removed))
         if self.on_leave is not None:
@@ -127,7 +144,7 @@ class MembershipProcedures(object):
             self.reactor.callLater(0.5, self.on_leave)
         return removed
 
-    @procedure()
+    @procedure(blocking=True, ordered=True)
     def node_demote_from_mc(self):
         """No longer a master candidate: config.data goes away (ssconf
         stays), so nothing on this node can serve a stale configuration."""
@@ -138,6 +155,12 @@ class MembershipProcedures(object):
                 os.unlink(path)
                 removed.append(path)
         return removed
+
+
+def _check_mode(mode):
+    if isinstance(mode, bool) or not 0 <= mode <= 0o7777:
+        raise errors.ParameterError("mode", "mode must be a permission"
+                                    " number, not %r" % (mode,))
 
 
 def cluster_file_paths(paths):
@@ -173,14 +196,17 @@ class BootstrapProcedures(ProcedureTable):
     ``peer_digest`` is the SHA-256 digest of the certificate the caller
     presented in the TLS handshake; ``joined(cert)`` is called once the
     cluster's files are written (the daemon then serves with the cluster
-    certificate only).
+    certificate only).  ``run_blocking`` and ``ordered_lock`` are the node
+    procedures' (one made per connection must keep their order: two joins
+    never write at once).
     """
 
-    def __init__(self, paths, peer_digest, joined):
+    def __init__(self, paths, peer_digest, joined, run_blocking,
+                 ordered_lock):
         self.paths = paths
         self.peer_digest = peer_digest
         self._joined = joined
-        ProcedureTable.__init__(self)
+        ProcedureTable.__init__(self, run_blocking, ordered_lock)
 
     @procedure()
     def version(self):
@@ -189,8 +215,8 @@ class BootstrapProcedures(ProcedureTable):
     @procedure(Arg("cluster_pem", ht.NESTR), Arg("hmac_key", ht.NESTR),
                Arg("cluster_name", ht.NESTR), Arg("node_name", ht.NESTR),
                Arg("ssconf", ht.DICT, {}), Arg("config", ht.ANY, None))
-    def join(self, cluster_pem, hmac_key, cluster_name, node_name, ssconf,
-             config):
+    async def join(self, cluster_pem, hmac_key, cluster_name, node_name,
+                   ssconf, config):
         """Become a member: write the cluster certificate (key included),
         the HMAC key, ssconf and (for a master candidate) config.data.
 
@@ -208,24 +234,33 @@ class BootstrapProcedures(ProcedureTable):
             raise errors.ParameterError(
                 "cluster_pem", "cluster_pem: the certificate is not the one"
                 " the caller presented; refusing to join")
-        content = None
-        if config is not None:
-            content = files.decode_data(config, "config")
-        pem_path = crypto.server_pem_path(self.paths)
-        if os.path.exists(pem_path):
-            raise errors.GenericError("this node already holds a cluster"
-                                      " certificate (%s)" % pem_path)
-        self.paths.ensure_dirs()
-        files.write_ssconf_files(self.paths, ssconf)
-        io.atomic_write(self.paths.hmac_key_file,
-                                  hmac_key.encode("ascii"), mode=0o400)
-        if content is not None:
-            io.atomic_write(self.paths.config_file, content,
-                                      mode=0o600)
-        # last: the certificate decides whether this node is a member
-        io.atomic_write(pem_path, cert.key_pem + cert.cert_pem,
-                                  mode=0o400)
+        try:
+            hmac_data = hmac_key.encode("ascii")
+        except UnicodeEncodeError:
+            raise errors.ParameterError("hmac_key", "hmac_key must be ASCII"
+                                        " text")
+        await self.run_ordered(_write_join_files, self.paths, cert,
+                               hmac_data, ssconf, config)
         log.info("Joined cluster {cluster} as {node}", cluster=cluster_name,
                  node=node_name)
         self._joined(cert)
         return True
+
+
+def _write_join_files(paths, cert, hmac_data, ssconf, config):
+    """join's file work (ordered work: a second join finds the first's
+    certificate)."""
+    content = None
+    if config is not None:
+        content = files.decode_data(config, "config")
+    pem_path = crypto.server_pem_path(paths)
+    if os.path.exists(pem_path):
+        raise errors.GenericError("this node already holds a cluster"
+                                  " certificate (%s)" % pem_path)
+    paths.ensure_dirs()
+    files.write_ssconf_files(paths, ssconf)
+    io.atomic_write(paths.hmac_key_file, hmac_data, mode=0o400)
+    if content is not None:
+        io.atomic_write(paths.config_file, content, mode=0o600)
+    # last: the certificate decides whether this node is a member
+    io.atomic_write(pem_path, cert.key_pem + cert.cert_pem, mode=0o400)

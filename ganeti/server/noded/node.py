@@ -106,36 +106,10 @@ class NodeProcedures(object):
         "errors": {dir or vg: message}}``.  Each directory must be one of
         the node's file storage directories (a missing one lists nothing);
         paths are given below the directory as named."""
-        result = {"config_serial": None, "config_error": None, "files": {},
-                  "lvs": {}, "errors": {}}
-        try:
-            with open(self.paths.config_file, "rb") as f:
-                data = json.loads(f.read().decode("utf-8"))
-            serial = data.get("serial_no") if isinstance(data, dict) \
-                else None
-            if isinstance(serial, int) and not isinstance(serial, bool):
-                result["config_serial"] = serial
-            else:
-                result["config_error"] = "no serial_no in %s" % (
-                    self.paths.config_file)
-        except FileNotFoundError:
-            pass
-        except (OSError, ValueError) as err:
-            result["config_error"] = error_message(err)
-        allowed = self.storage_ctx.allowed_file_dirs()
-        for directory in storage_dirs:
-            if not os.path.isabs(directory) or \
-                    os.path.realpath(directory) not in allowed:
-                result["errors"][directory] = (
-                    "%s is not a file storage directory of this node"
-                    % directory)
-                continue
-            found = []
-            for top, _, names in os.walk(directory):
-                found.extend(os.path.join(top, n) for n in sorted(names))
-                if len(found) >= self.VERIFY_MAX_FILES:
-                    break
-            result["files"][directory] = sorted(found)[:self.VERIFY_MAX_FILES]
+        result = await self.run_blocking(
+            _verify_files, self.paths, self.storage_ctx, storage_dirs,
+            self.VERIFY_MAX_FILES)
+        result["lvs"] = {}
         if vgs:
             from ganeti.storage import lvm
             command = lvm._LvmCommands(self.storage_ctx)
@@ -153,10 +127,45 @@ class NodeProcedures(object):
         return result
 
 
+def _verify_files(paths, storage_ctx, storage_dirs, max_files):
+    """verify_node_files' file work: its result but for the LVs."""
+    result = {"config_serial": None, "config_error": None, "files": {},
+              "errors": {}}
+    try:
+        with open(paths.config_file, "rb") as f:
+            data = json.loads(f.read().decode("utf-8"))
+        serial = data.get("serial_no") if isinstance(data, dict) else None
+        if isinstance(serial, int) and not isinstance(serial, bool):
+            result["config_serial"] = serial
+        else:
+            result["config_error"] = "no serial_no in %s" % (
+                paths.config_file)
+    except FileNotFoundError:
+        pass
+    except (OSError, ValueError) as err:
+        result["config_error"] = error_message(err)
+    allowed = storage_ctx.allowed_file_dirs()
+    for directory in storage_dirs:
+        if not os.path.isabs(directory) or \
+                os.path.realpath(directory) not in allowed:
+            result["errors"][directory] = (
+                "%s is not a file storage directory of this node"
+                % directory)
+            continue
+        found = []
+        for top, _, names in os.walk(directory):
+            found.extend(os.path.join(top, n) for n in sorted(names))
+            if len(found) >= max_files:
+                break
+        result["files"][directory] = sorted(found)[:max_files]
+    return result
+
+
 def node_file_storage_dirs(paths, extra=()):
     """A callable listing the node's allowed file storage directories.
 
-    Read at each call so ssconf updates apply at once: the standard dirs
+    Read at each call so ssconf updates apply at once (file work: the
+    callers run in the daemon's thread pool): the standard dirs
     under the root, ssconf_file_storage_dir / ssconf_shared_file_storage_dir
     (as given, and under the root: in a virtual cluster config paths may be
     either), Ganeti's ``etc/ganeti/file-storage-paths`` and ``extra``.

@@ -1,4 +1,8 @@
-"""OS API procedures: the OS definitions of this node and their scripts."""
+"""OS API procedures: the OS definitions of this node and their scripts.
+
+Reading the definitions and writing the scripts' logs is file work, done in
+the daemon's thread pool (os_diagnose as a whole, the others through the
+OS backend's ``run_blocking``); the scripts run as commands."""
 
 from ganeti import ht
 from ganeti.server.noded.procedure import Arg, procedure
@@ -7,7 +11,7 @@ from ganeti.server.noded.procedure import Arg, procedure
 class OsProcedures(object):
     """OS definitions and the create/rename scripts."""
 
-    @procedure()
+    @procedure(blocking=True)
     def os_diagnose(self):
         """Every OS in the search path: name, path, valid, status,
         variants, parameters, api_versions."""

@@ -25,12 +25,18 @@ class NodeProcedures(_ThisNode, InstanceProcedures, DiskProcedures,
                      StorageUnitProcedures, MembershipProcedures,
                      ProcedureTable):
     """The procedures of one node: ``table`` maps each name to its
-    argument spec and bound method; :meth:`call` runs one."""
+    argument spec and bound method; :meth:`call` runs one.
 
-    def __init__(self, reactor, paths, storage_ctx, instances, os_backend):
+    ``run_blocking`` runs file work (see :class:`ProcedureTable`); the
+    storage context and the OS backend get the same one from
+    ``make_procedures``.
+    """
+
+    def __init__(self, reactor, paths, storage_ctx, instances, os_backend,
+                 *, run_blocking):
         self.reactor = reactor
         self.paths = paths
         self.storage_ctx = storage_ctx
         self.instances = instances
         self.os = os_backend
-        ProcedureTable.__init__(self)
+        ProcedureTable.__init__(self, run_blocking)
