@@ -441,7 +441,7 @@ class QueryTests(_ClusterMixin, unittest.TestCase):
                       queries.answer(self.snap, wire.REQ_NODE_PIP_LIST))
         # unknown links are not remembered (no growth from random names)
         queries.answer(self.snap, wire.REQ_INSTANCES_IPS_LIST, "random")
-        self.assertNotIn(("link-ips", "random"), self.snap._memo)
+        self.assertNotIn(("link-ips", "random"), self.snap.memo)
 
     def test_answers_use_indexes_not_scans(self):
         # After the snapshot is built, answering touches no instance list.
