@@ -88,12 +88,10 @@ def check_group_ipolicy(ipolicy, field="ipolicy"):
 
 
 class _GroupLU(LogicalUnit):
+    """A unit on one existing group (``op.group_name``), which it locks."""
 
-    def _group(self):
-        return self.cfg.get_nodegroup(self.op.group_name)
-
-    def _lock_group(self):
-        group = self._group()
+    def expand_names(self):
+        group = self.cfg.get_nodegroup(self.op.group_name)
         self.group_uuid = group.uuid
         self.needed_locks[locking.LEVEL_NODEGROUP] = [group.uuid]
 
@@ -140,9 +138,6 @@ class LUGroupRemove(_GroupLU):
     """gnt-group remove: only an empty group, never the last one."""
     OP_ID = "OP_GROUP_REMOVE"
 
-    def expand_names(self):
-        self._lock_group()
-
     def check_prereq(self):
         cfg = self.cfg
         group = cfg.nodegroups.get(self.group_uuid)
@@ -173,9 +168,6 @@ class LUGroupRename(_GroupLU):
     """gnt-group rename: the group keeps its UUID, nothing else changes."""
     OP_ID = "OP_GROUP_RENAME"
 
-    def expand_names(self):
-        self._lock_group()
-
     def check_prereq(self):
         _check_name_free(self.cfg, self.op.new_name,
                          except_uuid=self.group_uuid)
@@ -201,9 +193,6 @@ class LUGroupSetParams(_GroupLU):
             check_ndparams(op.ndparams, level="group")
         check_diskparams(op.diskparams)
         check_group_ipolicy(op.ipolicy)
-
-    def expand_names(self):
-        self._lock_group()
 
     def check_prereq(self):
         op = self.op
@@ -244,7 +233,7 @@ class LUGroupAssignNodes(_GroupLU):
 
     def expand_names(self):
         cfg = self.cfg
-        self._lock_group()
+        super().expand_names()
         names = list(self.op.nodes or []) + list(self.op.node_uuids or [])
         if not names:
             raise errors.OpPrereqError("nodes: give at least one node",
