@@ -87,6 +87,15 @@ def check_group_ipolicy(ipolicy, field="ipolicy"):
                     % (field, key, value), errors.ECODE_INVAL)
 
 
+def _check_group_params(op):
+    """The parameters a group is added or modified with."""
+    check_alloc_policy(op.alloc_policy)
+    if op.ndparams:
+        check_ndparams(op.ndparams, level="group")
+    check_diskparams(op.diskparams)
+    check_group_ipolicy(op.ipolicy)
+
+
 class _GroupLU(LogicalUnit):
     """A unit on one existing group (``op.group_name``), which it locks."""
 
@@ -108,12 +117,7 @@ class LUGroupAdd(LogicalUnit):
     OP_ID = "OP_GROUP_ADD"
 
     def check_arguments(self):
-        op = self.op
-        check_alloc_policy(op.alloc_policy)
-        if op.ndparams:
-            check_ndparams(op.ndparams, level="group")
-        check_diskparams(op.diskparams)
-        check_group_ipolicy(op.ipolicy)
+        _check_group_params(self.op)
 
     def check_prereq(self):
         _check_name_free(self.cfg, self.op.group_name)
@@ -188,11 +192,7 @@ class LUGroupSetParams(_GroupLU):
                 op.disk_state, op.ipolicy)):
             raise errors.OpPrereqError("Please give at least one"
                                        " modification", errors.ECODE_INVAL)
-        check_alloc_policy(op.alloc_policy)
-        if op.ndparams:
-            check_ndparams(op.ndparams, level="group")
-        check_diskparams(op.diskparams)
-        check_group_ipolicy(op.ipolicy)
+        _check_group_params(op)
 
     def check_prereq(self):
         op = self.op
