@@ -134,11 +134,9 @@ class LUNodeEvacuate(_NodeJobsLU):
     OP_ID = "OP_NODE_EVACUATE"
 
     def check_arguments(self):
-        if self.op.iallocator:
-            raise errors.OpPrereqError(
-                "iallocator: no instance allocator is available yet; leave"
-                " it out (the master plans the evacuation) or give"
-                " remote_node", errors.ECODE_INVAL)
+        checks.check_no_iallocator(
+            self.op.iallocator, "leave it out (the master plans the"
+            " evacuation) or give remote_node")
 
     def expand_names(self):
         _NodeJobsLU.expand_names(self)
@@ -278,10 +276,7 @@ class LUNodeMigrate(_NodeJobsLU):
 
     def check_arguments(self):
         op = self.op
-        if op.iallocator:
-            raise errors.OpPrereqError(
-                "iallocator: no instance allocator is available yet",
-                errors.ECODE_INVAL)
+        checks.check_no_iallocator(op.iallocator)
         if op.live is not None and op.mode is not None:
             raise errors.OpPrereqError(
                 "live, mode: only one of the 'live' and 'mode' parameters"
