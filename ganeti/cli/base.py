@@ -126,6 +126,8 @@ VERBOSE_OPT = Opt("-v", "--verbose", action="store_true",
                   help="describe missing values in words")
 FILTER_OPT = Opt("-F", "--filter", dest="force_filter", action="store_true",
                  help="treat the argument as a query filter expression")
+IGNORE_IPOLICY_OPT = Opt("--ignore-ipolicy", action="store_true",
+                         help="ignore instance policy violations")
 TAG_SRC_OPT = Opt("--from", dest="tags_source", metavar="FILE",
                   help="read more tags from FILE, one a line (- for stdin)")
 
