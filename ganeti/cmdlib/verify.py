@@ -104,21 +104,7 @@ class LUClusterVerify(LogicalUnit):
                 "OP_CLUSTER_VERIFY_GROUP", group_name=name, depends=depends,
                 skip_checks=list(self.op.skip_checks),
                 verify_clutter=self.op.verify_clutter)])
-        submit = getattr(self._feedback, "submit_jobs", None)
-        if submit is None and self.ctx.queue is not None:
-            submit = self.ctx.queue.submit_many_jobs
-        if submit is None:
-            raise errors.OpExecError("this master cannot submit jobs from an"
-                                     " opcode (no job queue)")
-        results = await defer.maybeDeferred(submit, jobs)
-        for (ok, value), ops in zip(results, jobs):
-            what = ops[0].OP_ID
-            if ok:
-                self.log_info("Submitted job %s (%s)", value, what)
-            else:
-                self.log_warning("Could not submit the %s job: %s", what,
-                                 value)
-        return {"jobs": [list(r) for r in results]}
+        return {"jobs": await self.submit_jobs(jobs)}
 
 
 class NodeImage(object):
