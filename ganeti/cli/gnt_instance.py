@@ -157,7 +157,8 @@ _OSPARAMS_PRIVATE_OPT = Opt("--os-parameters-private", dest="osparams_private",
                             metavar="KEY=VAL",
                             help="OS parameters kept out of logs")
 _OSPARAMS_SECRET_OPT = Opt("--os-parameters-secret", dest="osparams_secret",
-                           metavar="KEY=VAL", help="OS parameters never stored")
+                           metavar="KEY=VAL",
+                           help="OS parameters never stored")
 _FORCE_VARIANT_OPT = Opt("--force-variant", action="store_true",
                          help="accept an unknown OS variant")
 _FILE_DRIVER_OPT = Opt("--file-driver", choices=sorted(opcodes.FILE_DRIVERS),
@@ -232,19 +233,15 @@ def _mod_disk_params(params, option):
 # --- selecting several instances -----------------------------------------------
 
 _SELECT_OPTS = [
-    Opt("--instance", dest="select", action="store_const", const="instance",
-        help="the arguments are instance names (default)"),
-    Opt("--node", dest="select", action="store_const", const="node",
-        help="the instances with a node in the arguments"),
-    Opt("--primary", dest="select", action="store_const", const="primary",
-        help="the instances whose primary node is an argument"),
-    Opt("--secondary", dest="select", action="store_const",
-        const="secondary",
-        help="the instances whose secondary node is an argument"),
-    Opt("--all", dest="select", action="store_const", const="all",
-        help="every instance (no arguments)"),
-    Opt("--tags", dest="select", action="store_const", const="tags",
-        help="the instances with any of the tags in the arguments"),
+    base.select_opt("instance", "the arguments are instance names (default)"),
+    base.select_opt("node", "the instances with a node in the arguments"),
+    base.select_opt("primary",
+                    "the instances whose primary node is an argument"),
+    base.select_opt("secondary",
+                    "the instances whose secondary node is an argument"),
+    base.select_opt("all", "every instance (no arguments)"),
+    base.select_opt("tags",
+                    "the instances with any of the tags in the arguments"),
     Opt("--force-multiple", action="store_true",
         help="do not ask before acting on several instances"),
 ]

@@ -90,10 +90,7 @@ def node_info_items(values):
                                     help="nodes to show (default: all)")],
                   help="show details of nodes")
 def info(ctx, opts):
-    qfilter = base.make_query_filter(opts.names)
-    response = ctx.client.query("node", INFO_FIELDS, qfilter)
-    for row in response["data"]:
-        values = [value if status == 0 else None for status, value in row]
+    for values in base.query_values(ctx, "node", INFO_FIELDS, opts.names):
         head, items = node_info_items(values)
         ctx.out("Node name: %s" % head[0][1])
         for key, value in items:
