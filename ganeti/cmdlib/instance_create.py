@@ -10,7 +10,7 @@ Three ways through the same opcode (as in Ganeti 3.0):
   what was created (disks, configuration entry, lock);
 * ``forthcoming``: only the configuration entry, with whatever was given
   (even no name), its declared resources reserved; the result is its UUID
-  (seed 001);
+  (reservations, docs/config.rst);
 * ``commit``: an existing forthcoming instance becomes real: missing
   mandatory fields are filled from the opcode, its disks are created and
   the OS installed, and only then is it marked real.

@@ -583,7 +583,8 @@ class LUClusterVerifyGroup(LogicalUnit):
             self.log_info("* Empty node group, skipping verification")
             return True
         if any(n.uuid == cluster.master_node for n in self.nodes):
-            # the certificate is on the master (issue 4: every node's)
+            # checked on the master: every node holds the same cluster
+            # certificate
             self._verify_certificate(rep)
         hvs = list(cluster.enabled_hypervisors)
         hvparams = {hv: _cluster_hvparams(cluster, hv) for hv in hvs}

@@ -1,4 +1,4 @@
-"""What each confd request type answers (PROTOCOLS.md 1.5-1.7).
+"""What each confd request type answers (as Ganeti's confd).
 
 :func:`answer` takes a snapshot, the request type and the raw ``query`` of a
 request that already passed the signature, clock and replay checks, and

@@ -37,7 +37,7 @@ RAPI_VERSION = 2
 FEATURES = ["instance-create-reqv1", "instance-reinstall-reqv1",
             "node-migrate-reqv1", "node-evac-res1"]
 
-#: fields of the bulk formats (PROTOCOLS.md 2.7); "forthcoming" is extra
+#: fields of the bulk formats (Ganeti's); "forthcoming" is extra
 #: (htools read it when present)
 I_FIELDS = ["name", "admin_state", "os", "pnode", "snodes", "disk_template",
             "nic.ips", "nic.macs", "nic.modes", "nic.uuids", "nic.names",
