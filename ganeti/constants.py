@@ -193,7 +193,7 @@ HV_KVM_USER_SHUTDOWN = "user_shutdown"
 HV_REBOOT_BEHAVIOR = "reboot_behavior"
 
 # "Global" hypervisor parameters exist only at cluster level: an instance can
-# neither set nor see them (seed 003, "Global hypervisor parameters").
+# neither set nor see them.
 HVC_GLOBALS = frozenset([HV_MIGRATION_PORT, HV_MIGRATION_BANDWIDTH,
                          HV_MIGRATION_MODE, "xen_cmd"])
 

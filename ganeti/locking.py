@@ -1,4 +1,4 @@
-"""Locks for jobs: shared/exclusive locks, lock sets and the level manager.
+"""Locks for jobs: shared or exclusive locks, lock sets and the level manager.
 
 Everything here is single-threaded and Deferred based: a job asks for a lock
 and gets a Deferred that fires when the lock is granted.  Time (for timeouts)
@@ -165,7 +165,7 @@ class _Group(object):
 
 
 class SharedLock(object):
-    """A shared/exclusive lock with one fair FIFO queue.
+    """A shared or exclusive lock with one fair FIFO queue.
 
     The head of the queue is granted as soon as it is compatible with the
     current holders.  Shared requests arriving while an earlier shared group

@@ -826,7 +826,22 @@ class _ClientProtocol(protocol.Protocol):
         self.closed.callback(None)
 
 
-class LuxiClient(_Methods):
+class _SocketClient(_Methods):
+    """What both clients are given: the master's socket ``path``, seconds
+    to wait for an answer (``timeout``) and for a connection
+    (``connect_timeout``), the largest answer taken (``max_response_size``
+    bytes)."""
+
+    def __init__(self, path, timeout=READ_WRITE_TIMEOUT,
+                 connect_timeout=CONNECT_TIMEOUT,
+                 max_response_size=MAX_RESPONSE_SIZE):
+        self.path = path
+        self.timeout = timeout
+        self.connect_timeout = connect_timeout
+        self.max_response_size = max_response_size
+
+
+class LuxiClient(_SocketClient):
     """LUXI client for daemons (RAPI, maintd, watcher).
 
     ``call(method, *args)`` returns a Deferred of the result, failing with
@@ -837,14 +852,9 @@ class LuxiClient(_Methods):
     connection (and with it every other pending call).
     """
 
-    def __init__(self, reactor, path, timeout=READ_WRITE_TIMEOUT,
-                 connect_timeout=CONNECT_TIMEOUT,
-                 max_response_size=MAX_RESPONSE_SIZE):
+    def __init__(self, reactor, path, *args, **kwargs):
+        super().__init__(path, *args, **kwargs)
         self._reactor = reactor
-        self.path = path
-        self.timeout = timeout
-        self.connect_timeout = connect_timeout
-        self.max_response_size = max_response_size
         self._protocol = None
         self._waiters = None
 
@@ -909,7 +919,7 @@ class LuxiClient(_Methods):
 
 # --- Blocking client ---------------------------------------------------------
 
-class BlockingClient(_Methods):
+class BlockingClient(_SocketClient):
     """LUXI client for command-line tools: plain socket, no reactor.
 
     Methods return the result or raise the ganeti error the master sent
@@ -918,13 +928,8 @@ class BlockingClient(_Methods):
     an answer.  Usable as a context manager.
     """
 
-    def __init__(self, path, timeout=READ_WRITE_TIMEOUT,
-                 connect_timeout=CONNECT_TIMEOUT,
-                 max_response_size=MAX_RESPONSE_SIZE):
-        self.path = path
-        self.timeout = timeout
-        self.connect_timeout = connect_timeout
-        self.max_response_size = max_response_size
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
         self._sock = None
         self._buffer = None
         self._queued = deque()

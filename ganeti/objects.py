@@ -2,7 +2,7 @@
 
 Every object kept in config.data has a ``uuid``, a ``serial_no``, ``ctime``,
 ``mtime`` and (where Ganeti has them) ``tags``.  ``to_dict``/``from_dict``
-produce and read Ganeti 3.0's layout (PROTOCOLS.md section 7.2): attributes
+produce and read Ganeti 3.0's layout: attributes
 that are None are left out, tags are a JSON list, NICs are embedded in their
 instance, disks are top-level objects referred to by UUID.
 

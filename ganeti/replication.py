@@ -463,7 +463,7 @@ def read_extra_files_list(paths):
 def vnc_password_files(cfg, paths):
     """Standard paths of the VNC password files in use: the cluster's
     ``vnc_password_file`` of each enabled VNC hypervisor and the instances'
-    own (seed 003, "VNC Console Password")."""
+    own."""
     found = []
     cluster = cfg.cluster
     for hv in VNC_HYPERVISORS:

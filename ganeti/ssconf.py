@@ -1,6 +1,6 @@
 """ssconf: the small read-only files every node keeps.
 
-Each ``<data_dir>/ssconf_<key>`` holds one value per line (PROTOCOLS.md 7.1),
+Each ``<data_dir>/ssconf_<key>`` holds one value per line (as Ganeti's),
 so tools on any node can learn the master, the node list or the uid pool
 without asking the master.  The master rewrites them after every change of
 the configuration.
@@ -28,7 +28,7 @@ def bool_text(value):
 def ssconf_values(store):
     """``{key: text}`` of every ssconf file for the configuration ``store``.
 
-    Format as Ganeti's (PROTOCOLS 7.1): one value per line, node lists
+    Format as Ganeti's: one value per line, node lists
     sorted "nicely" by name.
     """
     c = store.cluster

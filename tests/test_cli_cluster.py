@@ -76,7 +76,7 @@ class InitTests(unittest.TestCase):
             self.assertRegex(f.read(), r"^[0-9a-f]{40}\n$")
         self.assertTrue(os.path.exists(os.path.join(self.paths.data_dir,
                                                     "server.pem")))
-        # ssconf (PROTOCOLS 7.1)
+        # ssconf, in Ganeti's format
         ss = self.ssconf
         self.assertEqual(ss("cluster_name"), "cluster.example.com\n")
         self.assertEqual(ss("master_node"), "node1.example.com\n")

@@ -32,7 +32,7 @@ class AddTests(unittest.TestCase):
         return err
 
     def test_captured_ganeti_command(self):
-        # PROTOCOLS 3.5: the opcode Ganeti's gnt-instance add sends
+        # the opcode Ganeti's gnt-instance add sends
         op = self.add("-t", "plain", "-o", "debootstrap+default", "-n",
                       "node1", "--disk", "0:size=1G", "-B", "memory=512M",
                       "--no-name-check", "--no-ip-check", "inst9")

@@ -104,7 +104,7 @@ class JobTests(UtcTestCase):
             "ID Status  Summary",
             " 7 error   TEST_DELAY(0.1),INSTANCE_STARTUP(i1)",
             " 8 running TEST_DELAY(60)"])
-        # the request Ganeti's gnt-job list sends (PROTOCOLS 3.4)
+        # the request Ganeti's gnt-job list sends
         self.assertEqual(self.client.calls[-1], (
             "Query", ["job", ["id", "status", "summary"], None]))
 

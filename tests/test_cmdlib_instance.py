@@ -621,7 +621,7 @@ class LifeCycleTests(InstanceTestCase):
         inst = self.inst()
         self.assertEqual((inst.admin_state, inst.admin_state_source),
                          ("down", "user"))
-        self.assertTrue(inst.disks_active)   # PROTOCOLS 7.4
+        self.assertTrue(inst.disks_active)   # as in Ganeti
         self.assertEqual(self.rpc.procedures(),
                          ["instance_info", "instance_cleanup"])
         self.assertNotIn((NODE1, "inst1.example.com"), self.rpc.domains)

@@ -29,7 +29,7 @@ from tests.test_confd_fixtures import (DRAINED, KEY, MASTER, NODE2, NODE3,
                                        build_cluster, reply_of, request)
 
 
-# Captured from Ganeti's confd-client (PROTOCOLS.md 1.10).
+# Captured from Ganeti's confd-client.
 CAPTURED_PING = (
     b'plj0{"msg": "{\\"protocol\\": 1, \\"type\\": 0, \\"rsalt\\":'
     b' \\"3c99533e-5219-42d0-8ede-eb89d0a29720\\"}\\n", "salt":'
@@ -152,7 +152,7 @@ class _ClusterMixin(object):
 
 
 class QueryTests(_ClusterMixin, unittest.TestCase):
-    """Every request type, its answer and its serial (PROTOCOLS.md 1.7)."""
+    """Every request type, its answer and its serial (as Ganeti's)."""
 
     def test_ping(self):
         self.assertEqual(self.ask(wire.REQ_PING), (0, 3000000, 0))
@@ -441,7 +441,7 @@ class QueryTests(_ClusterMixin, unittest.TestCase):
                       queries.answer(self.snap, wire.REQ_NODE_PIP_LIST))
         # unknown links are not remembered (no growth from random names)
         queries.answer(self.snap, wire.REQ_INSTANCES_IPS_LIST, "random")
-        self.assertNotIn(("link-ips", "random"), self.snap._memo)
+        self.assertNotIn(("link-ips", "random"), self.snap.memo)
 
     def test_answers_use_indexes_not_scans(self):
         # After the snapshot is built, answering touches no instance list.

@@ -246,7 +246,7 @@ class VerifyTests(unittest.TestCase):
         self.assertIn("mac: %s is also used by inst1" % i1.nics[0].mac, text)
 
     def test_global_hvparam_on_instance_is_dropped_on_load(self):
-        # Seed 003: loading cleans inadvertently customised global
+        # Loading cleans inadvertently customised global
         # parameters, so a restart of the master is all that is needed.
         store = make_store(self)
         i1, _ = real_instance(store, "inst1")

@@ -108,7 +108,7 @@ class FakeHypervisorTests(unittest.TestCase):
         self.assertEqual(info.state, hv.SHUTDOWN)
         self.assertEqual(info.reason, "guest-shutdown")
         self.assertFalse(info.live)
-        # a kept domain: the process stays and holds its memory (seed 004)
+        # a kept domain: the process stays and holds its memory
         self.assertTrue(state.process_alive(pid))
         self.assertEqual((yield self.hv.get_node_info()).memory_hv, 256)
         # a driver created after a node daemon restart says the same

@@ -733,7 +733,7 @@ class LockSetAddRemoveTests(LockTestCase):
 
 
 class RetryTests(LockTestCase):
-    """The seed's scenario: release everything and retry, growing timeouts."""
+    """Release-and-retry: release everything and retry, growing timeouts."""
 
     def test_small_job_not_stuck_behind_big_job(self):
         ls = locking.LockSet(["inst1", "inst2", "inst3", "inst4"], "instance",

@@ -55,8 +55,8 @@ OP_NETWORK_DISCONNECT
 
 # The opcode gnt-instance sent for "gnt-instance add --submit -t plain
 # -o debootstrap+default -n node1 --disk 0:size=1G -B memory=512M
-# --no-name-check --no-ip-check inst9" (PROTOCOLS.md 3.5; keys the capture
-# elided are filled in with the defaults the CLI sends).
+# --no-name-check --no-ip-check inst9" (keys the capture elided are filled
+# in with the defaults the CLI sends).
 CAPTURED_INSTANCE_ADD = {
     "instance_name": "inst9.example.com", "mode": "create",
     "disks": [{"size": 1024}], "nics": [{}], "disk_template": "plain",
@@ -233,7 +233,7 @@ class RoundTripTests(unittest.TestCase):
         self.assertIsNone(op.group_name)
 
     def test_capture_without_elided_keys(self):
-        # exactly the keys PROTOCOLS.md shows; the rest are defaults
+        # exactly the keys of the capture; the rest are defaults
         op = opcodes.from_dict({
             "instance_name": "inst9.example.com", "mode": "create",
             "disks": [{"size": 1024}], "nics": [{}], "disk_template": "plain",

@@ -234,7 +234,7 @@ class FieldDefinitionTests(Base):
             self.assertEqual(missing, [], what)
 
     def test_fields_rapi_and_htools_read(self):
-        """PROTOCOLS 2.7 bulk lists and 2.9 htools (luxi) queries."""
+        """Ganeti's RAPI bulk lists and htools (luxi) queries."""
         want = {
             "instance": (
                 "name admin_state os pnode snodes disk_template nic.ips"
@@ -548,7 +548,7 @@ class ForthcomingTests(Base):
 
 
 class StatusTests(unittest.TestCase):
-    """The status table of PROTOCOLS 7.4, one instance per case."""
+    """Ganeti's instance status table, one instance per case."""
 
     # name, admin_state, source, hypervisor, hvparams, live answer,
     # enabled_user_shutdown, expected

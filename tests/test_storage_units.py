@@ -1,4 +1,4 @@
-"""Storage units (seed 003): logical units with a fake RPC, the node side on
+"""Storage units: logical units with a fake RPC, the node side on
 real LVM physical volumes and volume groups made on loop devices, and the
 whole path through real daemons.
 

@@ -93,6 +93,12 @@ class Group(object):
             opt.add_to(group)
 
 
+def select_opt(value, help_text):
+    """``--VALUE`` among exclusive selections: ``opts.select`` is VALUE."""
+    return Opt("--" + value, dest="select", action="store_const",
+               const=value, help=help_text)
+
+
 def _root_opt():
     return Opt("--root", default=argparse.SUPPRESS, metavar="DIR",
                help="root directory of this node's files (virtual cluster"
@@ -126,6 +132,8 @@ VERBOSE_OPT = Opt("-v", "--verbose", action="store_true",
                   help="describe missing values in words")
 FILTER_OPT = Opt("-F", "--filter", dest="force_filter", action="store_true",
                  help="treat the argument as a query filter expression")
+IGNORE_IPOLICY_OPT = Opt("--ignore-ipolicy", action="store_true",
+                         help="ignore instance policy violations")
 TAG_SRC_OPT = Opt("--from", dest="tags_source", metavar="FILE",
                   help="read more tags from FILE, one a line (- for stdin)")
 
@@ -584,6 +592,16 @@ def make_query_filter(names, force_filter=False, namefield="name",
     except errors.QueryFilterParseError as err:
         raise errors.OpPrereqError("Invalid query filter: %s" % err,
                                    errors.ECODE_INVAL)
+
+
+def query_values(ctx, resource, fields, names, **filter_args):
+    """The rows of ``resource`` named by ``names`` (all when empty), each a
+    list of the values of ``fields`` (None where a value is not normal);
+    ``filter_args`` as :func:`make_query_filter`'s."""
+    qfilter = make_query_filter(names, **filter_args)
+    response = ctx.client.query(resource, fields, qfilter)
+    return [[value if status == 0 else None for status, value in row]
+            for row in response["data"]]
 
 
 def generic_list(ctx, resource, default_fields, names, opts,

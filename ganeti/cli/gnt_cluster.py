@@ -119,30 +119,27 @@ def _check_ip(value, what):
     return value
 
 
-def _hypervisor_list(text, option):
-    hvs = base.split_list(text)
-    if not hvs:
-        raise errors.ParameterError(option, "at least one hypervisor is"
-                                    " needed")
-    bad = [hv for hv in hvs if hv not in constants.HYPER_TYPES]
+def _known_list(text, option, known, what):
+    """A comma-separated list of at least one ``what`` out of ``known``."""
+    items = base.split_list(text)
+    if not items:
+        raise errors.ParameterError(option, "at least one %s is needed"
+                                    % what)
+    bad = [item for item in items if item not in known]
     if bad:
         raise errors.ParameterError(
-            option, "unknown hypervisor(s) %s (known: %s)"
-            % (", ".join(bad), ", ".join(sorted(constants.HYPER_TYPES))))
-    return hvs
+            option, "unknown %s(s) %s (known: %s)"
+            % (what, ", ".join(bad), ", ".join(sorted(known))))
+    return items
+
+
+def _hypervisor_list(text, option):
+    return _known_list(text, option, constants.HYPER_TYPES, "hypervisor")
 
 
 def _disk_template_list(text, option):
-    dts = base.split_list(text)
-    if not dts:
-        raise errors.ParameterError(option, "at least one disk template is"
-                                    " needed")
-    bad = [dt for dt in dts if dt not in constants.DISK_TEMPLATES]
-    if bad:
-        raise errors.ParameterError(
-            option, "unknown disk template(s) %s (known: %s)"
-            % (", ".join(bad), ", ".join(sorted(constants.DISK_TEMPLATES))))
-    return dts
+    return _known_list(text, option, constants.DISK_TEMPLATES,
+                       "disk template")
 
 
 def _diskparams(specs, option="-D"):

@@ -238,10 +238,7 @@ def group_info_items(values):
                                     help="groups to show (default: all)")],
                   help="show the parameters of groups")
 def info(ctx, opts):
-    qfilter = base.make_query_filter(opts.names)
-    response = ctx.client.query("group", INFO_FIELDS, qfilter)
-    for row in response["data"]:
-        values = [value if status == 0 else None for status, value in row]
+    for values in base.query_values(ctx, "group", INFO_FIELDS, opts.names):
         items = group_info_items(values)
         ctx.out("Node group: %s" % items[0][1])
         for line in base.format_info(items[1:], indent=2):

@@ -151,6 +151,27 @@ def parse_plain_hvparams(text, option="-H"):
                        option)
 
 
+_OSPARAMS_OPT = Opt("-O", "--os-parameters", dest="osparams",
+                    metavar="KEY=VAL", help="OS parameters")
+_OSPARAMS_PRIVATE_OPT = Opt("--os-parameters-private", dest="osparams_private",
+                            metavar="KEY=VAL",
+                            help="OS parameters kept out of logs")
+_OSPARAMS_SECRET_OPT = Opt("--os-parameters-secret", dest="osparams_secret",
+                           metavar="KEY=VAL",
+                           help="OS parameters never stored")
+_FORCE_VARIANT_OPT = Opt("--force-variant", action="store_true",
+                         help="accept an unknown OS variant")
+_FILE_DRIVER_OPT = Opt("--file-driver", choices=sorted(opcodes.FILE_DRIVERS),
+                       help="driver of file disks")
+
+
+def _file_storage_params(opts):
+    """The file disk options of add and modify given, by opcode field."""
+    return {key: getattr(opts, key)
+            for key in ("file_storage_dir", "file_driver")
+            if getattr(opts, key)}
+
+
 def _osparams(text, option):
     if text is None:
         return None
@@ -212,19 +233,15 @@ def _mod_disk_params(params, option):
 # --- selecting several instances -----------------------------------------------
 
 _SELECT_OPTS = [
-    Opt("--instance", dest="select", action="store_const", const="instance",
-        help="the arguments are instance names (default)"),
-    Opt("--node", dest="select", action="store_const", const="node",
-        help="the instances with a node in the arguments"),
-    Opt("--primary", dest="select", action="store_const", const="primary",
-        help="the instances whose primary node is an argument"),
-    Opt("--secondary", dest="select", action="store_const",
-        const="secondary",
-        help="the instances whose secondary node is an argument"),
-    Opt("--all", dest="select", action="store_const", const="all",
-        help="every instance (no arguments)"),
-    Opt("--tags", dest="select", action="store_const", const="tags",
-        help="the instances with any of the tags in the arguments"),
+    base.select_opt("instance", "the arguments are instance names (default)"),
+    base.select_opt("node", "the instances with a node in the arguments"),
+    base.select_opt("primary",
+                    "the instances whose primary node is an argument"),
+    base.select_opt("secondary",
+                    "the instances whose secondary node is an argument"),
+    base.select_opt("all", "every instance (no arguments)"),
+    base.select_opt("tags",
+                    "the instances with any of the tags in the arguments"),
     Opt("--force-multiple", action="store_true",
         help="do not ask before acting on several instances"),
 ]
@@ -314,16 +331,12 @@ def _run_per_instance(ctx, names, make_op):
         Opt("-H", "--hypervisor-parameters", dest="hypervisor",
             metavar="HV[:KEY=VAL,...]",
             help="hypervisor and its parameters for this instance"),
-        Opt("-O", "--os-parameters", dest="osparams", metavar="KEY=VAL",
-            help="OS parameters"),
-        Opt("--os-parameters-private", dest="osparams_private",
-            metavar="KEY=VAL", help="OS parameters kept out of logs"),
-        Opt("--os-parameters-secret", dest="osparams_secret",
-            metavar="KEY=VAL", help="OS parameters never stored"),
+        _OSPARAMS_OPT,
+        _OSPARAMS_PRIVATE_OPT,
+        _OSPARAMS_SECRET_OPT,
         Opt("--file-storage-dir", metavar="DIR",
             help="directory of file disks (relative to the cluster's)"),
-        Opt("--file-driver", choices=sorted(opcodes.FILE_DRIVERS),
-            help="driver of file disks"),
+        _FILE_DRIVER_OPT,
         Opt("-n", "--node", metavar="PNODE[:SNODE]",
             help="primary (and secondary) node"),
         Opt("-I", "--iallocator", metavar="NAME",
@@ -332,8 +345,7 @@ def _run_per_instance(ctx, names, make_op):
             help="node group to place the instance in"),
         Opt("-o", "--os-type", metavar="OS[+VARIANT]",
             help="operating system to install"),
-        Opt("--ignore-ipolicy", action="store_true",
-            help="ignore instance policy violations"),
+        base.IGNORE_IPOLICY_OPT,
         Opt("--no-wait-for-sync", dest="wait_for_sync", action="store_false",
             help="do not wait for mirrored disks to sync"),
         Opt("--tags", metavar="TAG[,TAG...]", help="tags of the instance"),
@@ -386,10 +398,7 @@ def create_opcode(ctx, opts):
         params["iallocator"] = opts.iallocator
     if opts.node_group:
         params["group_name"] = opts.node_group
-    if opts.file_storage_dir:
-        params["file_storage_dir"] = opts.file_storage_dir
-    if opts.file_driver:
-        params["file_driver"] = opts.file_driver
+    params.update(_file_storage_params(opts))
     if opts.tags:
         params["tags"] = base.split_list(opts.tags)
     return ctx.opcode("OP_INSTANCE_CREATE", **params)
@@ -539,20 +548,16 @@ def rename(ctx, opts):
               help="set the primary node (disks already moved)"),
           Opt("--os-type", "-o", dest="os_type", metavar="OS",
               help="change the OS (no reinstall)"),
-          Opt("--force-variant", action="store_true",
-              help="accept an unknown OS variant"),
-          Opt("-O", "--os-parameters", dest="osparams", metavar="KEY=VAL",
-              help="OS parameters"),
-          Opt("--os-parameters-private", dest="osparams_private",
-              metavar="KEY=VAL", help="OS parameters kept out of logs"),
+          _FORCE_VARIANT_OPT,
+          _OSPARAMS_OPT,
+          _OSPARAMS_PRIVATE_OPT,
           base.Group(Opt("--offline", dest="offline", action="store_const",
                          const=True, help="mark the (stopped) instance"
                          " offline"),
                      Opt("--online", dest="offline", action="store_const",
                          const=False, help="bring an offline instance back"
                          " (stopped)")),
-          Opt("--ignore-ipolicy", action="store_true",
-              help="ignore instance policy violations"),
+          base.IGNORE_IPOLICY_OPT,
           Opt("--hotplug", action="store_true",
               help="apply disk/NIC changes to the running instance"),
           Opt("--hotplug-if-possible", action="store_true",
@@ -561,8 +566,7 @@ def rename(ctx, opts):
               action="store_false", help="do not wait for disks to sync"),
           Opt("--file-storage-dir", metavar="DIR",
               help="directory of file disks (with -t file)"),
-          Opt("--file-driver", choices=sorted(opcodes.FILE_DRIVERS),
-              help="driver of file disks"),
+          _FILE_DRIVER_OPT,
           base.FORCE_OPT, base.DRY_RUN_OPT] + base.JOB_OPTS,
     args=[Opt("instance", metavar="INSTANCE")],
     help="change instance parameters, disks and NICs")
@@ -601,10 +605,7 @@ def modify(ctx, opts):
         params["osparams_private"] = private
     if opts.offline is not None:
         params["offline"] = opts.offline
-    if opts.file_storage_dir:
-        params["file_storage_dir"] = opts.file_storage_dir
-    if opts.file_driver:
-        params["file_driver"] = opts.file_driver
+    params.update(_file_storage_params(opts))
     if not params:
         raise base.CommandFailed("Please give at least one of the"
                                  " parameters.")
@@ -635,14 +636,10 @@ def modify(ctx, opts):
     "reinstall",
     opts=[Opt("-o", "--os-type", metavar="OS",
               help="install this OS instead of the current one"),
-          Opt("-O", "--os-parameters", dest="osparams", metavar="KEY=VAL",
-              help="OS parameters"),
-          Opt("--os-parameters-private", dest="osparams_private",
-              metavar="KEY=VAL", help="OS parameters kept out of logs"),
-          Opt("--os-parameters-secret", dest="osparams_secret",
-              metavar="KEY=VAL", help="OS parameters never stored"),
-          Opt("--force-variant", action="store_true",
-              help="accept an unknown OS variant"),
+          _OSPARAMS_OPT,
+          _OSPARAMS_PRIVATE_OPT,
+          _OSPARAMS_SECRET_OPT,
+          _FORCE_VARIANT_OPT,
           base.FORCE_OPT] + _SELECT_OPTS + base.JOB_OPTS,
     args=[_NAMES_ARG],
     help="reinstall the OS of (stopped) instances, erasing their disks")
@@ -692,8 +689,7 @@ def deactivate_disks(ctx, opts):
               help="AMOUNT is the new size, not the increase"),
           Opt("--no-wait-for-sync", dest="wait_for_sync",
               action="store_false", help="do not wait for the resync"),
-          Opt("--ignore-ipolicy", action="store_true",
-              help="ignore instance policy violations")] + base.JOB_OPTS,
+          base.IGNORE_IPOLICY_OPT] + base.JOB_OPTS,
     args=[Opt("instance", metavar="INSTANCE"),
           Opt("disk", metavar="DISK", help="disk index"),
           Opt("amount", metavar="AMOUNT", help="size (M, G, T suffixes)")],
@@ -769,8 +765,7 @@ _SHUTDOWN_TIMEOUT_OPT = Opt(
           Opt("--no-runtime-changes", dest="allow_runtime_changes",
               action="store_false", help="do not change the instance's"
               " memory to make it fit"),
-          Opt("--ignore-ipolicy", action="store_true",
-              help="ignore instance policy violations"),
+          base.IGNORE_IPOLICY_OPT,
           Opt("--ignore-hvversions", action="store_true",
               help="migrate between different hypervisor versions"),
           _TARGET_NODE_OPT, _IALLOCATOR_OPT] + base.JOB_OPTS,
@@ -807,8 +802,7 @@ def migrate(ctx, opts):
           Opt("--ignore-consistency", action="store_true",
               help="go on even if the source cannot stop the instance or"
               " the disks are degraded"),
-          Opt("--ignore-ipolicy", action="store_true",
-              help="ignore instance policy violations"),
+          base.IGNORE_IPOLICY_OPT,
           _SHUTDOWN_TIMEOUT_OPT, _TARGET_NODE_OPT, _IALLOCATOR_OPT]
     + base.JOB_OPTS,
     args=[Opt("instance", metavar="INSTANCE")],
@@ -830,8 +824,7 @@ def failover(ctx, opts):
     opts=[base.FORCE_OPT,
           Opt("--ignore-consistency", action="store_true",
               help="go on even if the source cannot stop the instance"),
-          Opt("--ignore-ipolicy", action="store_true",
-              help="ignore instance policy violations"),
+          base.IGNORE_IPOLICY_OPT,
           Opt("--compress", default="none",
               help="compression of the copy (accepted, not used)"),
           _SHUTDOWN_TIMEOUT_OPT,
@@ -875,8 +868,7 @@ def _disk_indices(text):
               help="only these disks (default: all)"),
           Opt("--early-release", action="store_true",
               help="release locks early (accepted)"),
-          Opt("--ignore-ipolicy", action="store_true",
-              help="ignore instance policy violations")] + base.JOB_OPTS,
+          base.IGNORE_IPOLICY_OPT] + base.JOB_OPTS,
     args=[Opt("instance", metavar="INSTANCE")],
     help="replace the storage of a drbd instance's disks")
 def replace_disks(ctx, opts):

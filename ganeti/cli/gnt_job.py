@@ -61,14 +61,10 @@ FORMATTERS = {
 }
 
 _SELECT_OPTS = [
-    Opt("--pending", dest="select", action="store_const", const="pending",
-        help="only jobs waiting to run"),
-    Opt("--running", dest="select", action="store_const", const="running",
-        help="only running jobs"),
-    Opt("--error", dest="select", action="store_const", const="error",
-        help="only failed jobs"),
-    Opt("--finished", dest="select", action="store_const",
-        const="finished", help="only finished jobs"),
+    base.select_opt("pending", "only jobs waiting to run"),
+    base.select_opt("running", "only running jobs"),
+    base.select_opt("error", "only failed jobs"),
+    base.select_opt("finished", "only finished jobs"),
 ]
 
 
@@ -186,18 +182,12 @@ def job_info_items(row):
     return items
 
 
-def _values(row):
-    return [value if status == 0 else None for status, value in row]
-
-
 @commands.command("info", args=[Opt("job_ids", nargs="*", metavar="JOB_ID",
                                     help="jobs to show (default: all)")],
                   help="show everything about jobs")
 def info(ctx, opts):
-    qfilter = base.make_query_filter(opts.job_ids, namefield="id",
-                                     isnumeric=True)
-    response = ctx.client.query("job", INFO_FIELDS, qfilter)
-    rows = [_values(r) for r in response["data"]]
+    rows = base.query_values(ctx, "job", INFO_FIELDS, opts.job_ids,
+                             namefield="id", isnumeric=True)
     if opts.job_ids and not rows:
         raise base.CommandFailed("Failure: no such job: %s"
                                  % ", ".join(opts.job_ids))
@@ -226,12 +216,9 @@ def _selected_jobs(ctx, opts, select):
 
 
 _CANCEL_SELECT = [
-    Opt("--pending", dest="select", action="store_const", const="pending",
-        help="all jobs waiting to run (queued or waiting)"),
-    Opt("--queued", dest="select", action="store_const", const="queued",
-        help="all queued jobs"),
-    Opt("--waiting", dest="select", action="store_const", const="waiting",
-        help="all jobs waiting for locks or dependencies"),
+    base.select_opt("pending", "all jobs waiting to run (queued or waiting)"),
+    base.select_opt("queued", "all queued jobs"),
+    base.select_opt("waiting", "all jobs waiting for locks or dependencies"),
 ]
 
 

@@ -43,6 +43,15 @@ def _yes_no_opt(*flags, **kwargs):
                metavar="yes|no", **kwargs)
 
 
+_MASTER_CAPABLE_OPT = _yes_no_opt(
+    "--master-capable", dest="master_capable",
+    help="may the node become master (candidate)")
+_VM_CAPABLE_OPT = _yes_no_opt("--vm-capable", dest="vm_capable",
+                              help="may the node run instances")
+_NDPARAMS_OPT = Opt("--node-parameters", dest="ndparams",
+                    metavar="KEY=VAL[,...]", help="node parameters")
+
+
 # --- info -------------------------------------------------------------------------
 
 #: marks an info line that is a sentence, not "key: value"
@@ -81,10 +90,7 @@ def node_info_items(values):
                                     help="nodes to show (default: all)")],
                   help="show details of nodes")
 def info(ctx, opts):
-    qfilter = base.make_query_filter(opts.names)
-    response = ctx.client.query("node", INFO_FIELDS, qfilter)
-    for row in response["data"]:
-        values = [value if status == 0 else None for status, value in row]
+    for values in base.query_values(ctx, "node", INFO_FIELDS, opts.names):
         head, items = node_info_items(values)
         ctx.out("Node name: %s" % head[0][1])
         for key, value in items:
@@ -107,12 +113,9 @@ def info(ctx, opts):
               help="the node's IP on the replication network"),
           Opt("-g", "--node-group", metavar="GROUP",
               help="node group of the new node"),
-          _yes_no_opt("--master-capable", dest="master_capable",
-                      help="may the node become master (candidate)"),
-          _yes_no_opt("--vm-capable", dest="vm_capable",
-                      help="may the node run instances"),
-          Opt("--node-parameters", dest="ndparams", metavar="KEY=VAL[,...]",
-              help="node parameters"),
+          _MASTER_CAPABLE_OPT,
+          _VM_CAPABLE_OPT,
+          _NDPARAMS_OPT,
           Opt("--join-fingerprint", metavar="SHA256:...",
               help="fingerprint of the one-time certificate the node's"
               " ganeti-noded --bootstrap logged; the master joins the node"
@@ -188,16 +191,13 @@ def remove(ctx, opts):
                       help="no new instances on the node"),
           _yes_no_opt("-O", "--offline", dest="offline",
                       help="the node is out of service"),
-          _yes_no_opt("--master-capable", dest="master_capable",
-                      help="may the node become master (candidate)"),
-          _yes_no_opt("--vm-capable", dest="vm_capable",
-                      help="may the node run instances"),
+          _MASTER_CAPABLE_OPT,
+          _VM_CAPABLE_OPT,
           Opt("--auto-promote", action="store_true",
               help="promote another node when demoting a candidate"),
           Opt("-s", "--secondary-ip", metavar="IP",
               help="new secondary IP"),
-          Opt("--node-parameters", dest="ndparams", metavar="KEY=VAL[,...]",
-              help="node parameters"),
+          _NDPARAMS_OPT,
           _yes_no_opt("--node-powered", dest="powered",
                       help="record whether the node is powered")]
     + [base.DRY_RUN_OPT] + base.JOB_OPTS,
@@ -377,8 +377,7 @@ def evacuate(ctx, opts):
               help="live or non-live"),
           Opt("--no-runtime-changes", dest="allow_runtime_changes",
               action="store_false", help="do not change instances' memory"),
-          Opt("--ignore-ipolicy", action="store_true",
-              help="ignore instance policy violations"),
+          base.IGNORE_IPOLICY_OPT,
           Group(Opt("-n", "--target-node", dest="target_node",
                     metavar="NODE", help="migrate every instance there"),
                 Opt("-I", "--iallocator", metavar="NAME",

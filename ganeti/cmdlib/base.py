@@ -16,6 +16,8 @@ A logical unit (LU) executes one opcode.  Its life, driven by
 5. ``exec_()``: do the work (async), return the opcode's result.
 """
 
+from twisted.internet import defer
+
 from ganeti import errors
 from ganeti import locking
 
@@ -64,6 +66,28 @@ class LogicalUnit(object):
 
     def log_warning(self, msg, *args):
         self._feedback("WARNING: " + (msg % args if args else msg))
+
+    async def submit_jobs(self, jobs, describe=lambda ops: ops[0].OP_ID):
+        """Submit ``jobs`` (lists of OpCode) on behalf of this opcode; each
+        outcome is logged, the job named by ``describe(ops)``.  Returns
+        the queue's answer, ``[[ok, job id or error], ...]``."""
+        if not jobs:
+            return []
+        submit = getattr(self._feedback, "submit_jobs", None)
+        if submit is None and self.ctx.queue is not None:
+            submit = self.ctx.queue.submit_many_jobs
+        if submit is None:
+            raise errors.OpExecError("this master cannot submit jobs from an"
+                                     " opcode (no job queue)")
+        results = await defer.maybeDeferred(submit, jobs)
+        for (ok, value), ops in zip(results, jobs):
+            what = describe(ops)
+            if ok:
+                self.log_info("Submitted job %s (%s)", value, what)
+            else:
+                self.log_warning("Could not submit the %s job: %s", what,
+                                 value)
+        return [list(r) for r in results]
 
     def share_all(self):
         """Take every level in shared mode (query-style LUs)."""

@@ -87,13 +87,20 @@ def check_group_ipolicy(ipolicy, field="ipolicy"):
                     % (field, key, value), errors.ECODE_INVAL)
 
 
+def _check_group_params(op):
+    """The parameters a group is added or modified with."""
+    check_alloc_policy(op.alloc_policy)
+    if op.ndparams:
+        check_ndparams(op.ndparams, level="group")
+    check_diskparams(op.diskparams)
+    check_group_ipolicy(op.ipolicy)
+
+
 class _GroupLU(LogicalUnit):
+    """A unit on one existing group (``op.group_name``), which it locks."""
 
-    def _group(self):
-        return self.cfg.get_nodegroup(self.op.group_name)
-
-    def _lock_group(self):
-        group = self._group()
+    def expand_names(self):
+        group = self.cfg.get_nodegroup(self.op.group_name)
         self.group_uuid = group.uuid
         self.needed_locks[locking.LEVEL_NODEGROUP] = [group.uuid]
 
@@ -110,12 +117,7 @@ class LUGroupAdd(LogicalUnit):
     OP_ID = "OP_GROUP_ADD"
 
     def check_arguments(self):
-        op = self.op
-        check_alloc_policy(op.alloc_policy)
-        if op.ndparams:
-            check_ndparams(op.ndparams, level="group")
-        check_diskparams(op.diskparams)
-        check_group_ipolicy(op.ipolicy)
+        _check_group_params(self.op)
 
     def check_prereq(self):
         _check_name_free(self.cfg, self.op.group_name)
@@ -139,9 +141,6 @@ class LUGroupAdd(LogicalUnit):
 class LUGroupRemove(_GroupLU):
     """gnt-group remove: only an empty group, never the last one."""
     OP_ID = "OP_GROUP_REMOVE"
-
-    def expand_names(self):
-        self._lock_group()
 
     def check_prereq(self):
         cfg = self.cfg
@@ -173,9 +172,6 @@ class LUGroupRename(_GroupLU):
     """gnt-group rename: the group keeps its UUID, nothing else changes."""
     OP_ID = "OP_GROUP_RENAME"
 
-    def expand_names(self):
-        self._lock_group()
-
     def check_prereq(self):
         _check_name_free(self.cfg, self.op.new_name,
                          except_uuid=self.group_uuid)
@@ -196,14 +192,7 @@ class LUGroupSetParams(_GroupLU):
                 op.disk_state, op.ipolicy)):
             raise errors.OpPrereqError("Please give at least one"
                                        " modification", errors.ECODE_INVAL)
-        check_alloc_policy(op.alloc_policy)
-        if op.ndparams:
-            check_ndparams(op.ndparams, level="group")
-        check_diskparams(op.diskparams)
-        check_group_ipolicy(op.ipolicy)
-
-    def expand_names(self):
-        self._lock_group()
+        _check_group_params(op)
 
     def check_prereq(self):
         op = self.op
@@ -244,7 +233,7 @@ class LUGroupAssignNodes(_GroupLU):
 
     def expand_names(self):
         cfg = self.cfg
-        self._lock_group()
+        super().expand_names()
         names = list(self.op.nodes or []) + list(self.op.node_uuids or [])
         if not names:
             raise errors.OpPrereqError("nodes: give at least one node",

@@ -119,7 +119,7 @@ class LUInstanceStartup(InstanceLU):
             cfg.set_instance_admin_state(inst.uuid, constants.ADMINST_UP,
                                          constants.ADMIN_SOURCE)
         if info and not running:
-            # A domain kept after a user shutdown or a crash (seed 004).
+            # A domain kept after a user shutdown or a crash.
             self.log_info("Cleaning up the %s domain of instance %s first",
                           info.get("state"), inst.name)
             await node_calls.call_node(self, inst.primary_node,
@@ -161,7 +161,7 @@ def _no_user_shutdown(cluster, instance):
 
 class LUInstanceShutdown(InstanceLU):
     """Stop an instance; with admin_state_source "user", record a shutdown
-    the guest's user did (PROTOCOLS 7.4, seed 004)."""
+    the guest's user did (user shutdown detection, docs/instances.rst)."""
     OP_ID = "OP_INSTANCE_SHUTDOWN"
 
     def check_arguments(self):
@@ -220,7 +220,7 @@ class LUInstanceShutdown(InstanceLU):
         pname = node_calls.node_name(cfg, inst.primary_node)
         if user:
             # The guest powered itself off; its domain was kept so we could
-            # tell (seed 004).  Clean it up; the disks stay active.
+            # tell.  Clean it up; the disks stay active.
             self.log_info("Cleaning up the domain of instance %s, shut down"
                           " by its user, on node %s", inst.name, pname)
             await node_calls.call_node(self, inst.primary_node,

@@ -10,7 +10,7 @@ Three ways through the same opcode (as in Ganeti 3.0):
   what was created (disks, configuration entry, lock);
 * ``forthcoming``: only the configuration entry, with whatever was given
   (even no name), its declared resources reserved; the result is its UUID
-  (seed 001);
+  (reservations, docs/config.rst);
 * ``commit``: an existing forthcoming instance becomes real: missing
   mandatory fields are filled from the opcode, its disks are created and
   the OS installed, and only then is it marked real.
@@ -113,10 +113,9 @@ class LUInstanceCreate(LogicalUnit):
         snode = op.snode_uuid or op.snode
         self.snode_uuid = self.expand_node(snode) if snode else None
         if self.pnode_uuid is None and not op.forthcoming and not op.commit:
-            if op.iallocator or self.cfg.cluster.default_iallocator:
-                raise errors.OpPrereqError(
-                    "iallocator: no instance allocator is available yet;"
-                    " give the primary node (pnode)", errors.ECODE_INVAL)
+            checks.check_no_iallocator(
+                op.iallocator or self.cfg.cluster.default_iallocator,
+                "give the primary node (pnode)")
             raise errors.OpPrereqError("pnode: the primary node is required",
                                        errors.ECODE_INVAL)
         if self.pnode_uuid is not None and op.iallocator:

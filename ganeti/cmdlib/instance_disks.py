@@ -199,25 +199,36 @@ async def create_disks(lu, instance, disks):
     return created
 
 
-async def remove_disks(lu, instance, pairs, ignore_failures=True):
-    """blockdev_remove each (disk, node); failures are warnings (or, with
-    ``ignore_failures`` false, all tried, then an OpExecError)."""
+async def _each_disk(lu, pairs, procedure, what, ignore_failures):
+    """Call ``procedure`` with each (disk, node) but diskless ones; a
+    failure is a warning "Could not <what(disk)> on node ..." (or, with
+    ``ignore_failures`` false, all are tried, then an OpExecError).  True
+    when all succeeded."""
     failed = []
     for disk, node_uuid in pairs:
         if disk.dev_type == constants.DT_DISKLESS:
             continue
-        result = await node_calls.try_call_node(lu, node_uuid, "blockdev_remove",
-                                     [disk.to_dict()])
+        result = await node_calls.try_call_node(lu, node_uuid, procedure,
+                                                [disk.to_dict()])
         if not result.success:
             name = node_calls.node_name(lu.cfg, node_uuid)
-            msg = ("Could not remove disk %s of instance %s on node %s: %s"
-                   % (disk.iv_name, instance.display_name, name,
+            msg = ("Could not %s on node %s: %s"
+                   % (what(disk), name,
                       node_calls.strip_node_prefix(result.fail_msg, name)))
             lu.log_warning(msg)
             failed.append(msg)
     if failed and not ignore_failures:
         raise errors.OpExecError("; ".join(failed))
     return not failed
+
+
+async def remove_disks(lu, instance, pairs, ignore_failures=True):
+    """blockdev_remove each (disk, node); failures are warnings (or, with
+    ``ignore_failures`` false, all tried, then an OpExecError)."""
+    return await _each_disk(
+        lu, pairs, "blockdev_remove",
+        lambda disk: "remove disk %s of instance %s"
+        % (disk.iv_name, instance.display_name), ignore_failures)
 
 
 def all_disk_pairs(cfg, instance, disks=None):
@@ -274,22 +285,10 @@ async def shutdown_disks(lu, instance, pairs=None, ignore_failures=False):
     mark = pairs is None
     if pairs is None:
         pairs = all_disk_pairs(lu.cfg, instance)
-    failed = []
-    for disk, node_uuid in pairs:
-        if disk.dev_type == constants.DT_DISKLESS:
-            continue
-        result = await node_calls.try_call_node(lu, node_uuid, "blockdev_shutdown",
-                                     [disk.to_dict()])
-        if not result.success:
-            name = node_calls.node_name(lu.cfg, node_uuid)
-            msg = ("Could not shut down disk %s on node %s: %s"
-                   % (disk.iv_name, name,
-                      node_calls.strip_node_prefix(result.fail_msg, name)))
-            lu.log_warning(msg)
-            failed.append(msg)
-    if failed and not ignore_failures:
-        raise errors.OpExecError("; ".join(failed))
+    ok = await _each_disk(
+        lu, pairs, "blockdev_shutdown",
+        lambda disk: "shut down disk %s" % disk.iv_name, ignore_failures)
     if mark and instance.uuid in lu.cfg.instances and \
             lu.cfg.instances[instance.uuid].disks_active:
         lu.cfg.set_instance_disks_active(instance.uuid, False)
-    return not failed
+    return ok

@@ -208,12 +208,9 @@ class _MoveInstanceLU(LogicalUnit):
     FAILOVER = False
 
     def check_arguments(self):
-        op = self.op
-        if getattr(op, "iallocator", None):
-            raise errors.OpPrereqError(
-                "iallocator: no instance allocator is available yet; give"
-                " target_node (or none: a node of the group is chosen)",
-                errors.ECODE_INVAL)
+        checks.check_no_iallocator(
+            getattr(self.op, "iallocator", None),
+            "give target_node (or none: a node of the group is chosen)")
 
     def expand_names(self):
         op = self.op

@@ -275,10 +275,7 @@ class LUInstanceRecreateDisks(_InstanceLU):
 
     def check_arguments(self):
         op = self.op
-        if op.iallocator:
-            raise errors.OpPrereqError(
-                "iallocator: no instance allocator is available yet; give"
-                " nodes", errors.ECODE_INVAL)
+        checks.check_no_iallocator(op.iallocator, "give nodes")
         self.changes = {}
         indices = []
         for item in op.disks:
@@ -482,10 +479,7 @@ class LUInstanceReplaceDisks(_InstanceLU):
 
     def check_arguments(self):
         op = self.op
-        if op.iallocator:
-            raise errors.OpPrereqError(
-                "iallocator: no instance allocator is available yet; give"
-                " remote_node", errors.ECODE_INVAL)
+        checks.check_no_iallocator(op.iallocator, "give remote_node")
         remote = op.remote_node_uuid or op.remote_node
         if op.mode == "replace_new_secondary":
             if not remote:

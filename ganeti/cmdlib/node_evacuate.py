@@ -29,8 +29,6 @@ file, plain        move (copy); impossible     --
 Both work on drained and offline nodes (that is what they are for).
 """
 
-from twisted.internet import defer
-
 from ganeti import constants
 from ganeti import errors
 from ganeti import locking
@@ -41,7 +39,7 @@ from ganeti.cmdlib.base import LogicalUnit
 from ganeti.cmdlib.instance_migration import (
     EXT, INT, eligible_targets, template_kind)
 
-__all__ = ["LUNodeEvacuate", "LUNodeMigrate", "Planner", "submit_jobs"]
+__all__ = ["LUNodeEvacuate", "LUNodeMigrate", "Planner"]
 
 NODE_EVAC_PRI = "primary-only"
 NODE_EVAC_SEC = "secondary-only"
@@ -81,26 +79,10 @@ class Planner(object):
             self.planned_count.get(node_uuid, 0) + 1
 
 
-async def submit_jobs(lu, jobs):
-    """Submit ``jobs`` (lists of OpCode) from an LU; the queue's answer,
-    logged."""
-    if not jobs:
-        return []
-    submit = getattr(lu._feedback, "submit_jobs", None)
-    if submit is None and lu.ctx.queue is not None:
-        submit = lu.ctx.queue.submit_many_jobs
-    if submit is None:
-        raise errors.OpExecError("this master cannot submit jobs from an"
-                                 " opcode (no job queue)")
-    results = await defer.maybeDeferred(submit, jobs)
-    for (ok, value), ops in zip(results, jobs):
-        what = "%s of %s" % (ops[0].OP_ID,
-                             getattr(ops[0], "instance_name", None))
-        if ok:
-            lu.log_info("Submitted job %s (%s)", value, what)
-        else:
-            lu.log_warning("Could not submit the %s job: %s", what, value)
-    return [list(r) for r in results]
+def _instance_job(ops):
+    """How a submitted job is named in the log: opcode and instance."""
+    return "%s of %s" % (ops[0].OP_ID,
+                         getattr(ops[0], "instance_name", None))
 
 
 def _memory(cfg, inst):
@@ -134,11 +116,9 @@ class LUNodeEvacuate(_NodeJobsLU):
     OP_ID = "OP_NODE_EVACUATE"
 
     def check_arguments(self):
-        if self.op.iallocator:
-            raise errors.OpPrereqError(
-                "iallocator: no instance allocator is available yet; leave"
-                " it out (the master plans the evacuation) or give"
-                " remote_node", errors.ECODE_INVAL)
+        checks.check_no_iallocator(
+            self.op.iallocator, "leave it out (the master plans the"
+            " evacuation) or give remote_node")
 
     def expand_names(self):
         _NodeJobsLU.expand_names(self)
@@ -270,7 +250,7 @@ class LUNodeEvacuate(_NodeJobsLU):
         self.log_info("Instances to be moved: %s", ", ".join(
             "%s (%s to %s)" % (n, how, node_calls.node_name(cfg, t))
             for n, t, how in moved))
-        return {"jobs": await submit_jobs(self, jobs)}
+        return {"jobs": await self.submit_jobs(jobs, _instance_job)}
 
 
 class LUNodeMigrate(_NodeJobsLU):
@@ -278,10 +258,7 @@ class LUNodeMigrate(_NodeJobsLU):
 
     def check_arguments(self):
         op = self.op
-        if op.iallocator:
-            raise errors.OpPrereqError(
-                "iallocator: no instance allocator is available yet",
-                errors.ECODE_INVAL)
+        checks.check_no_iallocator(op.iallocator)
         if op.live is not None and op.mode is not None:
             raise errors.OpPrereqError(
                 "live, mode: only one of the 'live' and 'mode' parameters"
@@ -343,4 +320,4 @@ class LUNodeMigrate(_NodeJobsLU):
         if not jobs:
             self.log_info("No instances to migrate from node '%s'",
                           node.name)
-        return {"jobs": await submit_jobs(self, jobs)}
+        return {"jobs": await self.submit_jobs(jobs, _instance_job)}

@@ -1,4 +1,4 @@
-"""Storage units (seed 003 "Storage units modelling") and disk status.
+"""Storage units and disk status.
 
 * OP_NODE_QUERY_STORAGE: rows of the storage units of a type (lvm-pv,
   lvm-vg, file, sharedfile) on nodes, fields ``node``, ``type``, ``name``,
@@ -6,13 +6,12 @@
 * OP_NODE_MODIFY_STORAGE: change a unit (lvm-pv ``allocatable``: ``pvchange
   -x``);
 * OP_REPAIR_NODE_STORAGE: ``fix-consistency`` of a unit (lvm-vg:
-  ``vgreduce --removemissing``; file directories: re-created).  As the seed
-  asks, a VG is only repaired when every instance that has disks on this
-  node and on others has good data on those others (unless
-  ``ignore_consistency``);
+  ``vgreduce --removemissing``; file directories: re-created).  A VG is only
+  repaired when every instance that has disks on this node and on others
+  has good data on those others (unless ``ignore_consistency``);
 * :func:`instance_disk_status`: per disk and node of an instance, ``ok``,
-  ``degraded`` or ``missing`` -- what automated repairs build on (seed
-  003 "Automated disk repairs infrastructure", "Instance disk status").
+  ``degraded`` or ``missing`` -- what automated disk repairs build on
+  (docs/storage.rst, "Instance disk status").
 """
 
 from ganeti import constants
@@ -241,7 +240,7 @@ class LURepairNodeStorage(_NodeStorageLU):
         self._common_checks(storage.VALID_STORAGE_OPERATIONS, "repaired")
 
     async def _check_instances(self):
-        """The seed's safeguard: every instance with disks here and on
+        """The repair's safeguard: every instance with disks here and on
         other nodes has good data on those other nodes."""
         cfg = self.cfg
         for inst in sorted(cfg.node_instances(self.node_uuid),

@@ -104,21 +104,7 @@ class LUClusterVerify(LogicalUnit):
                 "OP_CLUSTER_VERIFY_GROUP", group_name=name, depends=depends,
                 skip_checks=list(self.op.skip_checks),
                 verify_clutter=self.op.verify_clutter)])
-        submit = getattr(self._feedback, "submit_jobs", None)
-        if submit is None and self.ctx.queue is not None:
-            submit = self.ctx.queue.submit_many_jobs
-        if submit is None:
-            raise errors.OpExecError("this master cannot submit jobs from an"
-                                     " opcode (no job queue)")
-        results = await defer.maybeDeferred(submit, jobs)
-        for (ok, value), ops in zip(results, jobs):
-            what = ops[0].OP_ID
-            if ok:
-                self.log_info("Submitted job %s (%s)", value, what)
-            else:
-                self.log_warning("Could not submit the %s job: %s", what,
-                                 value)
-        return {"jobs": [list(r) for r in results]}
+        return {"jobs": await self.submit_jobs(jobs)}
 
 
 class NodeImage(object):
@@ -597,7 +583,8 @@ class LUClusterVerifyGroup(LogicalUnit):
             self.log_info("* Empty node group, skipping verification")
             return True
         if any(n.uuid == cluster.master_node for n in self.nodes):
-            # the certificate is on the master (issue 4: every node's)
+            # checked on the master: every node holds the same cluster
+            # certificate
             self._verify_certificate(rep)
         hvs = list(cluster.enabled_hypervisors)
         hvparams = {hv: _cluster_hvparams(cluster, hv) for hv in hvs}

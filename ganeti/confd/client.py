@@ -1,7 +1,7 @@
 """A confd client on Twisted: ask several servers, keep the best answer.
 
 :meth:`ConfdClient.request` signs one request, sends it to ``coverage``
-servers (by default min(#servers, 6), chosen at random, PROTOCOLS.md 1.9),
+servers (by default min(#servers, 6), chosen at random, as Ganeti's client),
 and returns a Deferred firing with a :class:`ConfdResult` once enough
 servers replied (all of 1-2, n-1 of 3-4, a majority of more) or the timeout
 passed with at least one reply; with none it fails with

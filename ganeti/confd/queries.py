@@ -1,4 +1,4 @@
-"""What each confd request type answers (PROTOCOLS.md 1.5-1.7).
+"""What each confd request type answers (as Ganeti's confd).
 
 :func:`answer` takes a snapshot, the request type and the raw ``query`` of a
 request that already passed the signature, clock and replay checks, and
@@ -11,6 +11,7 @@ are memoised in the snapshot, so a flood of "instance IPs on link X" costs
 one JSON encoding per config version.
 """
 
+import functools
 import re
 
 import attr
@@ -106,19 +107,35 @@ def _plain(query):
     return query if isinstance(query, str) else None
 
 
+def _named(find, not_found):
+    """A handler of a plain query naming a node or an instance.
+
+    ``find`` is the snapshot's lookup method (``"find_node"``...); a name
+    it does not know is the error reply ``not_found % name``.  The handler
+    is called with ``(snap, name, found)``.
+    """
+    def decorate(handler):
+        @functools.wraps(handler)
+        def named_handler(snap, query):
+            name = _plain(query)
+            if name is None:
+                return _invalid_query_type(query)
+            found = getattr(snap, find)(name)
+            if found is None:
+                return _error(not_found % name)
+            return handler(snap, name, found)
+        return named_handler
+    return decorate
+
+
 # --- the request types ---------------------------------------------------
 
 def _ping(snap, query):
     return snap.memo("ping", lambda: _ok(snap.version, 0))
 
 
-def _node_role(snap, query):
-    name = _plain(query)
-    if name is None:
-        return _invalid_query_type(query)
-    node = snap.find_node(name)
-    if node is None:
-        return _error("Node '%s' not found" % name)
+@_named("find_node", "Node '%s' not found")
+def _node_role(snap, name, node):
     # As in Ganeti: "master" only when asked by the master's *name*.
     if name == snap.master_name:
         role = wire.NODE_ROLE_MASTER
@@ -196,26 +213,15 @@ def _instances_ips_list(snap, query):
                      lambda: _ok(snap.link_ips[link], snap.serial))
 
 
-def _node_drbd(snap, query):
-    name = _plain(query)
-    if name is None:
-        return _invalid_query_type(query)
-    node = snap.find_node(name)
-    if node is None:
-        return _error("Node '%s' not found" % name)
+@_named("find_node", "Node '%s' not found")
+def _node_drbd(snap, name, node):
     return snap.memo(("drbd", node.uuid), lambda: _ok(
         [m.to_list() for m in snap.drbd_minors.get(node.uuid, ())],
         node.serial_no or 0))
 
 
-def _node_instances(snap, query):
-    name = _plain(query)
-    if name is None:
-        return _invalid_query_type(query)
-    node = snap.find_node(name)
-    if node is None:
-        return _error("Node not found in the configuration: %s" % name)
-
+@_named("find_node", "Node not found in the configuration: %s")
+def _node_instances(snap, name, node):
     def compute():
         primary, secondary = snap.node_instances.get(node.uuid, ([], []))
         return _ok([[i.to_dict() for i in primary],
@@ -223,13 +229,8 @@ def _node_instances(snap, query):
     return snap.memo(("node-instances", node.uuid), compute)
 
 
-def _instance_disks(snap, query):
-    name = _plain(query)
-    if name is None:
-        return _invalid_query_type(query)
-    inst = snap.find_instance(name)
-    if inst is None:
-        return _error("Instance not found in the configuration: %s" % name)
+@_named("find_instance", "Instance not found in the configuration: %s")
+def _instance_disks(snap, name, inst):
     return snap.memo(("disks", inst.uuid), lambda: _ok(
         [d.to_dict() for d in snap.instance_disks(inst)],
         inst.serial_no or 0))

@@ -12,6 +12,7 @@ import attr
 
 from ganeti import constants
 from ganeti import objects
+from ganeti.utils.memo import Memo
 
 # Data collectors known to Ganeti 3.0's monitoring daemon, and the ones that
 # only make sense (and are only reported active) on a Xen cluster.
@@ -71,7 +72,8 @@ class ConfigSnapshot(object):
         self.file_serial = store.serial_no
         #: problems found while indexing (malformed DRBD disks...), for logs
         self.warnings = []
-        self._memo = {}
+        #: ``memo(key, compute)``: encoded replies kept for this version's life
+        self.memo = Memo()
         self._config_dict = None
 
         self.nodes_by_name = {}
@@ -201,11 +203,3 @@ class ConfigSnapshot(object):
         if self._config_dict is None:
             self._config_dict = self.store.to_dict()
         return self._config_dict
-
-    def memo(self, key, compute):
-        """Cache ``compute()`` (an encoded reply) for this version's life."""
-        try:
-            return self._memo[key]
-        except KeyError:
-            value = self._memo[key] = compute()
-            return value

@@ -3,7 +3,7 @@
 A datagram is the four bytes ``plj0`` followed by a JSON object
 ``{"msg": <text>, "salt": <text>, "hmac": <40 hex>}``; ``msg`` is itself JSON
 text (double encoded) and ``hmac`` is HMAC-SHA1 over ``salt + msg`` with the
-cluster's hmac.key used verbatim (PROTOCOLS.md 1.2-1.4, 1.8).  The values
+cluster's hmac.key used verbatim.  The values
 below must match Ganeti 3.0's, since its clients talk to our daemon.
 """
 

@@ -17,7 +17,7 @@ _OLD_DEV_TYPES = {"lvm": constants.DT_PLAIN, "drbd8": constants.DT_DRBD8,
 class Upgrader(object):
     """Bring an older config.data dict to 3.0's layout, in place.
 
-    Handles: objects without UUIDs (seed 003 "persistent UUIDs"), maps keyed
+    Handles: objects without UUIDs, maps keyed
     by name, nodes referred to by name, disks embedded in instances (2.x),
     ``admin_up`` booleans, missing ``admin_state_source``, global hypervisor
     parameters set on instances, nodes without a group, and parameter

@@ -12,7 +12,7 @@ Instance states reported by a driver (``InstanceInfo.state``):
     The instance exists and holds its resources but its CPUs are stopped
     (started paused, or stopped by an I/O error, or migrating).
 ``shutdown``
-    The guest powered itself off cleanly (a *user* shutdown, seed 004).  The
+    The guest powered itself off cleanly (a *user* shutdown).  The
     domain is kept, still holding its memory, until ``cleanup_instance``; the
     master maps this to ``USER_down`` (or ``ERROR_down`` where user shutdown
     is not allowed) and must not simply restart it.

@@ -80,7 +80,7 @@ class HypervisorBase(object):
     async def _clean_up_kept(self, name, info):
         """Before a start: an instance of that name (``info``, None if
         none) must not be live; a kept shutdown/crashed domain is cleaned
-        up first (seed 004)."""
+        up first (user shutdown detection, docs/instances.rst)."""
         if info is None:
             return
         if info.live:

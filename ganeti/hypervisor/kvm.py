@@ -3,7 +3,7 @@
 qemu is started with ``-daemonize`` (own session, reparented away from the
 node daemon) and ``-no-shutdown``: when the guest powers itself off, qemu
 stays in the ``shutdown`` run state instead of exiting.  That kept domain is
-the evidence of a user shutdown (seed 004); ``cleanup_instance`` removes it.
+the evidence of a user shutdown; ``cleanup_instance`` removes it.
 
 State of an instance comes from, in order:
 
@@ -227,7 +227,7 @@ def build_command(spec, binary, files, startup_paused=False, incoming=None):
     cmd += ["-nodefaults"]
     cmd += ["-qmp", "unix:%s,server=on,wait=off" % _q(files.qmp)]
     # a guest power-off stops the VM but keeps qemu: the kept domain that
-    # proves a user shutdown (seed 004)
+    # proves a user shutdown
     cmd += ["-no-shutdown"]
     if hvp["reboot_behavior"] == "exit":
         # a guest reboot becomes a shutdown, like a power-off

@@ -200,8 +200,23 @@ class Resource(abc.ABC):
     fields = None
     #: Item kind used in "not known" errors
     noun = "item"
-    #: Rows come from a provider of the context (jobs, locks)
-    from_provider = False
+    #: The attribute of the query context whose provider gives the rows
+    #: ("jobs", "locks"); None: they come from the configuration
+    provider = None
+
+    @property
+    def from_provider(self):
+        return self.provider is not None
+
+    def rows_provider(self, run):
+        """The context's provider of this resource's rows; OpPrereqError
+        where this process has none."""
+        source = getattr(run.ctx, self.provider)
+        if source is None:
+            raise errors.OpPrereqError("%s information is not available"
+                                       " here" % self.noun.capitalize(),
+                                       errors.ECODE_ENVIRON)
+        return source
 
     @abc.abstractmethod
     def items(self, run, names):

@@ -14,6 +14,7 @@ from ganeti import errors
 from ganeti import qlang
 from ganeti.query import base
 from ganeti.query.base import NEED_CONFIG
+from ganeti.utils.memo import Memo
 
 
 def _then(value, fn):
@@ -30,21 +31,14 @@ class Run(object):
         self.ctx = ctx
         self.cfg = ctx.cfg
         self.cluster = ctx.cfg.cluster if ctx.cfg is not None else None
-        self._memo = {}
+        #: ``memo(key, compute)``: values computed once per query
+        self.memo = Memo()
         # filled by Resource.collect
         self.unreachable = set()
         self.inst_runtime = {}   # node uuid -> {instance name: info}
         self.node_runtime = {}   # node uuid -> {key: value}
         self.collected = set()   # NEED_* kinds already collected
         self.field_names = []    # every field the query reads
-
-    def memo(self, key, compute):
-        """Compute ``key`` once per query."""
-        try:
-            return self._memo[key]
-        except KeyError:
-            value = self._memo[key] = compute()
-            return value
 
     def node_offline(self, uuid):
         node = self.cfg.nodes.get(uuid)

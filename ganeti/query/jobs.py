@@ -74,14 +74,11 @@ class JobResource(Resource):
     name = "job"
     noun = "job"
     namefield = "id"
-    from_provider = True
+    provider = "jobs"
     fields = build_fields()
 
     def items(self, run, names):
-        provider = run.ctx.jobs
-        if provider is None:
-            raise errors.OpPrereqError("Job information is not available"
-                                       " here", errors.ECODE_ENVIRON)
+        provider = self.rows_provider(run)
         ids = None
         if names is not None:
             ids = []

@@ -151,7 +151,7 @@ def locate_instance(inst, node_offline, unreachable, runtime):
 
 
 def dead_status(cluster, inst):
-    """Status of an instance no hypervisor runs (PROTOCOLS 7.4)."""
+    """Status of an instance no hypervisor runs (Ganeti's rules)."""
     state = inst.admin_state
     if state == constants.ADMINST_UP:
         return constants.INSTST_ERRORDOWN

@@ -6,7 +6,6 @@ per waiting group).  Owners are shown as strings, nicely sorted; an empty
 owner or pending list is shown as null.
 """
 
-from ganeti import errors
 from ganeti.query.base import (Field, FieldTable, Resource, QFT_TEXT,
                                QFT_OTHER, nice_sort)
 
@@ -50,14 +49,11 @@ def build_fields():
 class LockResource(Resource):
     name = "lock"
     noun = "lock"
-    from_provider = True
+    provider = "locks"
     fields = build_fields()
 
     def items(self, run, names):
-        source = run.ctx.locks
-        if source is None:
-            raise errors.OpPrereqError("Lock information is not available"
-                                       " here", errors.ECODE_ENVIRON)
+        source = self.rows_provider(run)
         getter = getattr(source, "query_locks", source)
         return list(getter())
 

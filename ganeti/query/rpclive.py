@@ -24,16 +24,7 @@ class RpcLiveData(object):
         results = yield self.rpc.call_many(
             list(node_uuids), "all_instances_info", [self._hypervisors()],
             timeout=self.timeout)
-        answer = {}
-        for node, res in _by_node(node_uuids, results).items():
-            if res is None or not res.success:
-                answer[node] = None
-                continue
-            answer[node] = {name: {"state": info.get("state"),
-                                   "memory": info.get("memory"),
-                                   "vcpus": info.get("vcpus")}
-                            for name, info in (res.payload or {}).items()}
-        return answer
+        return _per_node(node_uuids, results, _instances_info)
 
     @defer.inlineCallbacks
     def nodes_runtime(self, node_uuids):
@@ -49,36 +40,49 @@ class RpcLiveData(object):
         results = yield self.rpc.call_many(
             list(node_uuids), "node_info", [units, [hv]],
             timeout=self.timeout)
-        answer = {}
-        for node, res in _by_node(node_uuids, results).items():
-            if res is None or not res.success:
-                answer[node] = None
-                continue
-            payload = res.payload or {}
-            data = {"bootid": payload.get("boot_id")}
-            hvs = payload.get("hypervisors") or []
-            if hvs:
-                h = hvs[0]
-                data.update({"mtotal": h.get("memory_total"),
-                             "mnode": h.get("memory_dom0"),
-                             "mfree": h.get("memory_free"),
-                             "ctotal": h.get("cpu_total"),
-                             # KVM and fake leave every CPU to the host OS
-                             # too (htools need the field).
-                             "cnos": h.get("cpu_total"),
-                             "cnodes": h.get("cpu_nodes"),
-                             "csockets": h.get("cpu_sockets")})
-            storage = [u for u in payload.get("storage") or []
-                       if u.get("storage_size") is not None]
-            if storage:
-                data["dtotal"] = sum(u["storage_size"] for u in storage)
-                data["dfree"] = sum(u["storage_free"] or 0 for u in storage)
-            answer[node] = {k: v for k, v in data.items() if v is not None}
-        return answer
+        return _per_node(node_uuids, results, _node_info)
 
 
-def _by_node(node_uuids, results):
-    """call_many's answer as {node uuid: RpcResult or None}."""
+def _per_node(node_uuids, results, convert):
+    """call_many's answer as {node uuid: convert(payload)}.
+
+    A node whose result is missing or failed maps to None (unreachable).
+    """
     if isinstance(results, dict):
-        return {n: results.get(n) for n in node_uuids}
-    return dict(zip(node_uuids, results))
+        by_node = {n: results.get(n) for n in node_uuids}
+    else:
+        by_node = dict(zip(node_uuids, results))
+    return {node: None if res is None or not res.success
+            else convert(res.payload or {})
+            for node, res in by_node.items()}
+
+
+def _instances_info(payload):
+    """An all_instances_info payload as {instance name: runtime fields}."""
+    return {name: {"state": info.get("state"),
+                   "memory": info.get("memory"),
+                   "vcpus": info.get("vcpus")}
+            for name, info in payload.items()}
+
+
+def _node_info(payload):
+    """A node_info payload as the node fields it gives (None left out)."""
+    data = {"bootid": payload.get("boot_id")}
+    hvs = payload.get("hypervisors") or []
+    if hvs:
+        h = hvs[0]
+        data.update({"mtotal": h.get("memory_total"),
+                     "mnode": h.get("memory_dom0"),
+                     "mfree": h.get("memory_free"),
+                     "ctotal": h.get("cpu_total"),
+                     # KVM and fake leave every CPU to the host OS
+                     # too (htools need the field).
+                     "cnos": h.get("cpu_total"),
+                     "cnodes": h.get("cpu_nodes"),
+                     "csockets": h.get("cpu_sockets")})
+    storage = [u for u in payload.get("storage") or []
+               if u.get("storage_size") is not None]
+    if storage:
+        data["dtotal"] = sum(u["storage_size"] for u in storage)
+        data["dfree"] = sum(u["storage_free"] or 0 for u in storage)
+    return {k: v for k, v in data.items() if v is not None}

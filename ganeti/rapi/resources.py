@@ -14,6 +14,7 @@ Path parameters: ``{job_id}`` and ``{disk_index}`` are integers, ``{uuid}``
 a filter UUID, every other one a name (``[\\w._-]+``).
 """
 
+import functools
 import time
 
 import attr
@@ -36,7 +37,7 @@ RAPI_VERSION = 2
 FEATURES = ["instance-create-reqv1", "instance-reinstall-reqv1",
             "node-migrate-reqv1", "node-evac-res1"]
 
-#: fields of the bulk formats (PROTOCOLS.md 2.7); "forthcoming" is extra
+#: fields of the bulk formats (Ganeti's); "forthcoming" is extra
 #: (htools read it when present)
 I_FIELDS = ["name", "admin_state", "os", "pnode", "snodes", "disk_template",
             "nic.ips", "nic.macs", "nic.modes", "nic.uuids", "nic.names",
@@ -250,6 +251,42 @@ def _list(what, key, uri, fields, fix=None):
     return handler
 
 
+def _get(what, fields, fix=None):
+    """A handler answering the ``what`` named in the URL (bulk format)."""
+    async def handler(req):
+        return await _one(req, what, fields, req.params["name"], fix)
+    return handler
+
+
+def _add(op_id, name_param):
+    """A handler submitting ``op_id`` with the body's parameters, its
+    ``name`` given as ``name_param``."""
+    async def handler(req):
+        data = baserlib.rename_keys(req.body_dict(), {"name": name_param})
+        return await req.submit(req.opcode(op_id, data))
+    return handler
+
+
+def _named_op(name_param, op_id, query_map=None, body=True, renames=None,
+              static=None):
+    """A handler submitting ``op_id`` for the object named in the URL
+    (opcode parameter ``name_param``).
+
+    ``query_map``: query parameter -> (opcode parameter, getter kind);
+    ``body``: whether the body gives further parameters (``renames``
+    renames its keys); ``static``: fixed opcode parameters.
+    """
+    async def handler(req):
+        params = {name_param: req.params["name"]}
+        params.update(static or {})
+        params.update(_from_query(req, query_map))
+        data = req.body_dict() if body else req.with_depends({})
+        if renames:
+            data = baserlib.rename_keys(data, renames)
+        return await req.submit(req.opcode(op_id, data, static=params))
+    return handler
+
+
 # --- Plain information ------------------------------------------------------
 
 async def _null(req):
@@ -456,22 +493,7 @@ async def _multi_alloc(req):
     return await req.submit(req.opcode("OP_INSTANCE_MULTI_ALLOC", body))
 
 
-def _instance_op(op_id, query_map=None, body=True, renames=None,
-                 static=None):
-    """A handler submitting ``op_id`` for the instance in the URL.
-
-    ``query_map``: query parameter -> (opcode parameter, getter kind);
-    ``body``: whether the body gives further parameters.
-    """
-    async def handler(req):
-        params = {"instance_name": req.params["name"]}
-        params.update(static or {})
-        params.update(_from_query(req, query_map))
-        data = req.body_dict() if body else req.with_depends({})
-        if renames:
-            data = baserlib.rename_keys(data, renames)
-        return await req.submit(req.opcode(op_id, data, static=params))
-    return handler
+_instance_op = functools.partial(_named_op, "instance_name")
 
 
 def _from_query(req, query_map):
@@ -486,11 +508,6 @@ def _from_query(req, query_map):
         else:
             result[pname] = req.args.get(qname)
     return result
-
-
-async def _instance_get(req):
-    return await _one(req, "instance", I_FIELDS, req.params["name"],
-                      _fix_instance)
 
 
 async def _instance_info(req):
@@ -625,7 +642,8 @@ resource("/2/instances-multi-alloc", "instances_multi_alloc",
                 query=(DRY_RUN, REASON), body="{instances: [...]}",
                 returns="job_id"))
 resource(_instance, "instances_name", "One instance (by name, or by UUID)",
-         Method("GET", _instance_get, "The instance (bulk format)"),
+         Method("GET", _get("instance", I_FIELDS, _fix_instance),
+                "The instance (bulk format)"),
          Method("DELETE", _instance_op("OP_INSTANCE_REMOVE"),
                 "Remove the instance", opcodes=("OP_INSTANCE_REMOVE",),
                 query=(DRY_RUN, REASON), body="OP_INSTANCE_REMOVE parameters",
@@ -805,16 +823,7 @@ async def _node_role_set(req):
     return await req.submit(req.opcode("OP_NODE_SET_PARAMS", static=static))
 
 
-def _node_op(op_id, query_map=None, body=True, renames=None, static=None):
-    async def handler(req):
-        params = {"node_name": req.params["name"]}
-        params.update(static or {})
-        params.update(_from_query(req, query_map))
-        data = req.body_dict() if body else req.with_depends({})
-        if renames:
-            data = baserlib.rename_keys(data, renames)
-        return await req.submit(req.opcode(op_id, data, static=params))
-    return handler
+_node_op = functools.partial(_named_op, "node_name")
 
 
 async def _node_migrate(req):
@@ -936,37 +945,20 @@ GROUP_MODIFY_RENAMES = {"custom_ndparams": "ndparams",
                         "custom_diskparams": "diskparams"}
 
 
-def _group_op(op_id, query_map=None, renames=None):
-    async def handler(req):
-        params = {"group_name": req.params["name"]}
-        params.update(_from_query(req, query_map))
-        data = req.body_dict()
-        if renames:
-            data = baserlib.rename_keys(data, renames)
-        return await req.submit(req.opcode(op_id, data, static=params))
-    return handler
-
-
-async def _group_add(req):
-    data = baserlib.rename_keys(req.body_dict(), {"name": "group_name"})
-    return await req.submit(req.opcode("OP_GROUP_ADD", data))
-
-
-async def _group_get(req):
-    return await _one(req, "group", G_FIELDS, req.params["name"])
-
+_group_op = functools.partial(_named_op, "group_name")
 
 _group = "/2/groups/{name}"
 resource("/2/groups", "groups", "Node groups",
          Method("GET", _list("group", "name", "/2/groups/%s", G_FIELDS),
                 "All groups (names and URIs, or full with bulk=1)",
                 query=(BULK,), returns="list"),
-         Method("POST", _group_add, "Add a group (body: name,"
-                " alloc_policy, ...)", opcodes=("OP_GROUP_ADD",),
+         Method("POST", _add("OP_GROUP_ADD", "group_name"),
+                "Add a group (body: name, alloc_policy, ...)",
+                opcodes=("OP_GROUP_ADD",),
                 query=(DRY_RUN, REASON), body="OP_GROUP_ADD parameters",
                 returns="job_id"))
 resource(_group, "groups_name", "One node group",
-         Method("GET", _group_get, "The group (bulk format)"),
+         Method("GET", _get("group", G_FIELDS), "The group (bulk format)"),
          Method("DELETE", _group_op("OP_GROUP_REMOVE"), "Remove the group",
                 opcodes=("OP_GROUP_REMOVE",), query=(DRY_RUN, REASON),
                 returns="job_id"))
@@ -994,22 +986,7 @@ _tags_resource(_group + "/tags", "groups_name_tags",
 
 # --- Networks ---------------------------------------------------------------
 
-def _network_op(op_id):
-    async def handler(req):
-        return await req.submit(req.opcode(
-            op_id, req.body_dict(),
-            static={"network_name": req.params["name"]}))
-    return handler
-
-
-async def _network_add(req):
-    data = baserlib.rename_keys(req.body_dict(), {"name": "network_name"})
-    return await req.submit(req.opcode("OP_NETWORK_ADD", data))
-
-
-async def _network_get(req):
-    return await _one(req, "network", NET_FIELDS, req.params["name"])
-
+_network_op = functools.partial(_named_op, "network_name")
 
 _network = "/2/networks/{name}"
 resource("/2/networks", "networks", "Networks",
@@ -1017,12 +994,14 @@ resource("/2/networks", "networks", "Networks",
                              NET_FIELDS),
                 "All networks (names and URIs, or full with bulk=1)",
                 query=(BULK,), returns="list"),
-         Method("POST", _network_add, "Add a network",
+         Method("POST", _add("OP_NETWORK_ADD", "network_name"),
+                "Add a network",
                 opcodes=("OP_NETWORK_ADD",), query=(DRY_RUN, REASON),
                 body="OP_NETWORK_ADD parameters (name = network_name)",
                 returns="job_id"))
 resource(_network, "networks_name", "One network",
-         Method("GET", _network_get, "The network (bulk format)"),
+         Method("GET", _get("network", NET_FIELDS),
+                "The network (bulk format)"),
          Method("DELETE", _network_op("OP_NETWORK_REMOVE"),
                 "Remove the network", opcodes=("OP_NETWORK_REMOVE",),
                 query=(DRY_RUN, REASON), returns="job_id"))

@@ -1,6 +1,6 @@
 """A log file that falls back to the console when it cannot be written.
 
-Seed 003, "Node daemon availability": the node daemon must keep working (for
+Node daemon availability: the node daemon must keep working (for
 example answer a powercycle request) on a node whose system disk is failing.
 It is locked in memory (mlockall), and its log messages go to the console
 when the log file cannot be written, instead of being lost or stopping it.

@@ -24,13 +24,14 @@ import os
 
 import attr
 from twisted.internet import defer
-from zope.interface import Attribute, Interface
+from zope.interface import Attribute, Interface, implementer
 
 from ganeti import constants
 from ganeti import errors
 
 __all__ = [
-    "IBlockDevice", "IStorageUnitKind", "StorageContext", "StorageUnitInfo",
+    "IBlockDevice", "BlockDevice", "IStorageUnitKind", "StorageContext",
+    "StorageUnitInfo",
     "block_device", "open_block_device", "storage_unit_kind",
     "STORAGE_FIELDS",
     "device_mapper_available", "check_size",
@@ -75,6 +76,38 @@ class IBlockDevice(Interface):
     def dimensions():
         """Fires ``(size in bytes, spindles or None)``, or None if the
         device does not exist."""
+
+
+@implementer(IBlockDevice)
+class BlockDevice(object):
+    """Base of the block devices whose work is written as coroutines.
+
+    Each :class:`IBlockDevice` method returns a Deferred of the coroutine
+    of the same name with a leading underscore (``grow`` runs ``_grow``);
+    a device provides the coroutines, or overrides the method.
+    ``shutdown`` does nothing unless a device has something to undo.
+    """
+
+    def create(self, size):
+        return defer.Deferred.fromCoroutine(self._create(size))
+
+    def remove(self):
+        return defer.Deferred.fromCoroutine(self._remove())
+
+    def assemble(self):
+        return defer.Deferred.fromCoroutine(self._assemble())
+
+    def shutdown(self):
+        return defer.Deferred.fromCoroutine(self._shutdown())
+
+    async def _shutdown(self):
+        return None
+
+    def grow(self, amount, dryrun=False):
+        return defer.Deferred.fromCoroutine(self._grow(amount, dryrun))
+
+    def dimensions(self):
+        return defer.Deferred.fromCoroutine(self._dimensions())
 
 
 class IStorageUnitKind(Interface):

@@ -26,12 +26,11 @@ import json
 
 import attr
 from twisted.internet import defer
-from zope.interface import implementer
 
 from ganeti import constants
 from ganeti import errors
 from ganeti.storage import (DISK_DEGRADED, DISK_MISSING, DISK_OK,
-                            IBlockDevice, LDS_FAULTY, LDS_OKAY, LDS_SYNC,
+                            BlockDevice, LDS_FAULTY, LDS_OKAY, LDS_SYNC,
                             LDS_UNKNOWN, check_size)
 
 __all__ = ["DrbdDevice", "DrbdParams", "ResourceStatus", "parse_status",
@@ -346,8 +345,7 @@ def disk_status(res, path=None):
 
 # ---------------------------------------------------------------------------
 
-@implementer(IBlockDevice)
-class DrbdDevice(object):
+class DrbdDevice(BlockDevice):
 
     dev_type = constants.DT_DRBD8
     format = "raw"
@@ -413,9 +411,6 @@ class DrbdDevice(object):
 
     # -- IBlockDevice ---------------------------------------------------------
 
-    def create(self, size):
-        return defer.Deferred.fromCoroutine(self._create(size))
-
     async def _create(self, size):
         size = check_size("size", size)
         await self.data.create(size)
@@ -427,9 +422,6 @@ class DrbdDevice(object):
             await self.meta.remove()
             raise
         return self.path
-
-    def assemble(self):
-        return defer.Deferred.fromCoroutine(self._assemble())
 
     async def _assemble(self):
         res = await self.resource_status()
@@ -450,33 +442,21 @@ class DrbdDevice(object):
             await self._run(argv)
         return self.path
 
-    def shutdown(self):
-        return defer.Deferred.fromCoroutine(self._shutdown())
-
     async def _shutdown(self):
         if await self.resource_status() is None:
             return
         await self._run([DRBDSETUP, "down", self.params.resource])
-
-    def remove(self):
-        return defer.Deferred.fromCoroutine(self._remove())
 
     async def _remove(self):
         await self._shutdown()
         await self.data.remove()
         await self.meta.remove()
 
-    def grow(self, amount, dryrun=False):
-        return defer.Deferred.fromCoroutine(self._grow(amount, dryrun))
-
     async def _grow(self, amount, dryrun):
         await self.data.grow(amount, dryrun)
         if not dryrun and await self.resource_status() is not None:
             await self._run([DRBDSETUP, "resize",
                              str(self.params.local_minor)])
-
-    def dimensions(self):
-        return defer.Deferred.fromCoroutine(self._dimensions())
 
     async def _dimensions(self):
         res = await self.resource_status()

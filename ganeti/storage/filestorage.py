@@ -24,7 +24,7 @@ from zope.interface import implementer
 
 from ganeti import constants
 from ganeti import errors
-from ganeti.storage import (IBlockDevice, IStorageUnitKind, StorageUnitInfo,
+from ganeti.storage import (BlockDevice, IStorageUnitKind, StorageUnitInfo,
                             check_size, SO_FIX_CONSISTENCY)
 
 __all__ = ["FileDevice", "FileStorageKind", "check_file_path",
@@ -69,8 +69,10 @@ def check_file_path(path, allowed_dirs, field="disk.logical_id"):
         " directories (%s)" % (field, path, ", ".join(allowed_dirs)))
 
 
-@implementer(IBlockDevice)
-class FileDevice(object):
+class FileDevice(BlockDevice):
+    """A ``file`` or ``sharedfile`` disk: its file work runs in
+    ``ctx.run_blocking``, so ``remove`` and ``assemble`` are that work's
+    Deferreds rather than coroutines."""
 
     def __init__(self, path, ctx, dev_type=constants.DT_FILE, fmt="raw"):
         self.dev_type = dev_type
@@ -119,9 +121,6 @@ class FileDevice(object):
 
     def _blocking(self, fn, *args):
         return self._ctx.run_blocking(fn, *args)
-
-    def create(self, size):
-        return defer.Deferred.fromCoroutine(self._create(size))
 
     async def _create(self, size):
         size = check_size("size", size)
@@ -178,12 +177,6 @@ class FileDevice(object):
         d = self._blocking(self._check_exists)
         return d.addCallback(lambda _: self.path)
 
-    def shutdown(self):
-        return defer.succeed(None)
-
-    def grow(self, amount, dryrun=False):
-        return defer.Deferred.fromCoroutine(self._grow(amount, dryrun))
-
     async def _grow(self, amount, dryrun):
         amount = check_size("amount", amount)
         if dryrun or self.format == "qcow2":
@@ -200,9 +193,6 @@ class FileDevice(object):
     def _grow_raw(self, amount):
         self._check_exists()
         os.truncate(self.path, os.stat(self.path).st_size + amount * MiB)
-
-    def dimensions(self):
-        return defer.Deferred.fromCoroutine(self._dimensions())
 
     def _raw_size(self):
         """Size in bytes, or None if the file does not exist."""

@@ -18,7 +18,7 @@ from zope.interface import implementer
 
 from ganeti import constants
 from ganeti import errors
-from ganeti.storage import (IBlockDevice, IStorageUnitKind, StorageUnitInfo,
+from ganeti.storage import (BlockDevice, IStorageUnitKind, StorageUnitInfo,
                             check_size, SF_ALLOCATABLE, SO_FIX_CONSISTENCY)
 
 __all__ = ["LogicalVolume", "VolumeGroupKind", "PhysicalVolumeKind",
@@ -90,8 +90,10 @@ class _LvmCommands(object):
         return result
 
 
-@implementer(IBlockDevice)
-class LogicalVolume(object):
+class LogicalVolume(BlockDevice):
+    """A ``plain`` disk.  Its ``shutdown`` is the base's, which does nothing:
+    as Ganeti, LVs stay active; deactivating them buys nothing and races
+    with other users of the VG."""
 
     dev_type = constants.DT_PLAIN
     format = "raw"
@@ -135,9 +137,6 @@ class LogicalVolume(object):
         rows = parse_report(result.stdout, "lv")
         return rows[0] if rows else None
 
-    def create(self, size):
-        return defer.Deferred.fromCoroutine(self._create(size))
-
     async def _create(self, size):
         size = check_size("size", size)
         if await self._lv_row() is not None:
@@ -155,9 +154,6 @@ class LogicalVolume(object):
                 % (self.name, result.describe()))
         return self.path
 
-    def remove(self):
-        return defer.Deferred.fromCoroutine(self._remove())
-
     async def _remove(self):
         if await self._lv_row() is None:
             return
@@ -167,9 +163,6 @@ class LogicalVolume(object):
             raise errors.BlockDeviceError(
                 "cannot remove logical volume %s: %s"
                 % (self.name, result.describe()))
-
-    def assemble(self):
-        return defer.Deferred.fromCoroutine(self._assemble())
 
     async def _assemble(self):
         if not self._ctx.has_device_mapper():
@@ -184,14 +177,6 @@ class LogicalVolume(object):
                 % (self.name, result.describe()))
         return self.path
 
-    def shutdown(self):
-        # As Ganeti: LVs stay active; deactivating them buys nothing and
-        # races with other users of the VG.
-        return defer.succeed(None)
-
-    def grow(self, amount, dryrun=False):
-        return defer.Deferred.fromCoroutine(self._grow(amount, dryrun))
-
     async def _grow(self, amount, dryrun):
         amount = check_size("amount", amount)
         args = ["-L", "+%dm" % amount]
@@ -203,9 +188,6 @@ class LogicalVolume(object):
             raise errors.BlockDeviceError(
                 "cannot grow logical volume %s by %d MiB: %s"
                 % (self.name, amount, result.describe()))
-
-    def dimensions(self):
-        return defer.Deferred.fromCoroutine(self._dimensions())
 
     async def _dimensions(self):
         row = await self._lv_row()

@@ -1,4 +1,4 @@
-"""Issue 4 end to end: a 3-node cluster over mutual TLS, run like an admin.
+"""End to end: a 3-node cluster over mutual TLS, run like an admin.
 
 One scenario through real processes and our gnt-* commands:
 

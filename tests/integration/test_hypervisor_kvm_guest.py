@@ -87,7 +87,7 @@ class RealGuestTests(unittest.TestCase):
                          (hv.SHUTDOWN, "guest-shutdown"))
         self.assertFalse(info.live)
         self.assertIn("ganeti-test: booted, mode=poweroff", self.console())
-        # a kept domain: qemu is still there (seed 004), holding its memory
+        # a kept domain: qemu is still there, holding its memory
         self.assertIsNotNone(info.pid)
         self.assertEqual((await self.hyp.get_node_info()).memory_hv, 256)
         record = state.RuntimeDir(self.root, "kvm").read("guest1")

@@ -85,7 +85,7 @@ class InstanceLifeCycleTests(DaemonsTestCase):
                               expect="error")
 
         # the user powers the guest off from inside: the domain is kept,
-        # the watcher's opcode records it and cleans up (seed 004)
+        # the watcher's opcode records it and cleans up
         rt = state.RuntimeDir(self.vc.master.root, "fake")
         os.kill(state.read_pid_file(rt.pid_path(INSTANCE)), signal.SIGUSR1)
         wait_for("user shutdown",

@@ -9,7 +9,8 @@ serial socket paths must fit in 108 bytes) with kvm enabled and
 * ``ganeti_test=poweroff``: the guest powers itself off; the instance's
   ``status`` becomes ``USER_down`` (not ``ERROR_down``), and the watcher's
   step (OP_INSTANCE_SHUTDOWN with ``admin_state_source`` "user") records
-  it: admin_state down, source user (seed 004, PROTOCOLS 7.4).
+  it: admin_state down, source user (user shutdown detection,
+  docs/instances.rst).
 * ``ganeti_test=idle``: the qemu process is SIGKILLed; that is a crash:
   ``ERROR_down``.
 

@@ -67,7 +67,7 @@ class NodedProcessTests(unittest.TestCase):
         results = yield defer.Deferred.fromCoroutine(
             self.wait_ready(client, names))
         self.assertEqual({r.payload for r in results.values()}, {3000000})
-        # the node daemon locked its memory (seed 003)
+        # the node daemon locked its memory (node daemon availability)
         with open("/proc/%d/status" % procs[0].pid) as f:
             locked = [line for line in f if line.startswith("VmLck:")]
         if os.geteuid() == 0:
