@@ -369,11 +369,11 @@ METHODS = {m.name: m for m in [
         Arg("prev_log_serial", ht.maybe(ht.INT)),
         Arg("timeout", _WFJC_TIMEOUT, client_default=WFJC_TIMEOUT,
             send=lambda timeout: min(timeout, WFJC_TIMEOUT))),
-        "WaitForJobChange: wait (at most ``timeout`` seconds, already capped"
-        " to 89) until the job's ``fields`` differ from ``prev_job_info`` or"
-        " it has log entries newer than ``prev_log_serial`` (None: any);"
-        " return ``[field values, new log entries]``, or JOB_NOTCHANGED"
-        " (\"nochange\") on timeout."),
+           "WaitForJobChange: wait (at most ``timeout`` seconds, already capped"
+           " to 89) until the job's ``fields`` differ from ``prev_job_info`` or"
+           " it has log entries newer than ``prev_log_serial`` (None: any);"
+           " return ``[field values, new log entries]``, or JOB_NOTCHANGED"
+           " (\"nochange\") on timeout."),
     Method(REQ_QUERY_JOBS, "query_jobs", (
         Arg("job_ids", ht.maybe(ht.list_of(_JOB_ID))),
         Arg("fields", _FIELDS)),
@@ -389,15 +389,15 @@ METHODS = {m.name: m for m in [
         Arg("age", ht.NUMBER),
         Arg("timeout", ht.NONNEG_NUMBER,
             client_default=(READ_WRITE_TIMEOUT - 1) // 2)),
-        "AutoArchiveJobs: archive jobs older than ``age`` seconds (-1: all)"
-        " working at most ``timeout`` seconds; return ``[archived_count,"
-        " remaining_count]``."),
+           "AutoArchiveJobs: archive jobs older than ``age`` seconds (-1: all)"
+           " working at most ``timeout`` seconds; return ``[archived_count,"
+           " remaining_count]``."),
     Method(REQ_CHANGE_JOB_PRIORITY, "change_job_priority", (
         Arg("job_id", _JOB_ID),
         Arg("priority", ht.INT,
             valid=ht.one_of(*opcodes.OP_PRIO_SUBMIT_VALID))),
-        "ChangeJobPriority: ``priority`` is one of -10, 0, 10; return"
-        " ``[success, message]``."),
+           "ChangeJobPriority: ``priority`` is one of -10, 0, 10; return"
+           " ``[success, message]``."),
     Method(REQ_QUERY, "query", (
         Arg("what", ht.STR), Arg("fields", _FIELDS),
         Arg("qfilter", ht.maybe(ht.list_of(ht.ANY)), optional=True)),

@@ -449,4 +449,4 @@ def exec_with_unused_uid(fn, all_uids, lock_dir, *args, **kwargs):
     """Module-level form of :meth:`UidAllocator.exec_with_unused_uid`
     (processes are looked up in ``/proc``)."""
     return UidAllocator(lock_dir).exec_with_unused_uid(fn, all_uids,
-                                                        *args, **kwargs)
+                                                       *args, **kwargs)

@@ -614,7 +614,7 @@ def generic_list(ctx, resource, default_fields, names, opts,
     using the hidden values (a dict field -> [status, value]).
     """
     fields = common.select_fields(default_fields, getattr(opts, "output",
-                                                           None))
+                                                          None))
     qfilter = make_query_filter(names, getattr(opts, "force_filter", False),
                                 namefield, isnumeric)
     hidden = [f for f in hidden_fields if f not in fields]

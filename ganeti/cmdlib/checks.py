@@ -32,7 +32,7 @@ def check_node_online(cfg, node_uuid, msg=None):
     if node.offline:
         raise errors.OpPrereqError(
             "Can't use offline node %s%s" % (node.name,
-                                            (", " + msg) if msg else ""),
+                                             (", " + msg) if msg else ""),
             errors.ECODE_STATE)
 
 

@@ -271,7 +271,7 @@ class LUClusterSetParams(LogicalUnit):
             self.ctx.queue.set_max_running(self.changes["max_running_jobs"])
 
 
-# --- destroy ------------------------------------------------------------------
+# --- destroy -----------------------------------------------------------------
 
 #: at most this many names are listed in an error
 _MAX_LISTED = 10

@@ -81,8 +81,9 @@ class LUInstanceStartup(InstanceLU):
         checks.check_instance_state(inst, checks.INSTANCE_ONLINE,
                                     "cannot start it (mark it online first)")
         if op.hvparams:
-            instance_params.check_hvparams(cluster, inst, overrides=op.hvparams,
-                                  log_warning=self.log_warning)
+            instance_params.check_hvparams(
+                cluster, inst, overrides=op.hvparams,
+                log_warning=self.log_warning)
         if self.beparams:
             be = objects.fill_beparams(cluster, inst)
             be.update(self.beparams)
@@ -123,25 +124,25 @@ class LUInstanceStartup(InstanceLU):
             self.log_info("Cleaning up the %s domain of instance %s first",
                           info.get("state"), inst.name)
             await node_calls.call_node(self, inst.primary_node,
-                                   "instance_cleanup",
-                                   [inst.name, inst.hypervisor],
-                                   "Cleaning up instance %s" % inst.name)
+                                       "instance_cleanup",
+                                       [inst.name, inst.hypervisor],
+                                       "Cleaning up instance %s" % inst.name)
         if running:
             self.log_info("Instance %s is already running", inst.name)
             return None
         try:
             await instance_disks.assemble_disks(self, self.instance)
             spec = payloads.instance_spec(cfg, self.instance,
-                                        hvparams=op.hvparams,
-                                        beparams=self.beparams)
+                                          hvparams=op.hvparams,
+                                          beparams=self.beparams)
             self.log_info("Starting instance %s on node %s", inst.name,
                           node_calls.node_name(cfg, inst.primary_node))
-            await node_calls.call_node(self, inst.primary_node, "instance_start",
-                                   [spec, op.startup_paused],
-                                   "Starting instance %s" % inst.name)
+            await node_calls.call_node(
+                self, inst.primary_node, "instance_start",
+                [spec, op.startup_paused], "Starting instance %s" % inst.name)
         except BaseException:
             await instance_disks.shutdown_disks(self, self.instance,
-                                        ignore_failures=True)
+                                                ignore_failures=True)
             if not op.no_remember and \
                     (self.instance.admin_state,
                      self.instance.admin_state_source) != before:
@@ -224,16 +225,18 @@ class LUInstanceShutdown(InstanceLU):
             self.log_info("Cleaning up the domain of instance %s, shut down"
                           " by its user, on node %s", inst.name, pname)
             await node_calls.call_node(self, inst.primary_node,
-                                   "instance_cleanup",
-                                   [inst.name, inst.hypervisor],
-                                   "Cleaning up instance %s" % inst.name)
+                                       "instance_cleanup",
+                                       [inst.name, inst.hypervisor],
+                                       "Cleaning up instance %s" % inst.name)
             return None
         self.log_info("Shutting down instance %s on node %s", inst.name,
                       pname)
-        await node_calls.call_node(self, inst.primary_node, "instance_shutdown",
-                               [inst.name, inst.hypervisor, op.timeout],
-                               "Shutting down instance %s" % inst.name)
-        await instance_disks.shutdown_disks(self, self.instance, ignore_failures=True)
+        await node_calls.call_node(
+            self, inst.primary_node, "instance_shutdown",
+            [inst.name, inst.hypervisor, op.timeout],
+            "Shutting down instance %s" % inst.name)
+        await instance_disks.shutdown_disks(
+            self, self.instance, ignore_failures=True)
         return None
 
 
@@ -274,7 +277,7 @@ class LUInstanceReboot(InstanceLU):
                     [inst.name, inst.hypervisor, op.shutdown_timeout],
                     "Shutting down instance %s for a full reboot" % inst.name)
                 await instance_disks.shutdown_disks(self, self.instance,
-                                            ignore_failures=True)
+                                                    ignore_failures=True)
             else:
                 self.log_info("Instance %s was already stopped, starting now",
                               inst.name)
@@ -289,7 +292,7 @@ class LUInstanceReboot(InstanceLU):
                 [payloads.instance_spec(cfg, self.instance), False])
             if not result.success:
                 await instance_disks.shutdown_disks(self, self.instance,
-                                            ignore_failures=True)
+                                                    ignore_failures=True)
                 raise errors.OpExecError(
                     "Could not start instance %s for full reboot: %s"
                     % (inst.name, node_calls.rpc_error(
@@ -325,7 +328,7 @@ class LUInstanceRemove(InstanceLU):
                 [inst.name, inst.hypervisor, op.shutdown_timeout])
             if not result.success:
                 err = node_calls.rpc_error(result, "Shutting down instance %s"
-                                       % inst.name, pname)
+                                           % inst.name, pname)
                 if not op.ignore_failures:
                     raise err
                 self.log_warning("Warning: can't shutdown instance: %s", err)
@@ -464,7 +467,8 @@ class LUInstanceReinstall(InstanceLU):
         if op.os_type:
             operating_system.check_os_name(op.os_type)
             operating_system.check_os_allowed(cluster, op.os_type)
-        self.osparams = instance_params.update_params(inst.osparams, op.osparams)
+        self.osparams = instance_params.update_params(
+            inst.osparams, op.osparams)
 
     async def exec_(self):
         op = self.op
@@ -483,7 +487,7 @@ class LUInstanceReinstall(InstanceLU):
         await node_calls.call_node(
             self, inst.primary_node, "instance_os_add",
             [payloads.os_instance(cfg, inst, os_name=self.os_name,
-                                osparams=self.osparams), True,
+                                  osparams=self.osparams), True,
              op.debug_level or 0],
             "Reinstalling OS %s for instance %s" % (self.os_name, inst.name))
         changes = {}

@@ -167,7 +167,7 @@ class LUInstanceCreate(LogicalUnit):
             return
         self.lock_added = False
         owner = locks.lock_owner(self.ctx.glm, locking.LEVEL_INSTANCE,
-                                  self.instance_uuid)
+                                 self.instance_uuid)
         if owner is not None:
             d = self.ctx.glm.remove(locking.LEVEL_INSTANCE,
                                     [self.instance_uuid], owner)
@@ -211,8 +211,8 @@ class LUInstanceCreate(LogicalUnit):
         used = instance_nics.used_macs(self.cfg, except_instance)
         nics = []
         for idx, params in enumerate(self.op.nics):
-            nic = instance_nics.build_nic(self.cfg, params, "nics/%d" % idx, group,
-                                   used)
+            nic = instance_nics.build_nic(
+                self.cfg, params, "nics/%d" % idx, group, used)
             used.add(nic.mac)
             nics.append(nic)
         instance_nics.check_unique_ips(self.cfg, nics, except_instance)
@@ -269,9 +269,10 @@ class LUInstanceCreate(LogicalUnit):
             admin_state=constants.ADMINST_DOWN,
             admin_state_source=constants.ADMIN_SOURCE,
             nics=nics, forthcoming=forthcoming, tags=set(op.tags))
-        instance_params.check_memory_range(objects.fill_beparams(cluster, inst))
-        self.hvparams = instance_params.check_hvparams(cluster, inst,
-                                              log_warning=self.log_warning)
+        instance_params.check_memory_range(
+            objects.fill_beparams(cluster, inst))
+        self.hvparams = instance_params.check_hvparams(
+            cluster, inst, log_warning=self.log_warning)
         dir_name = op.instance_name or self.instance_uuid
         disks = []
         for idx, params in enumerate(op.disks):
@@ -314,7 +315,8 @@ class LUInstanceCreate(LogicalUnit):
         elif self.pnode_uuid not in (None, inst.primary_node):
             raise errors.OpPrereqError(
                 "pnode: forthcoming instance %s is placed on node %s, not %s"
-                % (inst.display_name, node_calls.node_name(cfg, inst.primary_node),
+                % (inst.display_name,
+                   node_calls.node_name(cfg, inst.primary_node),
                    node_calls.node_name(cfg, self.pnode_uuid)),
                 errors.ECODE_INVAL)
         pnode = changes.get("primary_node", inst.primary_node)
@@ -357,9 +359,10 @@ class LUInstanceCreate(LogicalUnit):
         candidate = inst.copy()
         for key, value in changes.items():
             setattr(candidate, key, copy.deepcopy(value))
-        instance_params.check_memory_range(objects.fill_beparams(cluster, candidate))
-        self.hvparams = instance_params.check_hvparams(cluster, candidate,
-                                              log_warning=self.log_warning)
+        instance_params.check_memory_range(
+            objects.fill_beparams(cluster, candidate))
+        self.hvparams = instance_params.check_hvparams(
+            cluster, candidate, log_warning=self.log_warning)
         # Disks: the reserved ones, completed; or new ones if none reserved.
         existing = cfg.instance_disks(inst)
         disk_changes = {}
@@ -375,7 +378,8 @@ class LUInstanceCreate(LogicalUnit):
                     raise errors.OpPrereqError(
                         "disks/%d: the forthcoming disk has no type; give"
                         " disk_template" % idx, errors.ECODE_INVAL)
-                instance_disks.check_template(cluster, dev_type, "disks/%d" % idx)
+                instance_disks.check_template(
+                    cluster, dev_type, "disks/%d" % idx)
                 if not disk.dev_type:
                     dchanges["dev_type"] = dev_type
                 if disk.size is None and dev_type != constants.DT_DISKLESS:
@@ -383,8 +387,8 @@ class LUInstanceCreate(LogicalUnit):
                         raise errors.OpPrereqError(
                             "disks/%d: the forthcoming disk has no size;"
                             " give it in disks" % idx, errors.ECODE_INVAL)
-                    dchanges["size"], _, _, _ = instance_disks.check_disk_params(
-                        op.disks[idx], idx)
+                    dchanges["size"], _, _, _ = \
+                        instance_disks.check_disk_params(op.disks[idx], idx)
                 if not disk.logical_id and \
                         dev_type != constants.DT_DISKLESS:
                     dchanges["logical_id"] = instance_disks.disk_logical_id(
@@ -402,9 +406,9 @@ class LUInstanceCreate(LogicalUnit):
             template = self._template(op.disks)
             instance_disks.check_template(cluster, template)
             for idx, params in enumerate(op.disks):
-                disk = instance_disks.generate_disk(cfg, template, inst.name, idx,
-                                            params, self.subdir,
-                                            op.file_driver, forthcoming=True)
+                disk = instance_disks.generate_disk(
+                    cfg, template, inst.name, idx, params, self.subdir,
+                    op.file_driver, forthcoming=True)
                 if disk.dev_type in constants.DTS_NODE_LOCAL:
                     disk.nodes = [pnode]
                 new_disks.append(disk)
@@ -485,7 +489,8 @@ class LUInstanceCreate(LogicalUnit):
         try:
             inst = cfg.get_instance(uuid)
             self.log_info("* creating instance disks...")
-            await instance_disks.create_disks(self, inst, cfg.instance_disks(inst))
+            await instance_disks.create_disks(
+                self, inst, cfg.instance_disks(inst))
         except BaseException:
             self._remove_from_config(uuid)
             raise
@@ -496,8 +501,8 @@ class LUInstanceCreate(LogicalUnit):
             inst = cfg.get_instance(uuid)
             self.log_warning("Removing the disks of instance %s",
                              inst.display_name)
-            await instance_disks.remove_disks(self, inst,
-                                      instance_disks.all_disk_pairs(cfg, inst))
+            await instance_disks.remove_disks(
+                self, inst, instance_disks.all_disk_pairs(cfg, inst))
             self._remove_from_config(uuid)
             raise
         if self.start:
@@ -534,8 +539,9 @@ class LUInstanceCreate(LogicalUnit):
         if not result.success:
             cfg.set_instance_admin_state(inst.uuid, constants.ADMINST_DOWN,
                                          constants.ADMIN_SOURCE)
-            err = node_calls.rpc_error(result, "Starting instance %s" % inst.name,
-                                   node_calls.node_name(cfg, inst.primary_node))
+            err = node_calls.rpc_error(
+                result, "Starting instance %s" % inst.name,
+                node_calls.node_name(cfg, inst.primary_node))
             raise errors.OpExecError(
                 "%s (the instance was created and stays stopped)" % err)
 
@@ -563,8 +569,8 @@ class LUInstanceCreate(LogicalUnit):
                 undo.add_disk(disk)
             inst = cfg.get_instance(uuid)
             self.log_info("* creating instance disks...")
-            created = await instance_disks.create_disks(self, inst,
-                                                cfg.instance_disks(inst))
+            created = await instance_disks.create_disks(
+                self, inst, cfg.instance_disks(inst))
             try:
                 await self._install_os(inst)
             except BaseException:

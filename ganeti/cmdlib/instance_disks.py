@@ -266,12 +266,14 @@ async def assemble_disks(lu, instance, disks=None, ignore_failures=False):
                                       result.fail_msg))
                     continue
                 await shutdown_disks(lu, instance, done, ignore_failures=True)
-                raise node_calls.rpc_error(result, "Activating disk %s of instance %s"
-                                % (disk.iv_name, instance.name),
-                                node_calls.node_name(cfg, node_uuid))
+                raise node_calls.rpc_error(
+                    result, "Activating disk %s of instance %s"
+                    % (disk.iv_name, instance.name),
+                    node_calls.node_name(cfg, node_uuid))
             done.append((disk, node_uuid))
             if primary:
-                info.append((node_calls.node_name(cfg, node_uuid), disk.iv_name,
+                info.append((node_calls.node_name(cfg, node_uuid),
+                             disk.iv_name,
                              (result.payload or {}).get("path")))
     current = cfg.instances.get(instance.uuid)
     if current is not None and not current.disks_active:

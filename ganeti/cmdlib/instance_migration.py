@@ -434,7 +434,7 @@ class _MoveInstanceLU(LogicalUnit):
         if not dst.success:
             self.log_warning("Aborting the migration failed on target node"
                              " %s: %s", node_calls.node_name(self.cfg,
-                                                         self.target_uuid),
+                                                             self.target_uuid),
                              dst.fail_msg)
         src = await node_calls.try_call_node(
             self, self.source_uuid, "instance_finalize_migration_src",
@@ -442,7 +442,7 @@ class _MoveInstanceLU(LogicalUnit):
         if not src.success:
             self.log_warning("Aborting the migration failed on source node"
                              " %s: %s", node_calls.node_name(self.cfg,
-                                                         self.source_uuid),
+                                                             self.source_uuid),
                              src.fail_msg)
         if self.kind == INT:
             try:
@@ -476,8 +476,8 @@ class _MoveInstanceLU(LogicalUnit):
             self, src, "migration_info", [inst.name, inst.hypervisor])
         if not result.success:
             raise node_calls.rpc_error(result, "Fetching the migration"
-                                   " information of %s" % inst.name,
-                                   src_name)
+                                       " information of %s" % inst.name,
+                                       src_name)
         info = result.payload or {}
         if self.kind == INT:
             await self._drbd_network([src, dst], True)
@@ -598,7 +598,8 @@ class _MoveInstanceLU(LogicalUnit):
                  [inst.name, inst.hypervisor, success, self.live]),
                 (self.target_uuid, "instance_finalize_migration_dst",
                  [inst.name, inst.hypervisor, info, success])):
-            result = await node_calls.try_call_node(self, node_uuid, proc, args)
+            result = await node_calls.try_call_node(
+                self, node_uuid, proc, args)
             if not result.success:
                 name = node_calls.node_name(self.cfg, node_uuid)
                 errs.append("%s: %s" % (name, node_calls.rpc_error(
@@ -628,7 +629,7 @@ class _MoveInstanceLU(LogicalUnit):
                 [inst.name, inst.hypervisor])
             if not result.success:
                 raise node_calls.rpc_error(result, "Looking for instance %s"
-                                       % inst.name, node.name)
+                                           % inst.name, node.name)
             if result.payload and result.payload.get("state") in \
                     hypervisor.LIVE_STATES:
                 found[node.uuid] = result.payload
@@ -736,7 +737,7 @@ class _MoveInstanceLU(LogicalUnit):
             [inst.name, inst.hypervisor, timeout])
         if not result.success:
             err = node_calls.rpc_error(result, "Shutting down instance %s"
-                                   % inst.name, src_node.name)
+                                       % inst.name, src_node.name)
             if ignore or src_node.offline:
                 self.log_warning("Could not shutdown instance %s on node %s,"
                                  " proceeding anyway; please make sure node"
@@ -750,7 +751,7 @@ class _MoveInstanceLU(LogicalUnit):
         self.log_info("* deactivating the instance's disks on source node")
         pairs = [(d, n) for d, n in instance_disks.all_disk_pairs(cfg, inst)]
         ok = await instance_disks.shutdown_disks(self, inst, pairs,
-                                         ignore_failures=True)
+                                                 ignore_failures=True)
         if not ok and not (ignore or src_node.offline):
             raise errors.OpExecError("Can't shut down the instance's disks")
         if inst.disks_active:
@@ -770,7 +771,7 @@ class _MoveInstanceLU(LogicalUnit):
             self, dst, "instance_start", [start_spec(cfg, inst), False])
         if not result.success:
             await instance_disks.shutdown_disks(self, self.instance,
-                                        ignore_failures=True)
+                                                ignore_failures=True)
             raise errors.OpExecError("Could not start instance %s on node"
                                      " %s: %s" % (inst.name, dst_name,
                                                   node_calls.rpc_error(

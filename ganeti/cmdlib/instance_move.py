@@ -123,7 +123,7 @@ async def copy_disk(lu, src_node, src_disk, dst_node, dst_disk, what,
             break
     if size is not None:
         await node_calls.call_node(lu, dst_node, "blockdev_truncate",
-                               [dst, size], "Finishing %s" % what)
+                                   [dst, size], "Finishing %s" % what)
     return size or 0
 
 
@@ -191,7 +191,7 @@ class LUInstanceMove(_InstanceLU):
             [inst.name, inst.hypervisor, op.shutdown_timeout])
         if not result.success:
             err = node_calls.rpc_error(result, "Shutting down instance %s"
-                                   % inst.name, src_name)
+                                       % inst.name, src_name)
             if op.ignore_consistency or src_offline:
                 self.log_warning("Could not shutdown instance %s on node %s,"
                                  " proceeding anyway; please make sure node"
@@ -259,7 +259,8 @@ class LUInstanceMove(_InstanceLU):
             result = await node_calls.try_call_node(
                 self, dst, "instance_start", [start_spec(cfg, inst), False])
             if not result.success:
-                await instance_disks.shutdown_disks(self, inst, ignore_failures=True)
+                await instance_disks.shutdown_disks(
+                    self, inst, ignore_failures=True)
                 raise errors.OpExecError(
                     "Could not start instance %s on node %s (it was moved"
                     " and stays stopped): %s"
@@ -426,7 +427,8 @@ class LUInstanceRecreateDisks(_InstanceLU):
             for disk in targets:
                 if disk.dev_type == constants.DT_DISKLESS:
                     continue
-                for node_uuid in reversed(instance_disks.disk_nodes(inst, disk)):
+                nodes = instance_disks.disk_nodes(inst, disk)
+                for node_uuid in reversed(nodes):
                     self.log_info("Creating disk %s (%d MiB) on node %s",
                                   disk.iv_name, disk.size,
                                   node_calls.node_name(cfg, node_uuid))
@@ -631,8 +633,8 @@ class LUInstanceReplaceDisks(_InstanceLU):
         except errors.GenericError:
             self.log_warning("Replacing failed; removing the new storage")
             for child in created:
-                await node_calls.try_call_node(self, node_uuid, "blockdev_remove",
-                                           [child.to_dict()])
+                await node_calls.try_call_node(
+                    self, node_uuid, "blockdev_remove", [child.to_dict()])
             raise
         old = {idx: disks[idx].children for idx in self.wanted}
         for idx in self.wanted:
@@ -737,7 +739,7 @@ class LUInstanceReplaceDisks(_InstanceLU):
                       node_calls.node_name(cfg, old))
         for side in old_sides:
             res = await node_calls.try_call_node(self, old, "blockdev_remove",
-                                             [side])
+                                                 [side])
             if not res.success:
                 self.log_warning("Can't remove the old storage of disk %s on"
                                  " %s (remove it by hand): %s",

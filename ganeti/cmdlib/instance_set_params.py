@@ -146,14 +146,14 @@ class LUInstanceSetParams(LogicalUnit):
                     inst.beparams, self.beparams).items()}
         if op.hvparams:
             changes["hvparams"] = instance_params.update_params(inst.hvparams,
-                                                       op.hvparams)
+                                                                op.hvparams)
         if op.os_name:
             operating_system.check_os_name(op.os_name, "os_name")
             operating_system.check_os_allowed(cluster, op.os_name, "os_name")
             changes["os"] = op.os_name
         if op.osparams:
             changes["osparams"] = instance_params.update_params(inst.osparams,
-                                                       op.osparams)
+                                                                op.osparams)
         if op.osparams_private:
             changes["osparams_private"] = instance_params.update_params(
                 inst.osparams_private, op.osparams_private)
@@ -161,11 +161,11 @@ class LUInstanceSetParams(LogicalUnit):
         for key, value in changes.items():
             setattr(candidate, key, copy.deepcopy(value))
         if "beparams" in changes:
-            instance_params.check_memory_range(objects.fill_beparams(cluster,
-                                                            candidate))
+            instance_params.check_memory_range(
+                objects.fill_beparams(cluster, candidate))
         if "hvparams" in changes or "os" in changes:
             instance_params.check_hvparams(cluster, candidate,
-                                  log_warning=self.log_warning)
+                                           log_warning=self.log_warning)
         # NICs
         self.nic_desc = []
         if self.nic_mods:
@@ -201,8 +201,8 @@ class LUInstanceSetParams(LogicalUnit):
                         "nics: cannot add a NIC at index %s" % (ident,),
                         errors.ECODE_INVAL)
                 used = others | {n.mac for n in nics}
-                nic = instance_nics.build_nic(cfg, params, "nics/%d" % idx, group,
-                                       used)
+                nic = instance_nics.build_nic(
+                    cfg, params, "nics/%d" % idx, group, used)
                 nics.insert(idx, nic)
                 filled = objects.fill_nicparams(cfg.cluster, nic, group)
                 self.nic_desc.append((
@@ -215,8 +215,8 @@ class LUInstanceSetParams(LogicalUnit):
                 old = nics[idx]
                 used = others | {n.mac for i, n in enumerate(nics)
                                  if i != idx}
-                nic = instance_nics.build_nic(cfg, params, "nics/%d" % idx, group,
-                                       used, old=old)
+                nic = instance_nics.build_nic(
+                    cfg, params, "nics/%d" % idx, group, used, old=old)
                 nics[idx] = nic
                 for key in ("mac", "ip", "name"):
                     if key in params:
@@ -266,7 +266,8 @@ class LUInstanceSetParams(LogicalUnit):
                         " (index -1 or %d)" % len(current),
                         errors.ECODE_INVAL)
                 idx = len(current)
-                instance_disks.check_template(cfg.cluster, template, "disks/%d" % idx)
+                instance_disks.check_template(
+                    cfg.cluster, template, "disks/%d" % idx)
                 disk = instance_disks.generate_disk(
                     cfg, template, inst.name or inst.uuid, idx, params,
                     forthcoming=inst.forthcoming)
@@ -357,8 +358,8 @@ class LUInstanceSetParams(LogicalUnit):
                 await instance_disks.remove_disks(self, inst, created)
                 raise
             if inst.disks_active and not inst.forthcoming:
-                await instance_disks.assemble_disks(self, self.instance, [disk],
-                                            ignore_failures=True)
+                await instance_disks.assemble_disks(
+                    self, self.instance, [disk], ignore_failures=True)
             return [("disk/%d" % idx,
                      "add:size=%s,mode=%s" % (disk.size, disk.mode))]
         if action == _MODIFY:
@@ -375,7 +376,7 @@ class LUInstanceSetParams(LogicalUnit):
             pairs = [(disk, n) for n in instance_disks.disk_nodes(inst, disk)]
             if inst.disks_active:
                 await instance_disks.shutdown_disks(self, inst, pairs,
-                                            ignore_failures=True)
+                                                    ignore_failures=True)
             await instance_disks.remove_disks(self, inst, pairs)
         cfg.remove_instance_disk(inst.uuid, disk.uuid)
         return [("disk/%d" % idx, "remove")]

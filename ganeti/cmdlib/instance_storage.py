@@ -64,7 +64,7 @@ class LUInstanceDeactivateDisks(_DiskLU):
                                            "cannot shutdown disks")
         self.log_info("Deactivating the disks of instance %s", inst.name)
         await instance_disks.shutdown_disks(self, inst,
-                                    ignore_failures=self.op.force)
+                                            ignore_failures=self.op.force)
         return None
 
 

@@ -258,7 +258,7 @@ class LURepairNodeStorage(_NodeStorageLU):
                     " ignore_consistency to repair anyway)"
                     % (inst.name, first["node"], first["iv_name"],
                        first["status"], node_calls.node_name(cfg,
-                                                         self.node_uuid)),
+                                                             self.node_uuid)),
                     errors.ECODE_STATE)
 
     async def exec_(self):

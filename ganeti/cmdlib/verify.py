@@ -233,7 +233,8 @@ class LUClusterVerifyGroup(LogicalUnit):
     # --- gathering --------------------------------------------------------
 
     async def _call(self, image, procedure, args):
-        return await node_calls.try_call_node(self, image.uuid, procedure, args)
+        return await node_calls.try_call_node(
+            self, image.uuid, procedure, args)
 
     async def _gather(self, image, hvs, hvparams, disks):
         """Ask one node everything the checks need (sequentially: one
@@ -483,7 +484,8 @@ class LUClusterVerifyGroup(LogicalUnit):
                     continue
                 rep.error_if(dims is None, CV_EINSTANCEMISSINGDISK,
                              inst.name, "disk/%d (%s) missing on node %s",
-                             idx, instance_disks.disk_path(disk) or disk.dev_type,
+                             idx, instance_disks.disk_path(
+                                 disk) or disk.dev_type,
                              nname)
 
     def _verify_node_config(self, rep, image, settled, missed):

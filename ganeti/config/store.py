@@ -266,7 +266,7 @@ class ConfigStore(InstanceMutators, Accounting):
             if self._broken is not None:
                 d.errback(errors.ConfigurationError(
                     "%s could not be written: %s" % (self.path,
-                                                      self._broken)))
+                                                     self._broken)))
             else:
                 d.callback(None)
             return result

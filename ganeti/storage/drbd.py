@@ -196,7 +196,7 @@ def resource_config(p, local_host, remote_host, data_dev, meta_dev,
                   remote_data_dev or data_dev, remote_meta_dev or meta_dev,
                   p.remote_ip)
     lines += ["  connection-mesh { hosts %s %s; }" % (local_host,
-                                                        remote_host), "}"]
+                                                      remote_host), "}"]
     return "\n".join(lines) + "\n"
 
 

@@ -201,11 +201,11 @@ def make_procedures(reactor, root="/", os_search_path=(),
         device_mapper=device_mapper, run_blocking=run_blocking)
     search_path = os_api.default_search_path(paths.root) + list(os_search_path)
     os_backend = os_api.OsBackend(reactor, search_path, storage_ctx,
-                                 paths.log_dir,
-                                 create_timeout=os_create_timeout,
-                                 run_blocking=run_blocking)
+                                  paths.log_dir,
+                                  create_timeout=os_create_timeout,
+                                  run_blocking=run_blocking)
     inst = instance_backend.InstanceBackend(reactor, paths.root, storage_ctx,
-                                     get_hypervisor=get_hypervisor)
+                                            get_hypervisor=get_hypervisor)
     return NodeProcedures(reactor, paths, storage_ctx, inst, os_backend,
                           run_blocking=run_blocking)
 
