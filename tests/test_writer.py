@@ -181,14 +181,18 @@ class QueueWithHeldWritesTests(unittest.TestCase):
         self.writer.release()
         self.assertEqual(self.executor.started, [1, "1 running on disk"])
         self.successResultOf(waiter)
-        # finished in memory, not yet on disk: waiters hear nothing yet
+        # finished in memory, not yet on disk: waiters hear nothing yet,
+        # queries show the job as written
         waiter = self.queue.wait_for_job_change(1, ["status"], ["running"],
                                                 None, 60)
         self.assertNoResult(waiter)
         self.assertEqual(self.queue.query_jobs([1], ["status"]),
-                         [["success"]])
+                         [["running"]])
+        self.assertEqual(self.queue.get_job(1).status, "running")
         self.writer.release()
         self.assertEqual(self.successResultOf(waiter), [["success"], []])
+        self.assertEqual(self.queue.query_jobs([1], ["status"]),
+                         [["success"]])
         self.clock.advance(60)
 
     def run_until(self, predicate):
@@ -204,13 +208,17 @@ class QueueWithHeldWritesTests(unittest.TestCase):
         row = self.queue.query_jobs([job_id], ["status"])[0]
         return row and row[0]
 
+    def final_write_held(self, job_id):
+        return any(args[:1] == (job_id,) and b'"status":"success"' in args[1]
+                   for _, args, _, _ in self.writer.held)
+
     def test_dependent_job_waits_for_the_final_write(self):
         self.submit()
         self.submit(depends=[[1, ["success"]]])
-        self.run_until(lambda: self.status(1) == "success")
+        self.run_until(lambda: self.final_write_held(1))
         # job 1's success is in memory and waits to be written; its file
-        # still says running
-        self.assertIn(b'"success"', self.writer.held[-1][1][1])
+        # still says running, and so do queries
+        self.assertEqual(self.status(1), "running")
         with open(job_file(self.queue, 1), "rb") as f:
             self.assertIn(b'"status":"running"', f.read())
         self.clock.advance(0)

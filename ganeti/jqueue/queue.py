@@ -94,6 +94,25 @@ class _Run(object):
     flush_call = attr.ib(default=None)  # pending write of new log entries
 
 
+class _Finalizing(object):
+    """A finished job whose final status is being written."""
+
+    def __init__(self, previous):
+        self.waiters = []        # WaitForJobChange answers waiting for it
+        self._previous = previous  # serialised form written before, or None
+        self._job = None
+
+    def previous_job(self, job):
+        """The job as written before its final status (``job`` itself if
+        this process never wrote it)."""
+        if self._previous is None:
+            return job
+        if self._job is None:
+            self._job = model.QueuedJob.from_dict(
+                json.loads(self._previous.decode("utf-8")))
+        return self._job
+
+
 class OpContext(object):
     """The ``feedback_fn`` given to the executor for one opcode.
 
@@ -206,10 +225,12 @@ class JobQueue(object):
         self._ready = []                # heap of (priority, id)
         self._active = set()            # ids holding a run slot
         self._dep_waiters = collections.defaultdict(set)
-        # finished jobs whose final status is not on disk yet -> the
-        # WaitForJobChange answers waiting for it; they count as unfinished
-        # for the jobs that depend on them
+        # finished jobs whose final status is not on disk yet -> _Finalizing;
+        # they count as unfinished for the jobs that depend on them, and
+        # queries show them as last written
         self._finalizing = {}
+        # id -> the serialised form last handed to the writer (unfinished)
+        self._last_written = {}
         self._scheduling = False
         self._reschedule = False
         self._kick_call = None
@@ -484,6 +505,7 @@ class JobQueue(object):
         def failed(failure):
             # never acknowledged: the id is not used again
             self._ids.discard(job_id)
+            self._last_written.pop(job_id, None)
             log.failure("Job {job}: its file could not be written", failure,
                         job=job_id)
             return Failure(errors.JobQueueError(
@@ -666,16 +688,19 @@ class JobQueue(object):
         """Write the finished job, then (once it is on disk) tell waiters
         and dependent jobs."""
         job.end_timestamp = self._now()
+        finalizing = _Finalizing(self._last_written.pop(job.id, None))
         written = self._persist(job)
+        self._last_written.pop(job.id, None)
         del self._jobs[job.id]
         del self._runs[job.id]
         self._end_times[job.id] = self._end_time(job)
         self._remember(job)
-        self._finalizing[job.id] = []
+        self._finalizing[job.id] = finalizing
         written.addBoth(self._finalized, job)
 
     def _finalized(self, result, job):
-        for waiting in self._finalizing.pop(job.id, ()):
+        finalizing = self._finalizing.pop(job.id)
+        for waiting in finalizing.waiters:
             if not waiting.called:     # else the client went away
                 waiting.callback(None)
         if isinstance(result, Failure):
@@ -948,13 +973,21 @@ class JobQueue(object):
             ids = [_job_id(i) for i in job_ids]
         rows = []
         for job_id in ids:
-            job = self._lookup(job_id)
+            job = self._as_written(self._lookup(job_id))
             rows.append(None if job is None else model.job_row(job, fields))
         return rows
 
     def get_job(self, job_id):
         """The job object (live for unfinished jobs) or None; read only."""
-        return self._lookup(_job_id(job_id))
+        return self._as_written(self._lookup(_job_id(job_id)))
+
+    def _as_written(self, job):
+        """``job``, or while its final status waits for the disk, the job
+        as last written: no query tells a status a crash could still take
+        back (as Ganeti's queries, which read the job files)."""
+        if job is None or job.id not in self._finalizing:
+            return job
+        return self._finalizing[job.id].previous_job(job)
 
     def wait_for_job_change(self, job_id, fields, prev_job_info,
                             prev_log_serial, timeout):
@@ -970,7 +1003,7 @@ class JobQueue(object):
         if job.id in self._finalizing:
             # its final status is told once it is on disk
             written = defer.Deferred()
-            self._finalizing[job.id].append(written)
+            self._finalizing[job.id].waiters.append(written)
             return written.addCallback(
                 lambda _: self._waiters.wait(job, fields, prev_job_info,
                                              prev_log_serial, timeout))
@@ -1016,8 +1049,9 @@ class JobQueue(object):
 
     def _write(self, job):
         """Serialise ``job`` now; a Deferred firing once it is on disk."""
-        return self._writer.call(self._store.write_job_data, job.id,
-                                 encode_job(job))
+        data = encode_job(job)
+        self._last_written[job.id] = data
+        return self._writer.call(self._store.write_job_data, job.id, data)
 
     def _persist(self, job):
         """Write ``job`` (with any log entries waiting for a flush)."""
