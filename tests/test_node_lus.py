@@ -1,8 +1,10 @@
 """Node membership logical units (add, remove, modify, redist-conf) with a
 fake RPC, a fake by-address RPC (the bootstrap join) and a Clock."""
 
+import atexit
 import copy
 import os
+import shutil
 
 from twisted.internet import defer
 from twisted.trial import unittest
@@ -182,8 +184,11 @@ _CERT = []
 
 
 def shared_cert(testcase):
+    """One certificate for the whole run (making one takes a while); its
+    directory goes when the test process ends."""
     if not _CERT:
         base = os.path.join("/tmp", "gnt-test-certs-%d" % os.getpid())
+        atexit.register(shutil.rmtree, base, True)
         _CERT.append(cluster_cert(base))
     return _CERT[0]
 
