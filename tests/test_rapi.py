@@ -201,7 +201,9 @@ class RapiTestCase(ClockTestCase):
 
     def setUp(self):
         ClockTestCase.setUp(self)
-        self.dir = tempfile.mkdtemp()
+        # trial's directory for this test: removed with the run's others
+        self.dir = os.path.abspath(self.mktemp())
+        os.makedirs(self.dir)
         self.users_path = os.path.join(self.dir, "users")
         with open(self.users_path, "w") as f:
             f.write(USERS)
