@@ -151,10 +151,20 @@ class QueuedOpCode(object):
     start_timestamp = attr.ib(default=None)  # picked up (before locks)
     exec_timestamp = attr.ib(default=None)   # locks held, really running
     end_timestamp = attr.ib(default=None)
+    # the opcode's JSON form, made once: the queue changes an opcode only
+    # before its job exists (reason trail, dependencies), and the executor
+    # works on a copy; a job file is written several times
+    _input_dict = attr.ib(default=None, init=False, repr=False, eq=False)
 
     @property
     def finalized(self):
         return self.status in FINALIZED
+
+    def input_dict(self):
+        """The opcode's JSON form (shared: copy it before changing it)."""
+        if self._input_dict is None:
+            self._input_dict = self.input.to_dict()
+        return self._input_dict
 
     def move_to(self, status):
         """Change the status; only the moves check_op_move allows."""
@@ -167,7 +177,7 @@ class QueuedOpCode(object):
 
     def to_dict(self):
         return {
-            "input": self.input.to_dict(),
+            "input": self.input_dict(),
             "status": self.status,
             "result": self.result,
             "log": self.log,
