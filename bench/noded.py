@@ -38,6 +38,7 @@ from twisted.internet import defer, task, utils
 
 from bench.stats import percentile
 from bench.table import table
+from ganeti.dev.stall import StalledFile, opened_by
 
 POOL_SIZE = 8
 DURATION = 3.0          # seconds of pings per scenario
@@ -50,47 +51,6 @@ PROTOCOL_VERSION = 3000000
 
 
 # --- the daemon ---------------------------------------------------------------
-
-class _Fifo(object):
-    """An OS definition's API version file that blocks its reader until
-    released.  We hold it open read-write, so the reader's open() returns
-    (the daemon shows it among its open files) and its read() waits."""
-
-    def __init__(self, path):
-        self.path = path
-        os.mkfifo(path)
-        self.fd = None
-
-    def hold(self):
-        self.fd = os.open(self.path, os.O_RDWR | os.O_NONBLOCK)
-
-    def release(self, data=b""):
-        if self.fd is not None:
-            if data:
-                os.write(self.fd, data)
-            os.close(self.fd)
-            self.fd = None
-        try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_NONBLOCK)
-        except OSError:
-            return      # nobody waits in open()
-        os.close(fd)
-
-
-def _opened_by(pid, path):
-    fd_dir = "/proc/%d/fd" % pid
-    try:
-        fds = os.listdir(fd_dir)
-    except OSError:
-        return False
-    for fd in fds:
-        try:
-            if os.readlink(os.path.join(fd_dir, fd)) == path:
-                return True
-        except OSError:
-            pass
-    return False
-
 
 class Daemon(object):
     """A ganeti-noded process with ``threads`` pool threads."""
@@ -117,7 +77,8 @@ class Daemon(object):
             shutil.copytree(etc_os, path)
             os.unlink(os.path.join(path, "ganeti_api_version"))
             self.fifos.append(
-                _Fifo(os.path.join(path, "ganeti_api_version")))
+                StalledFile(os.path.join(path, "ganeti_api_version"),
+                            hold=False))
         self.proc = None
         self.client = None
         self.port = None
@@ -153,7 +114,7 @@ class Daemon(object):
 
     async def wait_opened(self, reactor, fifo, timeout=10.0):
         deadline = time.monotonic() + timeout
-        while not _opened_by(self.proc.pid, fifo.path):
+        while not opened_by(self.proc.pid, fifo.path):
             if time.monotonic() > deadline:
                 raise RuntimeError("ganeti-noded never opened %s"
                                    % fifo.path)

@@ -283,10 +283,10 @@ class DaemonPoolTests(unittest.TestCase):
 # ---------------------------------------------------------------------------
 # Where the file work runs, in-process
 
-class NoFileWorkOnTheReactorTests(unittest.TestCase):
-    """Every file operation the procedures do (as seen through the helpers
-    they use: the allowed storage directories, atomic writes, OS
-    definitions, script logs, disk chunks) runs in a pool thread."""
+class _ThreadWatchingTestCase(unittest.TestCase):
+    """An in-process node daemon (its thread pool, a file storage
+    directory, the cluster certificate) and a record of which thread ran
+    the functions the test watches."""
 
     timeout = 60
 
@@ -298,6 +298,27 @@ class NoFileWorkOnTheReactorTests(unittest.TestCase):
         self.cert = cluster_cert(os.path.join(self.root, "certs"))
         self.seen = []      # (what, ran on the reactor thread)
         self.reactor_thread = threading.get_ident()   # tests run there
+
+    def on_reactor(self):
+        return threading.get_ident() == self.reactor_thread
+
+    def watch(self, module, name):
+        """Record each call of ``module.name`` and where it ran."""
+        original = getattr(module, name)
+
+        def watched(*args, **kwargs):
+            self.seen.append((name, self.on_reactor()))
+            return original(*args, **kwargs)
+        self.patch(module, name, watched)
+
+
+class NoFileWorkOnTheReactorTests(_ThreadWatchingTestCase):
+    """Every file operation the procedures do (as seen through the helpers
+    they use: the allowed storage directories, atomic writes, OS
+    definitions, script logs, disk chunks) runs in a pool thread."""
+
+    def setUp(self):
+        _ThreadWatchingTestCase.setUp(self)
         self.watch(os_api, "load_os")
         self.watch(io, "atomic_write")
         self.watch(process, "_open_log")
@@ -319,16 +340,6 @@ class NoFileWorkOnTheReactorTests(unittest.TestCase):
         self.procs.storage_ctx.file_storage_dirs = watched_dirs
         self.client = rpc_client(self, self.cert, self.port)
 
-    def on_reactor(self):
-        return threading.get_ident() == self.reactor_thread
-
-    def watch(self, module, name):
-        original = getattr(module, name)
-
-        def watched(*args, **kwargs):
-            self.seen.append((name, self.on_reactor()))
-            return original(*args, **kwargs)
-        self.patch(module, name, watched)
 
     async def ok(self, procedure, *args):
         result = await self.client.call("n", procedure, list(args))
@@ -387,28 +398,14 @@ class NoFileWorkOnTheReactorTests(unittest.TestCase):
 # ---------------------------------------------------------------------------
 # Big request bodies and replies
 
-class BigBodiesTests(unittest.TestCase):
+class BigBodiesTests(_ThreadWatchingTestCase):
     """Bodies and replies over INLINE_JSON_MAX are decoded and encoded in
     the pool; small ones on the reactor."""
 
-    timeout = 60
-
     def setUp(self):
-        self.root = os.path.abspath(self.mktemp())
-        self.addCleanup(shutil.rmtree, self.root, True)
-        self.store = os.path.join(self.root, "srv/ganeti/file-storage")
-        os.makedirs(self.store)
-        self.cert = cluster_cert(os.path.join(self.root, "certs"))
-        self.reactor_thread = threading.get_ident()
-        self.seen = []
-        for name in ("_decode_body", "_encode"):
-            original = getattr(http, name)
-
-            def watched(*args, _name=name, _original=original):
-                self.seen.append((_name, threading.get_ident() ==
-                                  self.reactor_thread))
-                return _original(*args)
-            self.patch(http, name, watched)
+        _ThreadWatchingTestCase.setUp(self)
+        self.watch(http, "_decode_body")
+        self.watch(http, "_encode")
         self.port, self.procs = listen_noded(self, self.cert, root=self.root)
         self.client = rpc_client(self, self.cert, self.port)
         pool = web_client.HTTPConnectionPool(reactor, persistent=False)

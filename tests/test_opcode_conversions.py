@@ -23,9 +23,7 @@ import collections
 import copy
 import json
 import os
-import shutil
 import sys
-import tempfile
 
 import treq
 from twisted.internet import defer, reactor
@@ -34,12 +32,10 @@ from twisted.web.server import Site
 
 from ganeti import luxi
 from ganeti import opcodes
-from ganeti import pathutils
 from ganeti.rapi import app as rapi_app
 from ganeti.rapi import auth
-from ganeti.server import masterd
 
-from tests.test_config import make_store
+from tests.inprocess import start_master
 
 
 def _is_opcode_form(value):
@@ -142,18 +138,7 @@ class ConversionTests(unittest.TestCase):
     @defer.inlineCallbacks
     def setUp(self):
         # short: a UNIX socket path has at most 107 bytes
-        self.root = tempfile.mkdtemp(prefix="conv")
-        self.addCleanup(shutil.rmtree, self.root, True)
-        paths = pathutils.Paths(self.root)
-        paths.ensure_dirs()
-        make_store(self, path=paths.config_file)
-        options = masterd.Options()
-        options.parseOptions(["--root", self.root])
-        self.master = masterd.makeService(options, reactor=reactor)
-        yield self.master.startService()
-        self.addCleanup(self.master.stopService)
-        self.client = luxi.LuxiClient(reactor, paths.master_socket)
-        self.addCleanup(self.client.close)
+        self.master, self.client = yield start_master(self, "conv")
         self.counter = ConversionCounter(self)
 
     def assertCounts(self, expected):
@@ -204,7 +189,7 @@ class ConversionTests(unittest.TestCase):
 
     @defer.inlineCallbacks
     def test_rapi(self):
-        users = os.path.join(self.root, "users")
+        users = os.path.abspath(self.mktemp())
         with open(users, "w") as f:
             f.write("writer secret write\n")
         app = rapi_app.RapiApp(self.client, auth.UsersFile(users), reactor)

@@ -15,6 +15,7 @@ from ganeti import mcpu
 from ganeti import opcodes
 from ganeti.utils.writer import IFileWriter, InlineWriter, OrderedWriter
 
+from tests.inprocess import start_master
 from tests.test_config import make_store
 
 
@@ -313,35 +314,23 @@ class MasterWithSlowDiskTests(unittest.TestCase):
 
     @defer.inlineCallbacks
     def setUp(self):
-        import shutil
-        import tempfile
-        from ganeti import luxi
-        from ganeti import pathutils
         from ganeti.config import store as store_module
-        from ganeti.server import masterd
-        self.root = tempfile.mkdtemp(prefix="slow")   # short socket path
-        self.addCleanup(shutil.rmtree, self.root, True)
-        paths = pathutils.Paths(self.root)
-        paths.ensure_dirs()
-        make_store(self, path=paths.config_file)
         self.gate = threading.Event()
         self.addCleanup(self.gate.set)
         self.blocked = threading.Event()
         real_write = store_module.atomic_write
+        reactor_thread = threading.get_ident()
 
         def slow_write(path, data, **kwargs):
-            if path == paths.config_file and not self.gate.is_set():
+            # config.data as the writer thread writes it: hangs until the
+            # test lets it go (the first one, made by the test, does not)
+            if path.endswith("/config.data") and not self.gate.is_set() \
+                    and threading.get_ident() != reactor_thread:
                 self.blocked.set()
                 self.gate.wait(30)
             return real_write(path, data, **kwargs)
         self.patch(store_module, "atomic_write", slow_write)
-        options = masterd.Options()
-        options.parseOptions(["--root", self.root])
-        self.master = masterd.makeService(options, reactor=reactor)
-        yield self.master.startService()
-        self.addCleanup(self.master.stopService)
-        self.client = luxi.LuxiClient(reactor, paths.master_socket)
-        self.addCleanup(self.client.close)
+        self.master, self.client = yield start_master(self, "slow")
 
     @defer.inlineCallbacks
     def test_queries_answered_while_config_write_hangs(self):

@@ -38,13 +38,7 @@ class RealDaemonsVerifyTests(DaemonsTestCase):
                                      if line.startswith("  - ")]
 
     def test_missing_disk_and_killed_guest(self):
-        self.run_job({
-            "OP_ID": "OP_INSTANCE_CREATE", "instance_name": INSTANCE,
-            "mode": "create", "disk_template": "file",
-            "disks": [{"size": 16}], "nics": [],
-            "os_type": "busybox+default", "pnode": self.vc.master.name,
-            "beparams": {"memory": 64}, "name_check": False,
-            "ip_check": False})
+        self.run_job(self.create_op(disks=[{"size": 16}], nics=[]))
         node = self.vc.master.name
         self.assertEqual(self.verify(), (True, True, []))
 
@@ -83,12 +77,9 @@ class RealDaemonsVerifyTests(DaemonsTestCase):
         self.assertEqual(code, 0, out)
         self.assertIn("* Verifying group 'default'", out)
         # an instance whose guest is gone: exit 1 and a parseable line
-        self.run_job({
-            "OP_ID": "OP_INSTANCE_CREATE", "instance_name": INSTANCE,
-            "mode": "create", "disk_template": "diskless", "disks": [],
-            "nics": [], "os_type": "busybox+default", "no_install": True,
-            "pnode": node.name, "beparams": {"memory": 64},
-            "name_check": False, "ip_check": False})
+        self.run_job(self.create_op(disk_template="diskless", disks=[],
+                                    nics=[], no_install=True,
+                                    pnode=node.name))
         self.run_job({"OP_ID": "OP_INSTANCE_STARTUP",
                       "instance_name": INSTANCE})
         rt = state.RuntimeDir(node.root, "fake")

@@ -27,6 +27,18 @@ class DaemonsTestCase(RunningClusterTestCase):
         RunningClusterTestCase.setUp(self)
         self.file_storage_dir = self.fsd
 
+    def create_op(self, **params):
+        """OP_INSTANCE_CREATE of INSTANCE on the master node: a 64 MiB file
+        disk, one NIC, the busybox OS (``params`` change that)."""
+        op = {"OP_ID": "OP_INSTANCE_CREATE", "instance_name": INSTANCE,
+              "mode": "create", "disk_template": "file",
+              "disks": [{"size": 64}], "nics": [{}],
+              "os_type": "busybox+default", "pnode": self.vc.master.name,
+              "beparams": {"memory": 64}, "name_check": False,
+              "ip_check": False}
+        op.update(params)
+        return op
+
     def query(self):
         result, _ = self.run_job({"OP_ID": "OP_INSTANCE_QUERY_DATA",
                                   "instances": [INSTANCE]})
@@ -36,13 +48,7 @@ class DaemonsTestCase(RunningClusterTestCase):
 class InstanceLifeCycleTests(DaemonsTestCase):
 
     def test_create_use_and_remove(self):
-        result, log = self.run_job({
-            "OP_ID": "OP_INSTANCE_CREATE", "instance_name": INSTANCE,
-            "mode": "create", "disk_template": "file",
-            "disks": [{"size": 64}], "nics": [{}],
-            "os_type": "busybox+default", "pnode": self.vc.master.name,
-            "beparams": {"memory": 64}, "name_check": False,
-            "ip_check": False})
+        result, log = self.run_job(self.create_op())
         self.assertEqual(result, [self.vc.master.name])
         self.assertIn("* running the instance OS create scripts...", log)
         info = self.query()

@@ -15,6 +15,7 @@ from ganeti import crypto
 from ganeti import rpc
 from ganeti.backend import os_api
 from ganeti.dev import vcluster
+from ganeti.dev.stall import StalledFile, opened_by
 
 from tests.test_crypto import cluster_cert
 from tests.places import free_port
@@ -25,55 +26,11 @@ log = Logger()
 MiB = 1024 * 1024
 
 
-def opened_by(pid, path):
-    """Whether process ``pid`` has ``path`` open."""
-    fd_dir = "/proc/%d/fd" % pid
-    try:
-        fds = os.listdir(fd_dir)
-    except OSError:
-        return False
-    for fd in fds:
-        try:
-            if os.readlink(os.path.join(fd_dir, fd)) == path:
-                return True
-        except OSError:
-            pass
-    return False
-
-
 def proc_status(pid):
     """kB of VmLck and VmRSS of process ``pid``."""
     with open("/proc/%d/status" % pid) as f:
         return {line.split(":")[0]: int(line.split()[1]) for line in f
                 if line.startswith(("VmLck:", "VmRSS:"))}
-
-
-class _Fifo(object):
-    """A file that blocks its readers until :meth:`release`.
-
-    We hold it open for reading and writing, so a reader's ``open()``
-    returns (the daemon then shows it among its open files) and its
-    ``read()`` waits for data.
-    """
-
-    def __init__(self, path):
-        self.path = path
-        os.mkfifo(path)
-        self.fd = os.open(path, os.O_RDWR | os.O_NONBLOCK)
-
-    def release(self, data=b""):
-        """Give the reader ``data`` and end of file."""
-        if self.fd is not None:
-            if data:
-                os.write(self.fd, data)
-            os.close(self.fd)
-            self.fd = None
-        # a reader still in open() (it came after the close): unblock it
-        try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_NONBLOCK)
-        except OSError:
-            return      # ENXIO: nobody waits in open()
-        os.close(fd)
 
 
 class StallTests(unittest.TestCase):
@@ -126,13 +83,13 @@ class StallTests(unittest.TestCase):
         path = os.path.join(self.os_dir, name)
         shutil.copytree(os.path.join(ETC_OS, "busybox"), path)
         os.unlink(os.path.join(path, os_api.API_FILE))
-        fifo = _Fifo(os.path.join(path, os_api.API_FILE))
+        fifo = StalledFile(os.path.join(path, os_api.API_FILE))
         self.fifos.append(fifo)
         return fifo
 
     def stalled_ssconf(self):
         """ssconf_file_storage_dir (read by every file storage call)."""
-        fifo = _Fifo(self.node.paths.ssconf_file("file_storage_dir"))
+        fifo = StalledFile(self.node.paths.ssconf_file("file_storage_dir"))
         self.fifos.append(fifo)
         return fifo
 

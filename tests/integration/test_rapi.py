@@ -245,13 +245,7 @@ class HtoolsTests(RapiDaemonTestCase):
             raise unittest.SkipTest("%s is missing (apt-get install"
                                     " ganeti-htools-3.0)" % HBAL)
         RapiDaemonTestCase.setUp(self)
-        self.run_job({
-            "OP_ID": "OP_INSTANCE_CREATE", "instance_name": INSTANCE,
-            "mode": "create", "disk_template": "file",
-            "disks": [{"size": 64}], "nics": [{}],
-            "os_type": "busybox+default", "pnode": self.vc.master.name,
-            "beparams": {"memory": 64}, "name_check": False,
-            "ip_check": False})
+        self.run_job(self.create_op())
 
     def hbal(self, target, tool=HBAL, *extra):
         proc = subprocess.run([tool, "-m", target] + list(extra or ["-p"]),

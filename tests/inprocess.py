@@ -1,0 +1,38 @@
+"""A real master daemon in the test's process, on the trial reactor: the
+whole service tree (queue lock, writer thread, config, job queue, luxi
+socket) over a fresh one-node configuration, with a luxi client."""
+
+import shutil
+import tempfile
+
+from twisted.internet import defer, reactor
+
+from ganeti import luxi
+from ganeti import pathutils
+from ganeti.server import masterd
+
+from tests.test_config import make_store
+
+__all__ = ["start_master"]
+
+
+@defer.inlineCallbacks
+def start_master(testcase, prefix):
+    """``(master service, luxi client)``; both stopped when the test ends.
+
+    The root is right below /tmp (``prefix``: a short name, since a UNIX
+    socket path has at most 107 bytes).
+    """
+    root = tempfile.mkdtemp(prefix=prefix)
+    testcase.addCleanup(shutil.rmtree, root, True)
+    paths = pathutils.Paths(root)
+    paths.ensure_dirs()
+    make_store(testcase, path=paths.config_file)
+    options = masterd.Options()
+    options.parseOptions(["--root", root])
+    master = masterd.makeService(options, reactor=reactor)
+    yield master.startService()
+    testcase.addCleanup(master.stopService)
+    client = luxi.LuxiClient(reactor, paths.master_socket)
+    testcase.addCleanup(client.close)
+    return master, client
