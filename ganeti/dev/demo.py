@@ -317,6 +317,9 @@ def confd_answer(vc):
 
 
 def main(argv=None):
+    # The demo keeps running: whoever reads its output through a pipe or a
+    # file (tox, a log) must see "where to look" now, not at Ctrl-C.
+    sys.stdout.reconfigure(line_buffering=True)
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     # A short default: the master's UNIX socket path (under the base) must
     # fit in 108 bytes, which a deep checkout path could exceed.
@@ -435,6 +438,10 @@ def main(argv=None):
             pass
         return 0
     finally:
+        # A second Ctrl-C (or SIGTERM) must not cut the stop short: that
+        # would leave daemons and guests running.
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, signal.SIG_IGN)
         vc.stop_all()
 
 

@@ -2,13 +2,14 @@
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 
 from twisted.trial import unittest
 
-from tests.integration.daemons import PROJECT, random_ips
+from tests.integration.daemons import PROJECT, random_ips, wait_for
 
 
 class DemoTests(unittest.TestCase):
@@ -53,3 +54,63 @@ class DemoTests(unittest.TestCase):
             for name in ("config.data", "hmac.key", "server.pem"):
                 self.assertTrue(os.path.exists(os.path.join(data, name)),
                                 (node, name))
+
+    def test_running_demo_shows_where_to_look_and_ctrl_c_stops_it_all(self):
+        base = tempfile.mkdtemp(prefix="gnt-demo-", dir="/tmp")
+        self.addCleanup(shutil.rmtree, base, True)
+        log_path = os.path.join(base, "demo.log")
+        env = dict(os.environ, PYTHONPATH=PROJECT)
+        env.pop("PYTHONUNBUFFERED", None)   # as in a user's shell
+        with open(log_path, "wb") as log:
+            demo = subprocess.Popen(
+                [sys.executable, "-m", "ganeti.dev.demo", "--base",
+                 os.path.join(base, "vc"), "--nodes", "1",
+                 "--first-address", random_ips(1)[0]],
+                env=env, stdout=log, stderr=subprocess.STDOUT)
+        self.addCleanup(kill_processes_below, base)
+        self.addCleanup(lambda: demo.poll() is None and demo.kill())
+
+        def text():
+            with open(log_path, "rb") as f:
+                return f.read().decode("utf-8", "replace")
+        # its output goes to a file, yet "where to look" is there at once
+        wait_for("the demo running", lambda: "Running; press Ctrl-C"
+                 in text() or demo.poll() is not None, timeout=120)
+        self.assertIsNone(demo.poll(), text())
+        self.assertIn("Where to look:", text())
+        ours = set(processes_below(base)) - {demo.pid}
+        self.assertTrue(ours)       # its daemons and guest
+        # an impatient user presses Ctrl-C again while the demo stops its
+        # daemons: everything still stops
+        demo.send_signal(signal.SIGINT)
+        wait_for("the stop under way",
+                 lambda: not ours <= set(processes_below(base)), timeout=30)
+        demo.send_signal(signal.SIGINT)
+        self.assertEqual(demo.wait(60), 0, text())
+        wait_for("the demo's processes gone",
+                 lambda: not processes_below(base), timeout=30)
+
+
+def processes_below(base):
+    """PIDs of the processes whose command line names ``base``."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                args = f.read().decode("utf-8", "replace")
+        except OSError:
+            continue
+        if base in args:
+            found.append(int(pid))
+    return found
+
+
+def kill_processes_below(base):
+    """SIGKILL whatever a failed test left running under ``base``."""
+    for pid in processes_below(base):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass            # gone meanwhile
