@@ -319,7 +319,8 @@ def confd_answer(vc):
 def main(argv=None):
     # The demo keeps running: whoever reads its output through a pipe or a
     # file (tox, a log) must see "where to look" now, not at Ctrl-C.
-    sys.stdout.reconfigure(line_buffering=True)
+    if hasattr(sys.stdout, "reconfigure"):      # a real stream
+        sys.stdout.reconfigure(line_buffering=True)
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     # A short default: the master's UNIX socket path (under the base) must
     # fit in 108 bytes, which a deep checkout path could exceed.
