@@ -44,7 +44,7 @@ __all__ = ["Guest", "GuestUnavailable", "get_guest", "qemu_binary",
            "cache_dir", "RECIPE"]
 
 # Bump when the recipe changes, so old caches are not reused.
-RECIPE = 2
+RECIPE = 3
 
 MODULES = ["virtio_ring", "virtio", "virtio_pci_modern_dev",
            "virtio_pci_legacy_dev", "virtio_pci", "virtio_blk", "failover",
@@ -74,9 +74,13 @@ armed=no
 for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
   for d in /sys/class/input/event*; do
     if [ "$(cat $d/device/name 2>/dev/null)" = "Power Button" ]; then
-      ( dd if=/dev/input/${d##*/} of=/dev/null bs=24 count=1 2>/dev/null
+      # opened here, before "armed" is said: a press that comes before the
+      # reader below gets to run waits in the device's queue
+      exec 3</dev/input/${d##*/}
+      ( dd of=/dev/null bs=24 count=1 <&3 2>/dev/null
         echo "ganeti-test: power button pressed"; sync; poweroff -f ) &
       armed=yes
+      break
     fi
   done
   [ "$armed" = yes ] && break

@@ -147,7 +147,7 @@ class RealGuestTests(unittest.TestCase):
         start = reactor.seconds()
         await self.hyp.stop_instance("guest1", timeout=60)
         # the guest obeyed the power button: no need to wait the timeout
-        self.assertLess(reactor.seconds() - start, 30)
+        self.assertLess(reactor.seconds() - start, 30, self.console())
         self.assertFalse(state.process_alive(pid))
         self.assertEqual(await self.hyp.list_instances(), [])
         self.assertIsNone(await self.hyp.get_instance_info("guest1"))
