@@ -114,6 +114,33 @@ def instance_spec(cfg, instance, disks=None, beparams=None, nics=None):
                                          if d.dev_type))}
 
 
+def declared_spec(cfg, instance, disks, template=None):
+    """The specs a forthcoming instance declares: only what it was given is
+    checked (memory and vCPUs and spindle use when its own beparams set
+    them, its NICs and disks when it has some; with no disks, the diskless
+    rule only when ``template`` says diskless)."""
+    own = instance.beparams or {}
+    be = objects.fill_beparams(cfg.cluster, instance)
+    memory = None
+    if constants.BE_MAXMEM in own or constants.BE_MINMEM in own:
+        memory = be.get(constants.BE_MAXMEM)
+    spec = {"memory": memory,
+            "vcpus": (be.get(constants.BE_VCPUS)
+                      if constants.BE_VCPUS in own else None),
+            "spindle_use": (be.get(constants.BE_SPINDLE_USE)
+                            if constants.BE_SPINDLE_USE in own else None),
+            "nic_count": len(instance.nics) if instance.nics else None}
+    if disks:
+        spec["disk_sizes"] = [d.size for d in disks]
+        spec["disk_templates"] = sorted(set(d.dev_type for d in disks
+                                            if d.dev_type))
+    elif template == constants.DT_DISKLESS:
+        spec["disk_count"] = 0
+    elif template:
+        spec["disk_templates"] = [template]
+    return spec
+
+
 def group_policy(cfg, node_uuid):
     """(group or None, filled policy) of the node's group; without a node
     (a forthcoming instance not placed yet), the cluster's policy."""

@@ -17,6 +17,7 @@ from ganeti import opcodes
 from ganeti.cmdlib import verify
 
 from tests.fakes import FakeRunner
+from tests.test_config import enable_templates
 from tests.test_cmdlib_instance import (
     FSD, NODE1, NODE2, InstanceRpc, InstanceTestCase)
 
@@ -446,8 +447,8 @@ class OrphanVolumeTests(VerifyTestCase):
 
     def test_shared_directory_is_reported_once(self):
         shared = "/srv/ganeti/shared-file-storage"
-        self.cfg.set_cluster_params(
-            enabled_disk_templates=["file", "sharedfile", "plain", "drbd",
+        enable_templates(
+            self.cfg, ["file", "sharedfile", "plain", "drbd",
                                     "diskless"],
             shared_file_storage_dir=shared)
         stray = shared + "/lost.img"

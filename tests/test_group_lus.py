@@ -176,7 +176,7 @@ class GroupTests(GroupTestCase):
                                 secondary_nodes=[NODE3], os="b",
                                 hypervisor="fake",
                                 nics=[objects.NIC(mac="aa:00:00:00:00:01")])
-        self.cfg.add_instance(inst, check_resources=False)
+        self.cfg.add_instance(inst)
         err = self.fails("OP_GROUP_ASSIGN_NODES", group_name="rack2",
                          nodes=[NODE3])
         self.assertIn("would split these instances between node groups:"

@@ -514,7 +514,7 @@ class RemoveTests(MembershipTestCase):
                                 secondary_nodes=[NODE2], os="busybox",
                                 hypervisor="fake",
                                 nics=[objects.NIC(mac="aa:00:00:00:00:01")])
-        self.cfg.add_instance(inst, check_resources=False)
+        self.cfg.add_instance(inst)
         err = self.fails({"OP_ID": "OP_NODE_REMOVE", "node_name": NODE2})
         self.assertIn("still has instances (inst1)", str(err))
 
@@ -627,7 +627,7 @@ class ModifyTests(MembershipTestCase):
         inst = objects.Instance(name="inst1", primary_node=NODE3, os="b",
                                 hypervisor="fake",
                                 nics=[objects.NIC(mac="aa:00:00:00:00:01")])
-        self.cfg.add_instance(inst, check_resources=False)
+        self.cfg.add_instance(inst)
         err = self.fails(self.modify(NODE3, vm_capable=False))
         self.assertIn("has instances; vm_capable cannot be unset", str(err))
         err = self.fails(self.modify(secondary_ip="10.1.1.1"))

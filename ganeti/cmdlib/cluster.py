@@ -285,9 +285,11 @@ class LUClusterSetParams(LogicalUnit):
 
     def _check_ipolicy(self, changes):
         """The policy given, merged over the cluster's; its disk templates
-        must be enabled.  Disk templates that get disabled are cut from the
-        cluster's policy and from the groups' when no policy templates are
-        given (as Ganeti's init cuts them)."""
+        must be enabled (Ganeti's rule).  When the enabled templates change
+        and no policy templates are given, disabled templates are cut from
+        the cluster's policy and from the groups' (as Ganeti's init cuts
+        them), and a cluster policy that allowed every enabled template
+        allows the newly enabled ones too."""
         op = self.op
         c = self.cfg.cluster
         enabled = changes.get("enabled_disk_templates",
@@ -303,13 +305,22 @@ class LUClusterSetParams(LogicalUnit):
         if given_dts is not None and given_dts != constants.VALUE_DEFAULT:
             ipolicy.check_templates_enabled(policy, enabled)
         elif "enabled_disk_templates" in changes:
-            cut = ipolicy.restrict_templates(policy, enabled)
-            dropped = sorted(set(policy[constants.IPOLICY_DTS])
-                             - set(cut[constants.IPOLICY_DTS]))
-            if dropped:
-                self.log_info("Disk templates %s are no longer enabled; the"
-                              " instance policy no longer allows them",
-                              ", ".join(dropped))
+            old_dts = policy[constants.IPOLICY_DTS]
+            if set(old_dts) == set(c.enabled_disk_templates):
+                # a policy allowing every enabled template keeps doing so
+                cut = dict(policy)
+                cut[constants.IPOLICY_DTS] = list(enabled)
+            else:
+                cut = ipolicy.restrict_templates(policy, enabled)
+            new_dts = cut[constants.IPOLICY_DTS]
+            for what, dts in (("no longer allows", set(old_dts)
+                               - set(new_dts)),
+                              ("now allows", set(new_dts) - set(old_dts))):
+                if dts:
+                    self.log_info("The cluster's instance policy %s disk"
+                                  " template%s %s", what,
+                                  "s" if len(dts) > 1 else "",
+                                  ", ".join(sorted(dts)))
             policy = cut
             for group in self.cfg.nodegroups.values():
                 custom = group.ipolicy or {}

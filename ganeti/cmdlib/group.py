@@ -289,6 +289,16 @@ class LUGroupAssignNodes(_GroupLU):
             if old:
                 self.log_warning("These instances stay split between node"
                                  " groups: %s" % ", ".join(old))
+        movers = [i for i in cfg.instances.values()
+                  if i.primary_node in moves]
+        target = cfg.nodegroups[self.group_uuid]
+        bad = ipolicy.violating_instances(
+            cfg, lambda g: objects.fill_group_ipolicy(cfg.cluster, target),
+            movers)
+        if bad:
+            self.log_warning("These instances do not meet the instance"
+                             " policy of group %s: %s"
+                             % (target.name, ", ".join(bad)))
         self.moves = moves
 
     async def exec_(self):

@@ -29,8 +29,10 @@ from twisted.internet import task
 from ganeti import constants
 from ganeti import errors
 from ganeti import hypervisor
+from ganeti import ipolicy
 from ganeti import locking
 from ganeti import objects
+from ganeti.cmdlib import capacity
 from ganeti.cmdlib import checks
 from ganeti.cmdlib import instance_disks
 from ganeti.cmdlib import node_calls
@@ -87,20 +89,24 @@ def eligible_targets(cfg, instance, exclude=()):
     return result
 
 
-def pick_target_node(cfg, instance, exclude=(), field="target_node"):
+async def pick_target_node(lu, instance, exclude=(), field="target_node"):
     """The built-in choice of a target (no instance allocator yet): the
-    eligible node of the primary's group with the most free memory (unknown
-    counts as plenty), then by name."""
+    eligible node of the primary's group with the most free memory (as
+    the nodes report it, minus reservations; a node without live data
+    comes last), then by name."""
+    cfg = lu.cfg
     candidates = eligible_targets(cfg, instance, exclude)
     if not candidates:
         raise errors.OpPrereqError(
             "%s: no node of the group of instance %s's primary can take it"
             " (all others are offline, drained or not vm_capable); give one"
             % (field, instance.display_name), errors.ECODE_NORES)
+    resources = await capacity.node_resources(
+        lu, [n.uuid for n in candidates])
 
     def key(node):
-        free = cfg.node_free(node.uuid).get("memory")
-        return (-(free if free is not None else 1 << 40), node.name)
+        free = resources[node.uuid].free_memory
+        return (-(free if free is not None else -1), node.name)
     return sorted(candidates, key=key)[0].uuid
 
 
@@ -300,12 +306,14 @@ class _MoveInstanceLU(LogicalUnit):
                     errors.ECODE_INVAL)
             self.target_uuid = secondary
         elif self.target_uuid is None and not self.cleanup:
-            self.target_uuid = pick_target_node(cfg, inst)
+            self.target_uuid = await pick_target_node(self, inst)
             self.log_info("No target node given; chose %s (the node of the"
                           " group with the most free memory)",
                           node_calls.node_name(cfg, self.target_uuid))
         if self.target_uuid is not None and not self.cleanup:
             check_target_node(cfg, self.target_uuid, inst)
+            ipolicy.check_target_group(self, inst, self.target_uuid,
+                                       op.ignore_ipolicy)
         self.source_uuid = inst.primary_node
         be = objects.fill_beparams(cfg.cluster, inst)
         source_offline = cfg.get_node(self.source_uuid).offline
@@ -346,9 +354,8 @@ class _MoveInstanceLU(LogicalUnit):
         if not self.cleanup and not inst.forthcoming and (
                 not self.failover or
                 inst.admin_state == constants.ADMINST_UP):
-            await node_calls.check_free_memory(
-                self, self.target_uuid, inst.hypervisor,
-                be[constants.BE_MINMEM],
+            await capacity.check_free_memory(
+                self, self.target_uuid, be[constants.BE_MINMEM],
                 "%s instance %s" % ("failing over" if self.failover
                                     else "migrating", inst.name))
         elif not self.cleanup:
@@ -516,7 +523,7 @@ class _MoveInstanceLU(LogicalUnit):
         cfg_changes = {"primary_node": dst}
         if self.kind == INT:
             cfg_changes["secondary_nodes"] = [src]
-        cfg.modify_instance(inst.uuid, check_resources=False, **cfg_changes)
+        cfg.modify_instance(inst.uuid, **cfg_changes)
         if self.kind == INT:
             await self._drbd_network([src, dst], False)
         self.log_info("* done")
@@ -684,7 +691,7 @@ class _MoveInstanceLU(LogicalUnit):
             changes = {"primary_node": dst}
             if self.kind == INT:
                 changes["secondary_nodes"] = [src]
-            cfg.modify_instance(inst.uuid, check_resources=False, **changes)
+            cfg.modify_instance(inst.uuid, **changes)
             demoted = src
         else:
             self.log_info("* instance confirmed to be running on its primary"
@@ -783,8 +790,7 @@ class _MoveInstanceLU(LogicalUnit):
         changes = {"primary_node": dst}
         if self.kind == INT:
             changes["secondary_nodes"] = [self.source_uuid]
-        self.cfg.modify_instance(self.instance_uuid, check_resources=False,
-                                 **changes)
+        self.cfg.modify_instance(self.instance_uuid, **changes)
 
 
 async def wait_for_sync(lu, instance, node_uuids, clock=None):

@@ -33,6 +33,7 @@ from ganeti import constants
 from ganeti import errors
 from ganeti import locking
 from ganeti import opcodes
+from ganeti.cmdlib import capacity
 from ganeti.cmdlib import checks
 from ganeti.cmdlib import node_calls
 from ganeti.cmdlib.base import LogicalUnit
@@ -49,14 +50,16 @@ NODE_EVAC_ALL = "all"
 class Planner(object):
     """Chooses targets, counting what it already placed."""
 
-    def __init__(self, cfg, leaving):
+    def __init__(self, cfg, leaving, free=None):
         self.cfg = cfg
         self.leaving = leaving
+        #: node uuid -> free memory (reported, minus reservations) or None
+        self.free = dict(free or {})
         self.planned_mem = {}
         self.planned_count = {}
 
     def _key(self, node):
-        free = self.cfg.node_free(node.uuid).get("memory")
+        free = self.free.get(node.uuid)
         planned = self.planned_mem.get(node.uuid, 0)
         count = len(self.cfg.node_instances(node.uuid, primary_only=True)) \
             + self.planned_count.get(node.uuid, 0)
@@ -104,6 +107,15 @@ class _NodeJobsLU(LogicalUnit):
             set(n.uuid for n in self.cfg.group_nodes(node.group)))
         self.needed_locks[locking.LEVEL_INSTANCE] = [
             i.uuid for i in self.cfg.node_instances(self.node_uuid)]
+
+    async def _free_memory(self):
+        """Free memory of the other nodes of the group (what they report,
+        minus reservations), for choosing targets."""
+        node = self.cfg.get_node(self.node_uuid)
+        others = [n.uuid for n in self.cfg.group_nodes(node.group)
+                  if n.uuid != self.node_uuid]
+        resources = await capacity.node_resources(self, others)
+        return {uuid: res.free_memory for uuid, res in resources.items()}
 
     def _op(self, op_id, **params):
         reason = getattr(self.op, "reason", None)
@@ -153,10 +165,11 @@ class LUNodeEvacuate(_NodeJobsLU):
                         % (node_calls.node_name(cfg, self.remote_uuid),
                            inst.name), errors.ECODE_INVAL)
 
-    def _plan(self):
+    async def _plan(self):
         cfg = self.cfg
         node = cfg.get_node(self.node_uuid)
-        planner = Planner(cfg, self.node_uuid)
+        planner = Planner(cfg, self.node_uuid,
+                          await self._free_memory())
         early = bool(self.op.early_release)
         jobs, moved, failed = [], [], []
         for inst in self.instances:
@@ -240,7 +253,7 @@ class LUNodeEvacuate(_NodeJobsLU):
             return {"jobs": []}
         self.log_info("Evacuating instances from node '%s': %s", name,
                       ", ".join(i.name for i in self.instances))
-        jobs, moved, failed = self._plan()
+        jobs, moved, failed = await self._plan()
         if failed:
             text = ", ".join("%s (%s)" % f for f in failed)
             self.log_warning("Unable to evacuate instances %s", text)
@@ -283,7 +296,8 @@ class LUNodeMigrate(_NodeJobsLU):
         cfg = self.cfg
         op = self.op
         node = cfg.get_node(self.node_uuid)
-        planner = Planner(cfg, self.node_uuid)
+        planner = Planner(cfg, self.node_uuid,
+                          await self._free_memory())
         jobs = []
         for inst in self.instances:
             kind = template_kind(cfg.instance_disks(inst))
