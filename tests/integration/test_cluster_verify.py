@@ -38,7 +38,7 @@ class RealDaemonsVerifyTests(DaemonsTestCase):
                                      if line.startswith("  - ")]
 
     def test_missing_disk_and_killed_guest(self):
-        self.run_job(self.create_op(disks=[{"size": 16}], nics=[]))
+        self.run_job(self.create_op())
         node = self.vc.master.name
         self.assertEqual(self.verify(), (True, True, []))
 
