@@ -249,7 +249,7 @@ class InstanceTests(ClusterTestCase):
         self.init()
         code, out = self.gnt(
             "gnt-instance", "add", "--forthcoming", "-t", "file", "-o",
-            "busybox", "-n", NODE, "-s", "32M", "--no-name-check",
+            "busybox", "-n", NODE, "-s", "1G", "--no-name-check",
             "--no-ip-check", "res1")
         if code != 0 and "OP_INSTANCE_CREATE is not implemented" in out:
             raise unittest.SkipTest("instance logical units not available")

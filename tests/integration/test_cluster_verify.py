@@ -78,8 +78,7 @@ class RealDaemonsVerifyTests(DaemonsTestCase):
         self.assertIn("* Verifying group 'default'", out)
         # an instance whose guest is gone: exit 1 and a parseable line
         self.run_job(self.create_op(disk_template="diskless", disks=[],
-                                    nics=[], no_install=True,
-                                    pnode=node.name))
+                                    no_install=True, pnode=node.name))
         self.run_job({"OP_ID": "OP_INSTANCE_STARTUP",
                       "instance_name": INSTANCE})
         rt = state.RuntimeDir(node.root, "fake")
