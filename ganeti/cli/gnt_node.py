@@ -104,6 +104,19 @@ def info(ctx, opts):
 
 # --- add, remove, modify ----------------------------------------------------------
 
+def _state_params(opts):
+    """hv_state / disk_state from --hypervisor-state / --disk-state: the
+    admin's overrides of what the node offers (docs/capacity.rst)."""
+    params = {}
+    hv_state = gnt_group.parse_hv_state(opts.hv_state)
+    if hv_state:
+        params["hv_state"] = hv_state
+    disk_state = gnt_group.parse_disk_state(opts.disk_state)
+    if disk_state:
+        params["disk_state"] = disk_state
+    return params
+
+
 @commands.command(
     "add",
     opts=[Opt("--readd", action="store_true",
@@ -124,19 +137,6 @@ def info(ctx, opts):
               " shown the node's fingerprint to confirm)")] + base.JOB_OPTS,
     args=[Opt("node", metavar="NODE", help="name of the new node")],
     help="add a node to the cluster")
-def _state_params(opts):
-    """hv_state / disk_state from --hypervisor-state / --disk-state: the
-    admin's overrides of what the node offers (docs/capacity.rst)."""
-    params = {}
-    hv_state = gnt_group.parse_hv_state(opts.hv_state)
-    if hv_state:
-        params["hv_state"] = hv_state
-    disk_state = gnt_group.parse_disk_state(opts.disk_state)
-    if disk_state:
-        params["disk_state"] = disk_state
-    return params
-
-
 def add(ctx, opts):
     params = {"node_name": opts.node, "readd": opts.readd}
     for key in ("primary_ip", "secondary_ip", "master_capable",
