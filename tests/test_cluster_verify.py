@@ -219,6 +219,20 @@ class GroupVerifyTests(VerifyTestCase):
         self.assertEqual(findings, [])
         self.assertTrue(result)
 
+    def test_instance_breaking_the_policy_is_a_warning(self):
+        self.ok({"OP_ID": "OP_INSTANCE_SET_PARAMS", "instance_name": INST,
+                 "beparams": {"vcpus": 9}, "ignore_ipolicy": True})
+        result, findings = self.verify_group()
+        self.assertTrue(result)
+        self.assertEqual(findings, [
+            "  - WARNING: instance %s: instance does not meet the instance"
+            " policy: cpu-count value 9 is not in range [1, 8]" % INST])
+        result, findings = self.verify_group(error_codes=True)
+        self.assertEqual(findings, [
+            "  - WARNING:EINSTANCEPOLICY:instance:%s:instance does not meet"
+            " the instance policy: cpu-count value 9 is not in range [1, 8]"
+            % INST])
+
     def test_extra_and_wrong_node_instances(self):
         self.rpc.domains[(NODE2, "ghost.example.com")] = "running"
         self.rpc.domains[(NODE2, INST)] = "running"

@@ -656,6 +656,33 @@ class ModifyTests(MembershipTestCase):
                          ["%s=22" % MASTER, "%s=22" % NODE2,
                           "%s=22" % NODE3])
 
+    def test_state_overrides_are_checked(self):
+        before = self.cfg.to_dict()
+        for state, words in [
+                ({"hv_state": {"fake": {"mem_totl": 512}}},
+                 ["hv_state/fake: unknown key 'mem_totl'", "mem_total"]),
+                ({"hv_state": {"fake": {"mem_node": "lots"}}},
+                 ["hv_state/fake/mem_node", "non-negative integer"]),
+                ({"hv_state": {"vmware": {"mem_total": 1}}},
+                 ["unknown hypervisor 'vmware'"]),
+                ({"disk_state": {"plain": {"xenvg": {"total": 1}}}},
+                 ["disk_state/plain/xenvg: unknown key 'total'",
+                  "disk_reserved"]),
+                ({"disk_state": {"tape": {"t0": {"disk_total": 1}}}},
+                 ["unknown storage kind 'tape'"])]:
+            err = self.fails(self.modify(**state))
+            for word in words:
+                self.assertIn(word, str(err))
+            self.assertEqual(self.cfg.to_dict(), before)
+        self.ok(self.modify(disk_state={"plain": {"xenvg": {
+            "disk_reserved": 1024}}}, hv_state={"fake": {"mem_node": 512}}))
+        node = self.node(NODE2)
+        self.assertEqual(node.disk_state_static,
+                         {"plain": {"xenvg": {"disk_reserved": 1024}}})
+        self.assertEqual(node.hv_state_static, {"fake": {"mem_node": 512}})
+        self.ok(self.modify(hv_state={"fake": {"mem_node": "default"}}))
+        self.assertEqual(self.node(NODE2).hv_state_static, {"fake": {}})
+
     def test_ineffective_unset(self):
         self.ok(self.modify(NODE3, offline=False, drained=False))
         self.assertIn("Ignoring the request to unset offline: it is not set",

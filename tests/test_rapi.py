@@ -876,6 +876,27 @@ class InstanceWriteTests(WriteTestCase):
         self.assertEqual(self.handler.submitted, [])
 
     @defer.inlineCallbacks
+    def test_ignore_ipolicy_reaches_the_opcodes(self):
+        """Wherever Ganeti's RAPI takes ignore_ipolicy, ours passes it on."""
+        path = "/2/instances/%s" % I1
+        for method, where, body, op_id in [
+                ("POST", "/2/instances", dict(CREATE_BODY),
+                 "OP_INSTANCE_CREATE"),
+                ("PUT", path + "/modify", {"custom_beparams": {"vcpus": 9}},
+                 "OP_INSTANCE_SET_PARAMS"),
+                ("POST", path + "/disk/0/grow", {"amount": 512},
+                 "OP_INSTANCE_GROW_DISK"),
+                ("PUT", path + "/migrate", {}, "OP_INSTANCE_MIGRATE"),
+                ("PUT", path + "/failover", {}, "OP_INSTANCE_FAILOVER"),
+                ("POST", path + "/replace-disks?mode=replace_new_secondary"
+                 "&remote_node=" + N2, {}, "OP_INSTANCE_REPLACE_DISKS"),
+                ("POST", "/2/nodes/%s/migrate" % N1, {},
+                 "OP_NODE_MIGRATE")]:
+            body["ignore_ipolicy"] = True
+            yield self.submitted(method, where, body, OP_ID=op_id,
+                                 ignore_ipolicy=True)
+
+    @defer.inlineCallbacks
     def test_forthcoming(self):
         ops = yield self.submitted("POST", "/2/instances",
                                    {"__version__": 1, "forthcoming": True},
