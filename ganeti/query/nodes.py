@@ -129,6 +129,12 @@ def _resources(run, node):
         hv_instances=run.inst_runtime.get(node.uuid)))
 
 
+def _config_resources(run, node):
+    """The node's NodeResources as far as the configuration says."""
+    return run.memo(("config-resources", node.uuid),
+                    lambda: run.cfg.node_resources(node.uuid))
+
+
 def _capacity(value_of):
     """A getter of a NodeResources value (UNAVAIL when it is unknown)."""
     def get(run, node):
@@ -337,8 +343,8 @@ def build_fields():
               needs=NEED_LIVE_INST),
         Field("reserved.disk", "ReservedDisk", QFT_UNIT,
               "Node-local disks of forthcoming instances (already taken off"
-              " dfree) (MiB)", lambda run, node: run.cfg.node_resources(
-                  node.uuid).reserved_disk),
+              " dfree) (MiB)",
+              lambda run, node: _config_resources(run, node).reserved_disk),
         Field("avail.mem", "AvailMem", QFT_UNIT,
               "Memory the master admits new demands against: mfree minus"
               " reserved.mem (MiB)",
@@ -354,8 +360,7 @@ def build_fields():
         Field("avail.spindles", "AvailSpindles", QFT_NUMBER,
               "Spindles (spindle_count times the spindle-ratio) minus"
               " alloc.spindles",
-              lambda run, node: run.cfg.node_resources(
-                  node.uuid).free_spindles),
+              lambda run, node: _config_resources(run, node).free_spindles),
         Field("forthcoming_cnt", "Forthcoming", QFT_NUMBER,
               "Number of forthcoming instances holding resources here",
               lambda run, node: len((allocation(run).get(node.uuid)
