@@ -557,7 +557,8 @@ class ForthcomingTests(Base):
         n1 = self.store.get_node(N1).uuid
         avail = self.column("node", "avail.mem")[N1][1]
         res = {n1: self.store.node_resources(
-            n1, live=self.live.nodes[n1], hv_instances=self.live.instances[n1])}
+            n1, live=self.live.nodes[n1],
+            hv_instances=self.live.instances[n1])}
         for memory, fits in ((avail, True), (avail + 1, False)):
             inst = Instance(name="new", primary_node=n1,
                             beparams={"maxmem": memory, "vcpus": 1})
