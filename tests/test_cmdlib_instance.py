@@ -62,9 +62,18 @@ class InstanceRpc(FakeRpc):
         return True
 
     def _node_info(self, node, storage_units, hv_specs):
-        return {"boot_id": "x", "storage": [],
+        storage = [{"type": unit[0], "name": unit[1],
+                    "storage_size": 100000, "storage_free": 80000}
+                   for unit in storage_units]
+        return {"boot_id": "x", "storage": storage,
                 "hypervisors": [{"memory_free": self.memory_free,
+                                 "memory_total": 8192, "memory_dom0": 1024,
+                                 "cpu_total": 4,
                                  "name": hv_specs[0][0]}]}
+
+    def _all_instances_info(self, node, hvs):
+        return {name: {"state": state, "memory": 128, "vcpus": 1}
+                for (nd, name), state in self.domains.items() if nd == node}
 
     def _blockdev_create(self, node, disk, size, owner, on_primary, info):
         path = disk["logical_id"][1]

@@ -291,8 +291,9 @@ class AllocatorRegistry(object):
     root).
     """
     reactor = attr.ib()
-    root = attr.ib(default="/")
-    extra_path = attr.ib(default=(), converter=tuple)
+    root = attr.ib(default="/", converter=os.path.abspath)
+    extra_path = attr.ib(default=(), converter=lambda dirs: tuple(
+        os.path.abspath(d) for d in dirs))
     builtins = attr.ib(factory=lambda: dict(BUILTIN_ALLOCATORS))
     timeout = attr.ib(default=DEFAULT_TIMEOUT)
     #: how built-in allocators run (default: a ThreadRunner)
