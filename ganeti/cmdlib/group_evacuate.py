@@ -81,7 +81,7 @@ class _ChangeGroupLU(LogicalUnit):
         self.moved = plan.moved
         self.failed = plan.failed
         jobs = evacuation_jobs(plan, op.early_release, op.reason)
-        if op.force_failover:
+        if getattr(op, "force_failover", False):
             jobs = [[_to_failover(o) for o in ops] for ops in jobs]
         if getattr(op, "sequential", False):
             for ops in jobs[1:]:
@@ -107,7 +107,7 @@ class _ChangeGroupLU(LogicalUnit):
                 "%s (to %s)" % (n, g) for n, g, _ in self.moved))
         self.log_info("Iallocator %s returned %d job(s) for %s",
                       self.allocator, len(self.jobs), what)
-        if self.op.force_failover:
+        if getattr(self.op, "force_failover", False):
             self.log_info("Will insist on failovers")
         if getattr(self.op, "sequential", False):
             self.log_info("Jobs will be submitted to run sequentially")
