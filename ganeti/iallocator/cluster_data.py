@@ -203,9 +203,10 @@ class _Builder(object):
                 continue
             size, free = unit.get("storage_size"), unit.get("storage_free")
             if not isinstance(size, int) or not isinstance(free, int):
-                self.warn("Node %s could not report its %s storage (%s);"
+                self.warn("Node %s could not report its %s storage %s (%s);"
                           " the allocator sees none"
-                          % (node.name, st, unit.get("error") or "no size"))
+                          % (node.name, st, unit.get("name"),
+                             unit.get("error") or "no size: missing?"))
                 return 0, 0
             return size, max(0, free - self.reserved_disk(node, st))
         self.warn("Node %s did not report its %s storage; the allocator sees"
