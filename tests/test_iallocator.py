@@ -261,8 +261,8 @@ class DefaultsTests(unittest.TestCase):
                          "hail,spare;allocate=x;node-evacuate=")
         self.assertEqual(changed.first(), "x")
         only = defaults.parse_spec(";allocate=hail")
-        self.assertEqual((only.for_mode("allocate"), only.for_mode("relocate")),
-                         (("hail",), ()))
+        self.assertEqual((only.for_mode("allocate"),
+                          only.for_mode("relocate")), (("hail",), ()))
 
     def test_errors_name_the_problem(self):
         for text, reason in (

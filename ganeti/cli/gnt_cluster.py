@@ -25,6 +25,7 @@ from ganeti.backend import files as backend_files
 from ganeti.cli import base
 from ganeti.cli import common
 from ganeti.cli.base import Opt
+from ganeti.iallocator import defaults as ia_defaults
 
 PROGRAM = "gnt-cluster"
 commands = base.CommandTable(PROGRAM, "Cluster-wide administration.")
@@ -355,6 +356,11 @@ def init(ctx, opts):
         "mac_prefix": _mac_prefix(opts.mac_prefix) or
         constants.DEFAULT_MAC_PREFIX,
     }
+    if opts.default_iallocator:
+        try:
+            ia_defaults.parse_spec(opts.default_iallocator)
+        except errors.OpPrereqError as err:
+            raise errors.ParameterError("--default-iallocator", err.args[0])
     optional = {
         "gluster_storage_dir": opts.gluster_storage_dir,
         "candidate_pool_size": opts.candidate_pool_size,

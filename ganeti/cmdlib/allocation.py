@@ -186,7 +186,7 @@ async def input_data(lu, request, hypervisor=None):
                                     warn=lu.log_warning)
 
 
-# --- running the allocators ----------------------------------------------------
+# --- running the allocators --------------------------------------------------
 
 def parse_answer(name, text):
     """The output document of allocator ``name`` (AllocatorError unless it

@@ -3,13 +3,13 @@ OP_INSTANCE_CHANGE_GROUP.
 
 Both ask an instance allocator (the opcode's ``iallocator``, else the
 cluster's defaults for change-group requests) where the instances go, as
-Ganeti does: a change-group request naming the target groups (``target_groups``,
-default every other group), whose answer is the jobs to run (migrations,
-failovers and secondary replacements).  They submit those jobs and return
-``{"jobs": [[true, job id], ...]}``; an instance the allocator cannot move
-fails the opcode before any job is submitted.  ``force_failover`` turns
-the migrations into failovers, ``sequential`` makes each job wait for the
-one before it.  A dry run asks the allocator and submits nothing.
+Ganeti does: a change-group request naming the target groups
+(``target_groups``, default every other group), whose answer is the jobs
+to run (migrations, failovers and secondary replacements).  They submit
+those jobs and return ``{"jobs": [[true, job id], ...]}``; an instance the
+allocator cannot move fails the opcode before any job is submitted.
+``force_failover`` turns the migrations into failovers, ``sequential``
+makes each job wait for the one before it.  A dry run asks the allocator and submits nothing.
 """
 
 from ganeti import errors

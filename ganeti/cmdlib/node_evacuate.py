@@ -185,7 +185,7 @@ class LUNodeEvacuate(_NodeJobsLU):
                     "the node to move the instances to (remote_node / -n)")
             await self._plan_allocator(names)
 
-    # --- planning with a given node ---------------------------------------------
+    # --- planning with a given node ------------------------------------------
 
     def _plan_remote(self):
         cfg = self.cfg
@@ -247,7 +247,7 @@ class LUNodeEvacuate(_NodeJobsLU):
                                    target_node=tname)])
         self.moved.append((inst.name, [tname], "move"))
 
-    # --- planning with an allocator -------------------------------------------
+    # --- planning with an allocator ------------------------------------------
 
     async def _plan_allocator(self, names):
         cfg = self.cfg
@@ -312,7 +312,7 @@ class LUNodeEvacuate(_NodeJobsLU):
         self._move_job(inst, node, target)
         return found.data
 
-    # --- results ------------------------------------------------------------------
+    # --- results -------------------------------------------------------------
 
     def dry_run_result(self):
         """The plan: what would move where, what cannot, and the jobs

@@ -114,7 +114,7 @@ class _Builder(object):
         data["request"] = self.request.to_dict()
         return data
 
-    # --- groups ---------------------------------------------------------------
+    # --- groups --------------------------------------------------------------
 
     def nodegroups(self):
         result = {}
@@ -228,7 +228,7 @@ class _Builder(object):
                     total += disk.storage_size()
         return total
 
-    # --- instances ---------------------------------------------------------------
+    # --- instances -----------------------------------------------------------
 
     def instances(self):
         result = {}

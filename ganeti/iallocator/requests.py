@@ -279,7 +279,7 @@ class MultiAllocateRequest(object):
         return allocated, failed
 
 
-# --- relocate ------------------------------------------------------------------
+# --- relocate ----------------------------------------------------------------
 
 @attr.s(frozen=True)
 class RelocateRequest(object):
@@ -360,7 +360,7 @@ class AllocateSecondaryRequest(object):
         return result
 
 
-# --- node-evacuate and change-group -------------------------------------------
+# --- node-evacuate and change-group ------------------------------------------
 
 @attr.s(frozen=True)
 class EvacuationPlan(object):
