@@ -267,6 +267,8 @@ async def allocate(lu, request, names, op_params=None, hypervisor=None,
     """Ask ``names`` in order; the first valid successful
     :class:`Allocation`.  Raises (see the module) if none answers."""
     mode = request.MODE
+    if not names:
+        raise no_allocator_error(mode, "a node")
     params = allocator_params(lu.cfg, request, op_params)
     if data is None:
         data = await input_data(lu, request, hypervisor)

@@ -142,7 +142,11 @@ class ExternalAllocator(object):
         return defer.Deferred.fromCoroutine(self._run(text, params))
 
     async def _run(self, text, params):
-        input_file = await self._blocking(_write_input, text)
+        try:
+            input_file = await self._blocking(_write_input, text)
+        except OSError as err:
+            raise AllocatorError("iallocator '%s': cannot write its input"
+                                 " file: %s" % (self.name, err))
         try:
             argv = [self.path, input_file] + format_params(params)
             result = await process.run_command(self.reactor, argv,

@@ -97,6 +97,13 @@ class _Builder(object):
         self.template = request.template_for_data or (
             self.cluster.enabled_disk_templates[0]
             if self.cluster.enabled_disk_templates else None)
+        # per instance and per node once, not once per node and instance
+        self.be = {i.uuid: objects.fill_beparams(self.cluster, i)
+                   for i in cfg.instances.values()}
+        self.primaries = {}
+        for inst in cfg.instances.values():
+            self.primaries.setdefault(inst.primary_node, []).append(inst)
+        self._reserved = None
 
     def build(self):
         c = self.cluster
@@ -168,11 +175,8 @@ class _Builder(object):
         cpu_node = _int_attr(hv, name, "cpu_dom0", cpu_total)
         pri_mem = pri_up_mem = 0
         running = live.instances or {}
-        for inst in self.cfg.instances.values():
-            if inst.primary_node != node.uuid:
-                continue
-            maxmem = int(objects.fill_beparams(
-                self.cluster, inst)[constants.BE_MAXMEM])
+        for inst in self.primaries.get(node.uuid, ()):
+            maxmem = int(self.be[inst.uuid][constants.BE_MAXMEM])
             pri_mem += maxmem
             if inst.admin_state == constants.ADMINST_UP and \
                     not inst.forthcoming:
@@ -216,17 +220,18 @@ class _Builder(object):
     def reserved_disk(self, node, storage_type):
         """MiB that forthcoming disks reserve on ``node`` in storage of
         ``storage_type``: they do not exist yet, the node does not know."""
-        total = 0
-        for inst in self.cfg.instances.values():
-            for disk in self.cfg.instance_disks(inst):
-                if not (disk.forthcoming or inst.forthcoming):
-                    continue
-                if _REPORTED_STORAGE.get(disk.dev_type) != storage_type:
-                    continue
-                nodes = disk.nodes or inst.all_nodes
-                if node.uuid in nodes:
-                    total += disk.storage_size()
-        return total
+        if self._reserved is None:
+            self._reserved = {}
+            for inst in self.cfg.instances.values():
+                for disk in self.cfg.instance_disks(inst):
+                    if not (disk.forthcoming or inst.forthcoming):
+                        continue
+                    kind = _REPORTED_STORAGE.get(disk.dev_type)
+                    for uuid in disk.nodes or inst.all_nodes:
+                        key = (uuid, kind)
+                        self._reserved[key] = self._reserved.get(key, 0) + \
+                            disk.storage_size()
+        return self._reserved.get((node.uuid, storage_type), 0)
 
     # --- instances -----------------------------------------------------------
 
@@ -238,7 +243,7 @@ class _Builder(object):
                      if n in self.cfg.nodes]
             if not nodes:
                 continue    # a reservation not placed anywhere
-            be = objects.fill_beparams(c, inst)
+            be = self.be[inst.uuid]
             nics = []
             for nic in inst.nics:
                 group = self.cfg.nodegroups.get(
