@@ -62,9 +62,18 @@ class InstanceRpc(FakeRpc):
         return True
 
     def _node_info(self, node, storage_units, hv_specs):
-        return {"boot_id": "x", "storage": [],
+        storage = [{"type": unit[0], "name": unit[1],
+                    "storage_size": 100000, "storage_free": 80000}
+                   for unit in storage_units]
+        return {"boot_id": "x", "storage": storage,
                 "hypervisors": [{"memory_free": self.memory_free,
+                                 "memory_total": 8192, "memory_dom0": 1024,
+                                 "cpu_total": 4,
                                  "name": hv_specs[0][0]}]}
+
+    def _all_instances_info(self, node, hvs):
+        return {name: {"state": state, "memory": 128, "vcpus": 1}
+                for (nd, name), state in self.domains.items() if nd == node}
 
     def _blockdev_create(self, node, disk, size, owner, on_primary, info):
         path = disk["logical_id"][1]
@@ -362,9 +371,11 @@ class CreateTests(InstanceTestCase):
                             "sharedfile", "not enabled")
         self.assert_refused(create_op(hypervisor="xen-pvm"),
                             "hypervisor", "xen-pvm", "not enabled")
-        self.assert_refused(create_op(pnode=None), "pnode")
-        self.assert_refused(create_op(pnode=None, iallocator="hail"),
-                            "iallocator", "no instance allocator")
+        self.assert_refused(create_op(pnode=None), "pnode",
+                            "no default allocator for 'allocate' requests")
+        self.assert_refused(create_op(pnode=None, iallocator="no-such"),
+                            "iallocator module 'no-such' not found",
+                            kind=errors.OpExecError)
         self.assert_refused(create_op(os_type=None), "os_type")
         self.assert_refused(create_op(mode="import"), "mode", "import")
         self.assert_refused(create_op(forthcoming=True, commit=True),
