@@ -41,6 +41,7 @@ setup(
         "console_scripts": [
             "ganeti-confd-client = ganeti.confd.cli:main",
             "gnt-cluster = ganeti.cli.gnt_cluster:main",
+            "gnt-debug = ganeti.cli.gnt_debug:main",
             "gnt-instance = ganeti.cli.gnt_instance:main",
             "gnt-node = ganeti.cli.gnt_node:main",
             "gnt-group = ganeti.cli.gnt_group:main",

@@ -30,6 +30,9 @@ class MasterContext(object):
     rpc = attr.ib(default=None)     # rpc.RpcClient (None in unit tests)
     paths = attr.ib(default=None)   # pathutils.Paths
     queue = attr.ib(default=None)   # the job queue, for LUs that submit jobs
+    # iallocator.allocators.AllocatorRegistry: the instance allocators
+    # (None: one with Ganeti's standard search path, made when first used)
+    allocators = attr.ib(default=None)
     # Timeouts of the lock acquisition attempts before a blocking one; None
     # means locking.DEFAULT_RETRY_TIMEOUTS.
     lock_retry_timeouts = attr.ib(default=None)

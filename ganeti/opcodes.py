@@ -179,6 +179,14 @@ DISK_INDEX = integer(0, constants.MAX_DISKS - 1,
                      desc="a disk index (0-%d)" % (constants.MAX_DISKS - 1))
 PRIVATE_DICT = dict_of(ANY, private(ANY))
 UID_RANGES = list_of(tuple_of(INT, INT))
+# Extra parameters of an instance allocator, {"key": value, "flag": null}:
+# given to an external allocator as --key=value / --flag (this project's
+# addition; Ganeti has only the cluster's default_iallocator_params).
+IALLOCATOR_PARAMS = dict_of(NESTR, ANY, desc="allocator parameters")
+# Default allocators per request type (null: back to the list for all)
+DEFAULT_IALLOCATORS = dict_of(one_of(*IALLOCATOR_MODES),
+                              maybe(list_of(NESTR)),
+                              desc="allocator names per request type")
 # [action, name] pairs editing the hidden/blacklisted OS lists
 OS_LIST_MODS = list_of(tuple_of(one_of(*DDMS_VALUES), NESTR))
 # recreate-disks: disk indices, or [index, new parameters] pairs
@@ -353,6 +361,7 @@ _op("OP_CLUSTER_SET_PARAMS", None,
     P("drbd_helper", maybe(STR)),
     P("default_iallocator", maybe(STR)),
     P("default_iallocator_params", maybe(DICT)),
+    X("default_iallocators", maybe(DEFAULT_IALLOCATORS)),
     P("mac_prefix", maybe(NESTR)),
     P("master_netdev", maybe(STR)),
     P("master_netmask", maybe(NONNEG_INT)),
@@ -433,7 +442,8 @@ _op("OP_NODE_EVACUATE", "node_name",
     P("remote_node_uuid", maybe(NESTR)),
     P("iallocator", maybe(NESTR)),
     R("mode", EVAC_MODE),
-    P("ignore_soft_errors", maybe(BOOL)))
+    P("ignore_soft_errors", maybe(BOOL)),
+    X("iallocator_params", maybe(IALLOCATOR_PARAMS)))
 _op("OP_NODE_MIGRATE", "node_name",
     R("node_name", NESTR),
     P("node_uuid", maybe(NESTR)),
@@ -443,7 +453,8 @@ _op("OP_NODE_MIGRATE", "node_name",
     P("target_node_uuid", maybe(NESTR)),
     P("allow_runtime_changes", BOOL, True),
     P("ignore_ipolicy", BOOL, False),
-    P("iallocator", maybe(NESTR)))
+    P("iallocator", maybe(NESTR)),
+    X("iallocator_params", maybe(IALLOCATOR_PARAMS)))
 _op("OP_NODE_MODIFY_STORAGE", "node_name",
     R("node_name", NESTR),
     P("node_uuid", maybe(NESTR)),
@@ -511,7 +522,8 @@ _op("OP_INSTANCE_CHANGE_GROUP", "instance_name",
     P("instance_uuid", maybe(NESTR)),
     P("early_release", BOOL, False),
     P("iallocator", maybe(NESTR)),
-    P("target_groups", maybe(list_of(NESTR))))
+    P("target_groups", maybe(list_of(NESTR))),
+    X("iallocator_params", maybe(IALLOCATOR_PARAMS)))
 _op("OP_INSTANCE_CONSOLE", "instance_name",
     R("instance_name", STR),
     P("instance_uuid", maybe(NESTR)))
@@ -559,7 +571,8 @@ _op("OP_INSTANCE_CREATE", "instance_name",
     P("tags", list_of(NESTR), []),
     P("instance_communication", BOOL, False),
     P("helper_startup_timeout", maybe(INT)),
-    P("helper_shutdown_timeout", maybe(INT)))
+    P("helper_shutdown_timeout", maybe(INT)),
+    X("iallocator_params", maybe(IALLOCATOR_PARAMS)))
 _op("OP_INSTANCE_DEACTIVATE_DISKS", "instance_name",
     R("instance_name", STR),
     P("instance_uuid", maybe(NESTR)),
@@ -573,7 +586,8 @@ _op("OP_INSTANCE_FAILOVER", "instance_name",
     P("target_node_uuid", maybe(NESTR)),
     P("ignore_ipolicy", BOOL, False),
     P("cleanup", BOOL, False),
-    P("iallocator", maybe(NESTR)))
+    P("iallocator", maybe(NESTR)),
+    X("iallocator_params", maybe(IALLOCATOR_PARAMS)))
 _op("OP_INSTANCE_GROW_DISK", "instance_name",
     R("instance_name", STR),
     P("instance_uuid", maybe(NESTR)),
@@ -594,7 +608,8 @@ _op("OP_INSTANCE_MIGRATE", "instance_name",
     P("cleanup", BOOL, False),
     P("iallocator", maybe(NESTR)),
     P("allow_failover", BOOL, False),
-    P("ignore_hvversions", BOOL, False))
+    P("ignore_hvversions", BOOL, False),
+    X("iallocator_params", maybe(IALLOCATOR_PARAMS)))
 _op("OP_INSTANCE_MOVE", "instance_name",
     R("instance_name", STR),
     P("instance_uuid", maybe(NESTR)),
@@ -607,7 +622,8 @@ _op("OP_INSTANCE_MOVE", "instance_name",
 _op("OP_INSTANCE_MULTI_ALLOC", None,
     P("opportunistic_locking", BOOL, False),
     P("iallocator", maybe(NESTR)),
-    P("instances", NESTED_INSTANCE_CREATE, []))
+    P("instances", NESTED_INSTANCE_CREATE, []),
+    X("iallocator_params", maybe(IALLOCATOR_PARAMS)))
 _op("OP_INSTANCE_QUERY_DATA", None,
     P("use_locking", BOOL, False),
     P("instances", list_of(NESTR), []),
@@ -624,7 +640,8 @@ _op("OP_INSTANCE_RECREATE_DISKS", "instance_name",
     P("disks", RECREATE_DISKS, []),
     P("nodes", list_of(NESTR), []),
     P("node_uuids", maybe(list_of(NESTR))),
-    P("iallocator", maybe(NESTR)))
+    P("iallocator", maybe(NESTR)),
+    X("iallocator_params", maybe(IALLOCATOR_PARAMS)))
 _op("OP_INSTANCE_REINSTALL", "instance_name",
     R("instance_name", STR),
     P("instance_uuid", maybe(NESTR)),
@@ -653,7 +670,8 @@ _op("OP_INSTANCE_REPLACE_DISKS", "instance_name",
     P("disks", list_of(DISK_INDEX), []),
     P("remote_node", maybe(NESTR)),
     P("remote_node_uuid", maybe(NESTR)),
-    P("iallocator", maybe(NESTR)))
+    P("iallocator", maybe(NESTR)),
+    X("iallocator_params", maybe(IALLOCATOR_PARAMS)))
 _op("OP_INSTANCE_SET_PARAMS", "instance_name",
     R("instance_name", STR),
     P("instance_uuid", maybe(NESTR)),
@@ -723,7 +741,8 @@ _op("OP_GROUP_EVACUATE", "group_name",
     P("iallocator", maybe(NESTR)),
     P("target_groups", maybe(list_of(NESTR))),
     P("sequential", BOOL, False),
-    P("force_failover", BOOL, False))
+    P("force_failover", BOOL, False),
+    X("iallocator_params", maybe(IALLOCATOR_PARAMS)))
 _op("OP_GROUP_REMOVE", "group_name",
     R("group_name", NESTR))
 _op("OP_GROUP_RENAME", None,
@@ -847,7 +866,8 @@ _op("OP_TEST_ALLOCATOR", "iallocator",
     P("target_groups", maybe(list_of(NESTR))),
     P("spindle_use", NONNEG_INT, 1),
     P("count", NONNEG_INT, 1),
-    P("group_name", maybe(NESTR)))
+    P("group_name", maybe(NESTR)),
+    X("iallocator_params", maybe(IALLOCATOR_PARAMS)))
 _op("OP_TEST_DELAY", "duration",
     R("duration", FLOAT),
     P("on_master", BOOL, True),

@@ -395,9 +395,11 @@ class CreateTests(InstanceTestCase):
                             "sharedfile", "not enabled")
         self.assert_refused(create_op(hypervisor="xen-pvm"),
                             "hypervisor", "xen-pvm", "not enabled")
-        self.assert_refused(create_op(pnode=None), "pnode")
-        self.assert_refused(create_op(pnode=None, iallocator="hail"),
-                            "iallocator", "no instance allocator")
+        self.assert_refused(create_op(pnode=None), "pnode",
+                            "no default allocator for 'allocate' requests")
+        self.assert_refused(create_op(pnode=None, iallocator="no-such"),
+                            "iallocator module 'no-such' not found",
+                            kind=errors.OpExecError)
         self.assert_refused(create_op(os_type=None), "os_type")
         self.assert_refused(create_op(mode="import"), "mode", "import")
         self.assert_refused(create_op(forthcoming=True, commit=True),

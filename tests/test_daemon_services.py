@@ -64,6 +64,27 @@ class MasterdServiceTests(unittest.TestCase):
         self.successResultOf(top.stopService())
         self.assertEqual([child.running for child in top], [False] * 4)
 
+    def test_allocator_options(self):
+        """The master finds allocators where --iallocator-search-path says,
+        first, and kills them after --iallocator-timeout."""
+        options = masterd.Options()
+        options.parseOptions(["--root", self.paths.root,
+                              "--iallocator-search-path", "/opt/a:/opt/b",
+                              "--iallocator-search-path", "/opt/c",
+                              "--iallocator-timeout", "7.5"])
+        top = masterd.makeService(options, reactor=MemoryReactorClock(),
+                                  writer=InlineWriter())
+        self.addCleanup(top.getServiceNamed("queue-lock").store.unlock)
+        top.startService()
+        self.addCleanup(top.stopService)
+        registry = top.ctx.allocators
+        self.assertEqual(registry.search_path[:3],
+                         ["/opt/a", "/opt/b", "/opt/c"])
+        self.assertEqual(registry.search_path[3:], [
+            os.path.join(self.paths.root, "usr/local/lib/ganeti/iallocators"),
+            os.path.join(self.paths.root, "usr/lib/ganeti/iallocators")])
+        self.assertEqual(registry.timeout, 7.5)
+
     def test_second_master_refused_before_reading_anything(self):
         first = self.make(MemoryReactorClock())
         first.startService()

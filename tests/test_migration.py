@@ -6,6 +6,7 @@ from ganeti import cmdlib
 from ganeti import mcpu
 from ganeti import objects
 
+from tests import allocator_fakes
 from tests.fakes import NodeFailure
 from tests.test_config import enable_templates
 from tests.test_cmdlib_instance import (
@@ -177,12 +178,18 @@ class MigrateTests(MigrationTestCase):
         self.assertEqual(self.inst().primary_node, self.node(NODE1))
         self.assertFalse(self.rpc.calls_of("instance_migrate")[0][2][4])
 
-    def test_target_chosen_in_group(self):
+    def test_target_from_the_allocator(self):
         self.create_shared()
-        self.ok(self.migrate())
-        self.assertNotEqual(self.inst().primary_node, self.node(NODE1))
-        self.assertTrue(any(l.startswith("No target node given; chose")
-                            for l in self.log))
+        err = self.fails(self.migrate())
+        self.assertIn("no default allocator for 'relocate' requests",
+                      str(err))
+        fake = allocator_fakes.install(self, self.ctx)["fake"]
+        fake.reply([NODE3])
+        self.ok(self.migrate(iallocator="fake"))
+        self.assertEqual(self.inst().primary_node, self.node(NODE3))
+        self.assertEqual(fake.requests[0]["relocate_from"], [NODE1])
+        self.assertIn("Selected nodes for instance inst1.example.com via"
+                      " iallocator fake: %s" % NODE3, self.log)
 
     def test_progress_is_polled_and_logged(self):
         self.create_shared()
@@ -242,8 +249,8 @@ class MigrateTests(MigrationTestCase):
         err = self.fails(self.migrate(target_node=NODE2, live=True,
                                       mode="live"))
         self.assertIn("only one of the 'live' and 'mode'", str(err))
-        err = self.fails(self.migrate(iallocator="hail"))
-        self.assertIn("iallocator", str(err))
+        err = self.fails(self.migrate(iallocator="hail", target_node=NODE2))
+        self.assertIn("give either an allocator or a node", str(err))
         self.cfg.set_node_params(NODE2, drained=True)
         err = self.fails(self.migrate(target_node=NODE2))
         self.assertIn("drained", str(err))

@@ -6,6 +6,7 @@ from ganeti import errors
 from ganeti import locking
 from ganeti import objects
 
+from tests import allocator_fakes
 from tests.fakes import NodeFailure
 from tests.test_cmdlib_instance import NODE1, NODE2
 from tests.test_migration import MigrationRpc, MigrationTestCase, NODE3
@@ -271,6 +272,30 @@ class RecreateTests(MoveTestCase):
         err = self.fails(self.recreate(disks=[3]))
         self.assertIn("has no disk 3", str(err))
 
+    def test_nodes_from_the_allocator(self):
+        self.create(start=False, beparams={"memory": 512})
+        self.cfg.set_node_params(NODE1, master_candidate=False, offline=True)
+        fake = allocator_fakes.install(self, self.ctx)["fake"]
+        fake.reply([NODE3])
+        err = self.fails(self.recreate(iallocator="fake", nodes=[NODE2]))
+        self.assertIn("give either an allocator or a node", str(err))
+        # a dry run names the nodes and changes nothing
+        self.assertEqual(self.ok(self.recreate(iallocator="fake",
+                                               dry_run=True)), [NODE3])
+        self.assertEqual(self.inst().primary_node, self.node(NODE1))
+        self.ok(self.recreate(iallocator="fake"))
+        self.assertEqual(self.inst().primary_node, self.node(NODE3))
+        self.assertIn(self.disk().logical_id[1], self.rpc.files[NODE3])
+        request = fake.requests[-1]
+        # the instance's own spec
+        self.assertEqual((request["type"], request["name"],
+                          request["memory"], request["disk_template"],
+                          request["disks"][0]["size"]),
+                         ("allocate", "inst1.example.com", 512, "file",
+                          1024))
+        self.assertIn("Selected nodes for instance inst1.example.com via"
+                      " iallocator fake: %s" % NODE3, self.log)
+
 
 class ReplaceDisksTests(MoveTestCase):
 
@@ -347,9 +372,38 @@ class ReplaceDisksTests(MoveTestCase):
         self.assertEqual(removed[2][0]["logical_id"][1], self.node(NODE2))
         self.assertEqual(self.cfg.verify(), [])
 
+    def test_new_secondary_from_the_allocator(self):
+        fake = allocator_fakes.install(self, self.ctx)["fake"]
+        fake.reply([NODE1])     # the primary: refused, nothing changes
+        err = self.fails(self.replace("replace_new_secondary",
+                                      iallocator="fake"), errors.OpExecError)
+        self.assertIn("already holds the instance", str(err))
+        self.assertEqual(self.inst().secondary_nodes, [self.node(NODE2)])
+        fake._answers = []
+        fake.reply([NODE3])
+        self.assertEqual(self.ok(self.replace("replace_new_secondary",
+                                              iallocator="fake",
+                                              dry_run=True)), NODE3)
+        self.assertEqual(self.inst().secondary_nodes, [self.node(NODE2)])
+        # the cluster's default for relocate requests, without -I
+        self.cfg.set_cluster_params(default_iallocator="fake")
+        self.ok(self.replace("replace_new_secondary"))
+        self.assertEqual(self.inst().secondary_nodes, [self.node(NODE3)])
+        request = fake.requests[-1]
+        self.assertEqual((request["type"], request["relocate_from"],
+                          request["disk_space_total"]),
+                         ("relocate", [NODE2], 1024 + 128))
+        self.assertIn("Selected new secondary for instance"
+                      " 'inst1.example.com': %s (via iallocator fake)"
+                      % NODE3, self.log)
+
     def test_refusals(self):
         err = self.fails(self.replace("replace_new_secondary"))
         self.assertIn("remote_node", str(err))
+        err = self.fails(self.replace("replace_on_primary",
+                                      iallocator="hail"))
+        self.assertIn("iallocator: only with mode replace_new_secondary",
+                      str(err))
         err = self.fails(self.replace("replace_on_primary",
                                       remote_node=NODE3))
         self.assertIn("remote_node", str(err))

@@ -1109,6 +1109,30 @@ class OtherWriteTests(WriteTestCase):
         self.assertIn("storage_type", err["message"])
 
     @defer.inlineCallbacks
+    def test_allocator_fields(self):
+        """iallocator and iallocator_params wherever an allocator places;
+        a group evacuation."""
+        yield self.submitted("POST", "/2/groups/group2/evacuate?dry-run=1",
+                             {"iallocator": "hail", "target_groups": ["g9"],
+                              "sequential": True,
+                              "iallocator_params": {"x": "1"}},
+                             OP_ID="OP_GROUP_EVACUATE", group_name="group2",
+                             iallocator="hail", target_groups=["g9"],
+                             sequential=True, dry_run=True,
+                             iallocator_params={"x": "1"})
+        yield self.submitted("POST", "/2/nodes/%s/evacuate" % N1,
+                             {"mode": "all", "iallocator": "hail",
+                              "iallocator_params": {"ignore-dynu": None}},
+                             OP_ID="OP_NODE_EVACUATE", iallocator="hail",
+                             iallocator_params={"ignore-dynu": None})
+        yield self.submitted("PUT", "/2/instances/%s/migrate" % I1,
+                             {"iallocator": "hail"},
+                             OP_ID="OP_INSTANCE_MIGRATE", iallocator="hail")
+        err = yield self.error(400, "POST", "/2/groups/group2/evacuate",
+                               {"iallocator_params": ["x"]})
+        self.assertIn("iallocator_params", err["message"])
+
+    @defer.inlineCallbacks
     def test_groups(self):
         yield self.submitted("POST", "/2/groups",
                              {"name": "g3", "alloc_policy": "last_resort"},

@@ -140,6 +140,20 @@ TAG_SRC_OPT = Opt("--from", dest="tags_source", metavar="FILE",
 #: What every job-submitting command takes
 JOB_OPTS = [SUBMIT_OPT, PRINT_JOBID_OPT, PRIORITY_OPT, REASON_OPT]
 
+IALLOCATOR_PARAMS_OPT = Opt(
+    "--iallocator-params", metavar="KEY=VAL[,FLAG...]",
+    help="parameters for the instance allocator, on top of the cluster's"
+    " default ones (an external allocator gets --KEY=VAL and --FLAG)")
+
+
+def parse_iallocator_params(text, option="--iallocator-params"):
+    """``a=1,flag`` as ``{"a": "1", "flag": None}`` (None: give it without
+    a value); None if not given."""
+    if text is None:
+        return None
+    return {key: (None if value is True else value)
+            for key, value in common.parse_keyval(text, option).items()}
+
 
 def fields_opt(default):
     return Opt("-o", "--output", dest="output", metavar="FIELDS",
@@ -460,6 +474,45 @@ class Context(object):
             raise errors.JobLost("Job %s not found" % job_id)
         status, opstatus, opresult = rows[0]
         return check_job_result(job_id, status, opstatus, opresult)
+
+
+def follow_jobs(ctx, result):
+    """Wait for the jobs an opcode submitted (``{"jobs": [[ok, id or
+    error], ...]}``), printing their logs; the number that failed."""
+    failed = 0
+    for ok, job_id in (result or {}).get("jobs", []):
+        if not ok:
+            ctx.err("Failed to submit a job: %s" % job_id)
+            failed += 1
+            continue
+        ctx.err("Waiting for job %s ..." % job_id)
+        try:
+            ctx.poll_job(job_id)
+        except errors.GenericError as err:
+            msg, _ = common.format_error(err)
+            ctx.err("Job %s failed: %s" % (job_id, msg))
+            failed += 1
+    return failed
+
+
+def print_evacuation_plan(ctx, result):
+    """What a dry run of an evacuation answered: the planned moves."""
+    for name, target, how in result.get("moved") or []:
+        if isinstance(target, list):
+            target = ", ".join(target)
+        if isinstance(how, list):
+            how = ", ".join(how)
+        ctx.out("%s: %s (%s)" % (name, target, how))
+    for name, reason in result.get("failed") or []:
+        ctx.out("%s: cannot be moved (%s)" % (name, reason))
+    for ops in result.get("planned_jobs") or []:
+        ctx.out("job: %s" % ", ".join(
+            "%s(%s%s)" % (op.get("OP_ID"), op.get("instance_name"),
+                          " -> %s" % (op.get("target_node") or
+                                      op.get("remote_node"))
+                          if op.get("target_node") or op.get("remote_node")
+                          else "")
+            for op in ops))
 
 
 def check_job_result(job_id, status, opstatus, opresult):

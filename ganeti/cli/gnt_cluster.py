@@ -27,6 +27,7 @@ from ganeti.cli import base
 from ganeti.cli import common
 from ganeti.cli import gnt_group
 from ganeti.cli.base import Opt
+from ganeti.iallocator import defaults as ia_defaults
 
 PROGRAM = "gnt-cluster"
 commands = base.CommandTable(PROGRAM, "Cluster-wide administration.")
@@ -73,8 +74,17 @@ NETDEV_OPT = Opt("--master-netdev", metavar="INTERFACE",
 NETMASK_OPT = Opt("--master-netmask", type=int, metavar="BITS",
                   help="netmask of the master IP (CIDR length)")
 VG_OPT = Opt("--vg-name", metavar="VG", help="LVM volume group for disks")
-IALLOC_OPT = Opt("-I", "--default-iallocator", metavar="NAME",
-                 help="default instance allocator ('' for none)")
+IALLOC_OPT = Opt("-I", "--default-iallocator", metavar="NAME[,NAME...]",
+                 help="default instance allocators, tried in order, for"
+                 " every request type ('' for none)")
+IALLOC_FOR_OPT = Opt("--default-iallocator-for", action="append",
+                     dest="default_iallocator_for",
+                     metavar="TYPE=NAME[,NAME...]",
+                     help="default allocators of one request type"
+                     " (allocate, multi-allocate, relocate, change-group,"
+                     " node-evacuate, allocate-secondary); TYPE=none: no"
+                     " default for it, TYPE=default: the list for every"
+                     " type again (repeatable)")
 IALLOC_PARAMS_OPT = Opt("--default-iallocator-params", metavar="KEY=VAL",
                         help="parameters of the default allocator")
 NODE_PARAMS_OPT = Opt("--node-parameters", dest="ndparams",
@@ -354,6 +364,11 @@ def init(ctx, opts):
         "mac_prefix": _mac_prefix(opts.mac_prefix) or
         constants.DEFAULT_MAC_PREFIX,
     }
+    if opts.default_iallocator:
+        try:
+            ia_defaults.parse_spec(opts.default_iallocator)
+        except errors.OpPrereqError as err:
+            raise errors.ParameterError("--default-iallocator", err.args[0])
     optional = {
         "gluster_storage_dir": opts.gluster_storage_dir,
         "candidate_pool_size": opts.candidate_pool_size,
@@ -545,6 +560,9 @@ def cluster_info_items(info):
          if pool else ""),
         ("default instance allocator",
          _or_empty(info.get("default_iallocator"))),
+        ("default instance allocators per request type",
+         [(mode, ", ".join(names) or "(none)") for mode, names in
+          _allocator_lists(info.get("default_iallocators"))]),
         ("default instance allocator parameters",
          ",".join("%s=%s" % kv for kv in sorted(
              (info.get("default_iallocator_params") or {}).items()))),
@@ -729,6 +747,38 @@ def _interval_usec(value):
     return int(float(value) * 1000000)
 
 
+def _allocators_per_type(specs, option="--default-iallocator-for"):
+    """``["relocate=a,b", "node-evacuate=none"]`` as OP_CLUSTER_SET_PARAMS'
+    default_iallocators (None: nothing given)."""
+    if not specs:
+        return None
+    result = {}
+    for spec in specs:
+        mode, sep, names = spec.partition("=")
+        mode = mode.strip()
+        if not sep or mode not in opcodes.IALLOCATOR_MODES:
+            raise errors.ParameterError(
+                option, "'%s' is not TYPE=NAME[,NAME...] with TYPE one of %s"
+                % (spec, ", ".join(sorted(opcodes.IALLOCATOR_MODES))))
+        names = names.strip()
+        if names == "default":
+            result[mode] = None
+        elif names in ("", "none"):
+            result[mode] = []
+        else:
+            result[mode] = base.split_list(names)
+    return result
+
+
+def _allocator_lists(per_type):
+    """The per request type lists in the protocol's order (a master that
+    does not give them gives none)."""
+    order = ["allocate", "multi-allocate", "relocate", "change-group",
+             "node-evacuate", "allocate-secondary"]
+    per_type = per_type or {}
+    return [(mode, per_type[mode]) for mode in order if mode in per_type]
+
+
 @commands.command(
     "modify",
     opts=IPOLICY_OPTS + [
@@ -742,7 +792,7 @@ def _interval_usec(value):
               help="jobs that may run at the same time"),
           Opt("--max-tracked-jobs", type=int, metavar="N",
               help="jobs the scheduler tracks at the same time"),
-          MNH_OPT, WIPE_OPT, IALLOC_OPT, IALLOC_PARAMS_OPT,
+          MNH_OPT, WIPE_OPT, IALLOC_OPT, IALLOC_FOR_OPT, IALLOC_PARAMS_OPT,
           Opt("--reserved-lvs", metavar="NAMES",
               help="logical volumes verify ignores ('' for none)"),
           NODE_PARAMS_OPT, MAC_PREFIX_OPT, NETDEV_OPT, NETMASK_OPT,
@@ -789,6 +839,8 @@ def modify(ctx, opts):
     put("maintain_node_health", opts.maintain_node_health)
     put("prealloc_wipe_disks", opts.prealloc_wipe_disks)
     put("default_iallocator", opts.default_iallocator)
+    put("default_iallocators", _allocators_per_type(
+        opts.default_iallocator_for))
     if opts.default_iallocator_params is not None:
         params["default_iallocator_params"] = common.parse_keyval(
             opts.default_iallocator_params, "--default-iallocator-params")

@@ -326,6 +326,47 @@ def info(ctx, opts):
             ctx.out(line)
 
 
+@commands.command(
+    "evacuate",
+    opts=[Opt("--to", dest="to", action="append", metavar="GROUP",
+              help="a group to move the instances to (repeatable; default:"
+              " every other group)"),
+          Opt("-I", "--iallocator", metavar="NAME",
+              help="the instance allocator that plans the moves (default:"
+              " the cluster's for change-group requests)"),
+          base.IALLOCATOR_PARAMS_OPT,
+          Opt("--early-release", action="store_true",
+              help="release the locks on the secondary node(s) early"),
+          Opt("--sequential", action="store_true",
+              help="run the resulting jobs one after the other"),
+          Opt("--force-failover", action="store_true",
+              help="fail instances over instead of migrating them"),
+          base.DRY_RUN_OPT] + base.JOB_OPTS,
+    args=[Opt("group", metavar="GROUP", help="the group to empty")],
+    help="move every instance out of a group (planned by an instance"
+    " allocator)")
+def evacuate(ctx, opts):
+    params = {"group_name": opts.group, "iallocator": opts.iallocator,
+              "target_groups": opts.to, "early_release": opts.early_release,
+              "sequential": opts.sequential,
+              "force_failover": opts.force_failover}
+    allocator_params = base.parse_iallocator_params(opts.iallocator_params)
+    if allocator_params is not None:
+        params["iallocator_params"] = allocator_params
+    result = ctx.run_op(ctx.opcode("OP_GROUP_EVACUATE", **params))
+    if result is None:
+        return base.EXIT_SUCCESS       # --submit
+    if opts.dry_run:
+        base.print_evacuation_plan(ctx, result)
+        return base.EXIT_SUCCESS
+    failed = base.follow_jobs(ctx, result)
+    if failed:
+        ctx.out("There were %s errors during the evacuation." % failed)
+        return base.EXIT_FAILURE
+    ctx.out("All instances evacuated successfully.")
+    return base.EXIT_SUCCESS
+
+
 base.tag_commands(commands, constants.TAG_NODEGROUP, "GROUP")
 
 

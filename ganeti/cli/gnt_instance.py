@@ -340,7 +340,9 @@ def _run_per_instance(ctx, names, make_op):
         Opt("-n", "--node", metavar="PNODE[:SNODE]",
             help="primary (and secondary) node"),
         Opt("-I", "--iallocator", metavar="NAME",
-            help="let this allocator choose the nodes"),
+            help="let this allocator choose the nodes (default without"
+            " -n: the cluster's for allocate requests)"),
+        base.IALLOCATOR_PARAMS_OPT,
         Opt("-g", "--node-group", metavar="GROUP",
             help="node group to place the instance in"),
         Opt("-o", "--os-type", metavar="OS[+VARIANT]",
@@ -396,6 +398,7 @@ def create_opcode(ctx, opts):
             params["snode"] = snode
     if opts.iallocator:
         params["iallocator"] = opts.iallocator
+    params.update(_allocator_params(opts))
     if opts.node_group:
         params["group_name"] = opts.node_group
     params.update(_file_storage_params(opts))
@@ -740,10 +743,17 @@ def console(ctx, opts):
 
 _TARGET_NODE_OPT = Opt("-n", "--target-node", dest="target_node",
                        metavar="NODE",
-                       help="target node (default: the master picks a node"
-                       " of the group; drbd: the secondary)")
+                       help="target node (default: an instance allocator"
+                       " picks a node of the group; drbd: the secondary)")
 _IALLOCATOR_OPT = Opt("-I", "--iallocator", metavar="NAME",
-                      help="instance allocator (none is available yet)")
+                      help="the instance allocator that chooses the node"
+                      " (default: the cluster's for the request type)")
+
+
+def _allocator_params(opts):
+    params = base.parse_iallocator_params(
+        getattr(opts, "iallocator_params", None))
+    return {} if params is None else {"iallocator_params": params}
 _SHUTDOWN_TIMEOUT_OPT = Opt(
     "--shutdown-timeout", type=int, default=DEFAULT_SHUTDOWN_TIMEOUT,
     metavar="SECONDS", help="how long to wait for a clean shutdown"
@@ -768,7 +778,8 @@ _SHUTDOWN_TIMEOUT_OPT = Opt(
           base.IGNORE_IPOLICY_OPT,
           Opt("--ignore-hvversions", action="store_true",
               help="migrate between different hypervisor versions"),
-          _TARGET_NODE_OPT, _IALLOCATOR_OPT] + base.JOB_OPTS,
+          _TARGET_NODE_OPT, _IALLOCATOR_OPT, base.IALLOCATOR_PARAMS_OPT,
+          base.DRY_RUN_OPT] + base.JOB_OPTS,
     args=[Opt("instance", metavar="INSTANCE")],
     help="move a running instance to another node without stopping it")
 def migrate(ctx, opts):
@@ -793,7 +804,7 @@ def migrate(ctx, opts):
         allow_failover=opts.allow_failover,
         allow_runtime_changes=opts.allow_runtime_changes,
         ignore_ipolicy=opts.ignore_ipolicy,
-        ignore_hvversions=opts.ignore_hvversions))
+        ignore_hvversions=opts.ignore_hvversions, **_allocator_params(opts)))
 
 
 @commands.command(
@@ -803,7 +814,8 @@ def migrate(ctx, opts):
               help="go on even if the source cannot stop the instance or"
               " the disks are degraded"),
           base.IGNORE_IPOLICY_OPT,
-          _SHUTDOWN_TIMEOUT_OPT, _TARGET_NODE_OPT, _IALLOCATOR_OPT]
+          _SHUTDOWN_TIMEOUT_OPT, _TARGET_NODE_OPT, _IALLOCATOR_OPT,
+          base.IALLOCATOR_PARAMS_OPT, base.DRY_RUN_OPT]
     + base.JOB_OPTS,
     args=[Opt("instance", metavar="INSTANCE")],
     help="stop an instance and start it on another node")
@@ -816,7 +828,7 @@ def failover(ctx, opts):
         ignore_consistency=opts.ignore_consistency,
         shutdown_timeout=opts.shutdown_timeout,
         target_node=opts.target_node, iallocator=opts.iallocator,
-        ignore_ipolicy=opts.ignore_ipolicy))
+        ignore_ipolicy=opts.ignore_ipolicy, **_allocator_params(opts)))
 
 
 @commands.command(
@@ -868,6 +880,7 @@ def _disk_indices(text):
               help="only these disks (default: all)"),
           Opt("--early-release", action="store_true",
               help="release locks early (accepted)"),
+          base.IALLOCATOR_PARAMS_OPT, base.DRY_RUN_OPT,
           base.IGNORE_IPOLICY_OPT] + base.JOB_OPTS,
     args=[Opt("instance", metavar="INSTANCE")],
     help="replace the storage of a drbd instance's disks")
@@ -879,7 +892,7 @@ def replace_disks(ctx, opts):
         "OP_INSTANCE_REPLACE_DISKS", instance_name=opts.instance, mode=mode,
         disks=_disk_indices(opts.disks), remote_node=opts.new_secondary,
         iallocator=opts.iallocator, early_release=opts.early_release,
-        ignore_ipolicy=opts.ignore_ipolicy))
+        ignore_ipolicy=opts.ignore_ipolicy, **_allocator_params(opts)))
 
 
 @commands.command(
@@ -890,7 +903,10 @@ def replace_disks(ctx, opts):
               " default: all disks)"),
           Opt("-n", "--node", dest="nodes", metavar="NODE[:SECONDARY]",
               help="recreate on these nodes (the instance moves there)"),
-          _IALLOCATOR_OPT] + base.JOB_OPTS,
+          Opt("-I", "--iallocator", metavar="NAME",
+              help="recreate on the nodes this instance allocator chooses"
+              " for the instance (it moves there)"),
+          base.IALLOCATOR_PARAMS_OPT, base.DRY_RUN_OPT] + base.JOB_OPTS,
     args=[Opt("instance", metavar="INSTANCE")],
     help="make missing disks of a stopped instance again (empty)")
 def recreate_disks(ctx, opts):
@@ -907,7 +923,39 @@ def recreate_disks(ctx, opts):
     nodes = opts.nodes.split(":") if opts.nodes else []
     ctx.run_op(ctx.opcode(
         "OP_INSTANCE_RECREATE_DISKS", instance_name=opts.instance,
-        disks=disks, nodes=nodes, iallocator=opts.iallocator))
+        disks=disks, nodes=nodes, iallocator=opts.iallocator,
+        **_allocator_params(opts)))
+
+
+@commands.command(
+    "change-group",
+    opts=[Opt("--to", dest="to", action="append", metavar="GROUP",
+              help="a group the instance may go to (repeatable; default:"
+              " every other group)"),
+          _IALLOCATOR_OPT, base.IALLOCATOR_PARAMS_OPT,
+          Opt("--early-release", action="store_true",
+              help="release the locks on the secondary node(s) early"),
+          base.DRY_RUN_OPT] + base.JOB_OPTS,
+    args=[Opt("instance", metavar="INSTANCE")],
+    help="move an instance to another node group (planned by an instance"
+    " allocator)")
+def change_group(ctx, opts):
+    result = ctx.run_op(ctx.opcode(
+        "OP_INSTANCE_CHANGE_GROUP", instance_name=opts.instance,
+        iallocator=opts.iallocator, target_groups=opts.to,
+        early_release=opts.early_release, **_allocator_params(opts)))
+    if result is None:
+        return base.EXIT_SUCCESS       # --submit
+    if opts.dry_run:
+        base.print_evacuation_plan(ctx, result)
+        return base.EXIT_SUCCESS
+    failed = base.follow_jobs(ctx, result)
+    if failed:
+        ctx.out("There were %s errors while changing group of instance"
+                " '%s'." % (failed, opts.instance))
+        return base.EXIT_FAILURE
+    ctx.out("Instance '%s' changed group successfully." % opts.instance)
+    return base.EXIT_SUCCESS
 
 
 # --- info and list -------------------------------------------------------------------

@@ -309,19 +309,7 @@ def _follow_jobs(ctx, result):
     """Wait for the jobs an opcode submitted (``{"jobs": [...]}``)."""
     if result is None:
         return base.EXIT_SUCCESS       # --submit
-    failed = 0
-    for ok, job_id in (result or {}).get("jobs", []):
-        if not ok:
-            ctx.err("Failed to submit a job: %s" % job_id)
-            failed += 1
-            continue
-        ctx.err("Waiting for job %s ..." % job_id)
-        try:
-            ctx.poll_job(job_id)
-        except errors.GenericError as err:
-            msg, _ = common.format_error(err)
-            ctx.err("Job %s failed: %s" % (job_id, msg))
-            failed += 1
+    failed = base.follow_jobs(ctx, result)
     if failed:
         ctx.err("%d job(s) failed" % failed)
         return base.EXIT_FAILURE
@@ -350,12 +338,15 @@ def _primary_names(ctx, node, secondaries=False):
           Group(Opt("-n", "--new-secondary", dest="remote_node",
                     metavar="NODE", help="the node to move instances to"),
                 Opt("-I", "--iallocator", metavar="NAME",
-                    help="instance allocator (none is available yet; by"
-                    " default the master plans)")),
+                    help="the instance allocator that plans the moves"
+                    " (default: the cluster's for node-evacuate"
+                    " requests)")),
+          base.IALLOCATOR_PARAMS_OPT,
           Opt("--early-release", action="store_true",
               help="release locks early (accepted)"),
           Opt("--ignore-soft-errors", action="store_true",
-              help="go on with the instances that can be moved")]
+              help="go on with the instances that can be moved"),
+          base.DRY_RUN_OPT]
     + base.JOB_OPTS,
     args=[Opt("node", metavar="NODE")],
     help="move every instance off a node (migrate, fail over, move or"
@@ -380,7 +371,13 @@ def evacuate(ctx, opts):
               "early_release": opts.early_release}
     if opts.ignore_soft_errors:
         params["ignore_soft_errors"] = True
+    allocator_params = base.parse_iallocator_params(opts.iallocator_params)
+    if allocator_params is not None:
+        params["iallocator_params"] = allocator_params
     result = ctx.run_op(ctx.opcode("OP_NODE_EVACUATE", **params))
+    if opts.dry_run and result is not None:
+        base.print_evacuation_plan(ctx, result)
+        return base.EXIT_SUCCESS
     return _follow_jobs(ctx, result)
 
 
@@ -397,7 +394,10 @@ def evacuate(ctx, opts):
           Group(Opt("-n", "--target-node", dest="target_node",
                     metavar="NODE", help="migrate every instance there"),
                 Opt("-I", "--iallocator", metavar="NAME",
-                    help="instance allocator (none is available yet)"))]
+                    help="the instance allocator each migration asks for"
+                    " its target (default: the cluster's for relocate"
+                    " requests)")),
+          base.IALLOCATOR_PARAMS_OPT]
     + base.JOB_OPTS,
     args=[Opt("node", metavar="NODE")],
     help="migrate every primary instance of a node (failover if the node"
@@ -418,8 +418,14 @@ def migrate(ctx, opts):
         live=opts.live, target_node=opts.target_node,
         iallocator=opts.iallocator,
         allow_runtime_changes=opts.allow_runtime_changes,
-        ignore_ipolicy=opts.ignore_ipolicy))
+        ignore_ipolicy=opts.ignore_ipolicy,
+        **_allocator_params(opts)))
     return _follow_jobs(ctx, result)
+
+
+def _allocator_params(opts):
+    params = base.parse_iallocator_params(opts.iallocator_params)
+    return {} if params is None else {"iallocator_params": params}
 
 
 # --- modify-storage, repair-storage -------------------------------------------------

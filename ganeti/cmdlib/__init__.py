@@ -7,17 +7,18 @@ new logical unit is found once its module is listed in ``_MODULES``.
 
 from ganeti import errors
 from ganeti.cmdlib import (
-    cluster, group, instance, instance_create, instance_migration,
-    instance_move, instance_set_params, instance_storage, node,
-    node_evacuate, operating_system, storage, tags, test, verify)
+    cluster, group, group_evacuate, instance, instance_create,
+    instance_migration, instance_move, instance_multi_alloc,
+    instance_set_params, instance_storage, node, node_evacuate,
+    operating_system, storage, tags, test, verify)
 from ganeti.cmdlib.base import LogicalUnit
 
 __all__ = ["LOGICAL_UNITS", "logical_units"]
 
-_MODULES = (cluster, verify, group, node, node_evacuate, instance,
-            instance_create, instance_set_params, instance_storage,
-            instance_migration, instance_move, operating_system, storage,
-            tags, test)
+_MODULES = (cluster, verify, group, group_evacuate, node, node_evacuate,
+            instance, instance_create, instance_multi_alloc,
+            instance_set_params, instance_storage, instance_migration,
+            instance_move, operating_system, storage, tags, test)
 
 
 def logical_units(modules=_MODULES):

@@ -18,15 +18,6 @@ INSTANCE_NOT_RUNNING = frozenset([constants.ADMINST_DOWN,
                                   constants.ADMINST_OFFLINE])
 
 
-def check_no_iallocator(iallocator, instead=None):
-    """Refuse an instance allocator (none is available yet); ``instead``
-    tells the caller what to give in its place."""
-    if iallocator:
-        raise errors.OpPrereqError(
-            "iallocator: no instance allocator is available yet"
-            + ("; " + instead if instead else ""), errors.ECODE_INVAL)
-
-
 def check_node_online(cfg, node_uuid, msg=None):
     node = cfg.get_node(node_uuid)
     if node.offline:

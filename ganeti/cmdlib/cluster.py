@@ -16,6 +16,8 @@ from ganeti import ipolicy
 from ganeti import objects
 from ganeti import uidpool
 from ganeti.cmdlib.base import LogicalUnit
+from ganeti.iallocator import AllocatorNotFound
+from ganeti.iallocator import defaults as ia_defaults
 
 # OP_CLUSTER_SET_PARAMS parameters that map one to one onto the cluster
 # object (None means "not given").
@@ -25,7 +27,6 @@ _SIMPLE = {
     "max_tracked_jobs": "max_tracked_jobs",
     "maintain_node_health": "maintain_node_health",
     "prealloc_wipe_disks": "prealloc_wipe_disks",
-    "default_iallocator": "default_iallocator",
     "default_iallocator_params": "default_iallocator_params",
     "mac_prefix": "mac_prefix",
     "master_netdev": "master_netdev",
@@ -47,9 +48,21 @@ _SIMPLE = {
 }
 
 
+def _default_allocators(cluster):
+    """(Ganeti's one default allocator name, this project's per request
+    type lists); a malformed stored value is shown as it is."""
+    try:
+        spec = ia_defaults.parse_spec(cluster.default_iallocator)
+    except errors.OpPrereqError:
+        return cluster.default_iallocator, {}
+    return spec.first(), spec.as_dict()
+
+
 def cluster_info(cfg):
-    """The QueryClusterInfo / OP_CLUSTER_QUERY answer (Ganeti's keys)."""
+    """The QueryClusterInfo / OP_CLUSTER_QUERY answer (Ganeti's keys, plus
+    ``default_iallocators``: the default allocators per request type)."""
     c = cfg.cluster
+    default_ialloc, default_iallocs = _default_allocators(c)
     master = cfg.nodes.get(c.master_node)
     collectors = c.data_collectors or {}
     return {
@@ -93,7 +106,8 @@ def cluster_info(cfg):
         "uuid": c.uuid,
         "tags": sorted(c.tags),
         "uid_pool": [list(r) for r in c.uid_pool],
-        "default_iallocator": c.default_iallocator,
+        "default_iallocator": default_ialloc,
+        "default_iallocators": default_iallocs,
         "default_iallocator_params": c.default_iallocator_params,
         "reserved_lvs": c.reserved_lvs,
         "primary_ip_version": 4 if c.primary_ip_family == 2 else 6,
@@ -261,6 +275,14 @@ class LUClusterSetParams(LogicalUnit):
                         errors.ECODE_INVAL)
                 collectors.setdefault(name, {})["interval"] = interval
             changes["data_collectors"] = collectors
+        spec = self._default_allocators()
+        if spec is not None:
+            changes["default_iallocator"] = spec
+        if op.default_iallocator_params is not None:
+            from ganeti.cmdlib import allocation
+            for key, value in op.default_iallocator_params.items():
+                allocation.check_param(key, value,
+                                       "default_iallocator_params")
         if not changes:
             raise errors.OpPrereqError("Please give at least one of the"
                                        " parameters", errors.ECODE_INVAL)
@@ -368,6 +390,41 @@ class LUClusterSetParams(LogicalUnit):
         if new:
             self.log_warning("After the ipolicy change the following"
                              " instances violate it: %s", _listing(new))
+
+    def _default_allocators(self):
+        """The new default_iallocator text, or None if unchanged.
+
+        ``default_iallocator`` replaces the whole setting (a name, a list,
+        or lists per request type); ``default_iallocators`` changes the
+        lists of some request types (None: back to the list for all)."""
+        op = self.op
+        if op.default_iallocator is None and not op.default_iallocators:
+            return None
+        if op.default_iallocator is not None:
+            spec = ia_defaults.parse_spec(op.default_iallocator)
+        else:
+            spec = ia_defaults.parse_spec(self.cfg.cluster.default_iallocator)
+        per_mode = {}
+        for mode, names in (op.default_iallocators or {}).items():
+            field = "default_iallocators/%s" % mode
+            if names is not None:
+                names = ia_defaults.parse_names(",".join(names), field) \
+                    if names else ()
+            per_mode[mode] = names
+        spec = spec.replace(per_mode=per_mode)
+        from ganeti.cmdlib import allocation
+        registry = allocation.registry(self)
+        wanted = set(spec.common)
+        for names in spec.per_mode.values():
+            wanted.update(names)
+        for name in sorted(wanted):
+            try:
+                registry.lookup(name)
+            except AllocatorNotFound as err:
+                raise errors.OpPrereqError(
+                    "default_iallocator: %s" % err.args[0],
+                    errors.ECODE_INVAL)
+        return spec.to_spec()
 
     async def exec_(self):
         self.cfg.set_cluster_params(**self.changes)

@@ -15,6 +15,12 @@ Three ways through the same opcode (as in Ganeti 3.0):
   mandatory fields are filled from the opcode, its disks are created and
   the OS installed, and only then is it marked real.
 
+Without ``pnode``, the nodes come from an instance allocator (the one
+named in ``iallocator``, else the cluster's defaults for allocate
+requests; docs/allocator.rst): a new or forthcoming instance, or a
+forthcoming one without nodes being committed.  Every node is locked
+while the allocator chooses, then all but the chosen ones are released.
+
 ``dry_run`` runs every check, including those the node answers, and
 returns the placement without changing anything.
 """
@@ -29,6 +35,7 @@ from ganeti import errors
 from ganeti import ipolicy
 from ganeti import locking
 from ganeti import objects
+from ganeti.cmdlib import allocation
 from ganeti.cmdlib import capacity
 from ganeti.cmdlib import checks
 from ganeti.cmdlib import instance_disks
@@ -89,6 +96,7 @@ class LUInstanceCreate(LogicalUnit):
             except errors.TagError as err:
                 raise errors.OpPrereqError("tags: %s" % err,
                                            errors.ECODE_INVAL)
+        allocation.check_op_params(op)
 
     def expand_names(self):
         op = self.op
@@ -114,19 +122,42 @@ class LUInstanceCreate(LogicalUnit):
             self.pnode_uuid = self.expand_node(pnode)
         snode = op.snode_uuid or op.snode
         self.snode_uuid = self.expand_node(snode) if snode else None
-        if self.pnode_uuid is None and not op.forthcoming and not op.commit:
-            checks.check_no_iallocator(
-                op.iallocator or self.cfg.cluster.default_iallocator,
-                "give the primary node (pnode)")
-            raise errors.OpPrereqError("pnode: the primary node is required",
-                                       errors.ECODE_INVAL)
+        self.allocators = self._allocators()
         if self.pnode_uuid is not None and op.iallocator:
             self.log_warning("iallocator '%s' ignored: the primary node was"
                              " given", op.iallocator)
-        if not op.commit:
+        if self.allocators:
+            # the allocator chooses among all: lock every node meanwhile
+            self.needed_locks[locking.LEVEL_NODE] = locking.ALL_SET
+            self.needed_locks[locking.LEVEL_NODE_RES] = locking.ALL_SET
+        elif not op.commit:
             nodes = [self.pnode_uuid] if self.pnode_uuid else []
             self.needed_locks[locking.LEVEL_NODE] = nodes
             self.needed_locks[locking.LEVEL_NODE_RES] = list(nodes)
+
+    def _allocators(self):
+        """The allocators that place this instance; () if it needs none
+        (a node is given, or a reservation stays without one)."""
+        op = self.op
+        if self.pnode_uuid is not None:
+            return ()
+        if op.commit:
+            if self.cfg.get_instance(self.instance_uuid).primary_node:
+                return ()
+            # a reservation without nodes is placed when it is committed
+            names = allocation.allocator_names(
+                self.cfg, "allocate", allocation.explicit_allocator(op))
+            if not names:
+                raise allocation.no_allocator_error(
+                    "allocate", "the primary node (pnode / -n) of forthcoming"
+                    " instance %s" % op.instance_name)
+            return names
+        names = allocation.allocator_names(
+            self.cfg, "allocate", allocation.explicit_allocator(op))
+        if not names and not op.forthcoming:
+            raise allocation.no_allocator_error(
+                "allocate", "the primary node (pnode / -n)")
+        return names
 
     def _check_name_free(self):
         name = self.op.instance_name
@@ -156,7 +187,8 @@ class LUInstanceCreate(LogicalUnit):
                 # Somebody holds the whole instance lock set; the lock comes
                 # later and nobody knows its name until the config has it.
                 self.pending_add = d
-        elif level == locking.LEVEL_NODE and self.op.commit:
+        elif level == locking.LEVEL_NODE and self.op.commit and \
+                not self.allocators:
             inst = self.cfg.get_instance(self.instance_uuid)
             nodes = list(inst.all_nodes)
             if not nodes and self.pnode_uuid:
@@ -180,6 +212,8 @@ class LUInstanceCreate(LogicalUnit):
 
     async def check_prereq(self):
         try:
+            if self.allocators:
+                await self._allocate()
             if self.op.commit:
                 self._prereq_commit()
                 await self._check_commit_capacity()
@@ -190,6 +224,63 @@ class LUInstanceCreate(LogicalUnit):
             self._drop_lock()
             self.op.dry_run = self.orig_dry_run
             raise
+
+    async def _allocate(self):
+        """Nodes from the allocators; the other node locks are released."""
+        op = self.op
+        cfg = self.cfg
+        if op.commit:
+            inst = cfg.get_instance(self.instance_uuid)
+            request = self._commit_request(inst)
+            name = inst.name
+        else:
+            template = self._template(op.disks)
+            instance_disks.check_template(cfg.cluster, template)
+            be = instance_params.check_beparams(op.beparams)
+            name = op.instance_name or self.instance_uuid
+            request = allocation.create_request(cfg, op, name, template, be)
+        found = await allocation.allocate(
+            self, request, self.allocators, op.iallocator_params,
+            hypervisor=request.hypervisor)
+        uuids = [cfg.get_node(n).uuid for n in found.result]
+        self.pnode_uuid = uuids[0]
+        if len(uuids) > 1:
+            self.snode_uuid = uuids[1]
+        self.log_info("Selected nodes for instance %s via iallocator %s: %s",
+                      name, found.allocator, ", ".join(found.result))
+        allocation.release_other_nodes(self, uuids)
+
+    def _commit_request(self, inst):
+        """A forthcoming instance's spec, completed from the opcode."""
+        op = self.op
+        cfg = self.cfg
+        candidate = inst.copy()
+        if not candidate.beparams and op.beparams:
+            candidate.beparams = {
+                k: v for k, v in instance_params.check_beparams(
+                    op.beparams).items() if v != constants.VALUE_DEFAULT}
+        if not candidate.hypervisor:
+            candidate.hypervisor = op.hypervisor or \
+                cfg.cluster.default_hypervisor
+        disks = [d.copy() for d in cfg.instance_disks(inst)]
+        if not disks:
+            for idx, params in enumerate(op.disks):
+                size, mode, _, spindles = instance_disks.check_disk_params(
+                    params, idx)
+                disks.append(objects.Disk(size=size, mode=mode,
+                                          spindles=spindles))
+        fallback = objects.disk_template_of(disks) if any(
+            d.dev_type for d in disks) else None
+        template = self._template(op.disks, fallback=(
+            None if fallback == "mixed" else fallback))
+        for idx, disk in enumerate(disks):
+            if disk.size is None and idx < len(op.disks):
+                disk.size = instance_disks.check_disk_params(
+                    op.disks[idx], idx)[0]
+            disk.dev_type = disk.dev_type or template
+        return allocation.instance_spec_request(
+            cfg, candidate, disks=disks, template=template,
+            group_name=op.group_name)
 
     def _template(self, disks_params, fallback=None):
         op = self.op

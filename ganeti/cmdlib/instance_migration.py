@@ -4,8 +4,8 @@ Both need an instance whose disks every candidate node reaches:
 
 * externally mirrored templates (``sharedfile``, ``diskless``; Ganeti's
   DTS_EXT_MIRROR) go to any node of the primary's group: ``target_node``,
-  or, as we have no instance allocator yet, the eligible node of the group
-  with the most free memory;
+  or the node an instance allocator chooses (a relocate request: the
+  opcode's ``iallocator``, else the cluster's defaults);
 * ``drbd`` (internally mirrored) goes to its secondary, which becomes the
   primary (the old primary becomes the secondary);
 * others (``file``, ``plain``) cannot: ``gnt-instance move`` copies them.
@@ -32,6 +32,7 @@ from ganeti import hypervisor
 from ganeti import ipolicy
 from ganeti import locking
 from ganeti import objects
+from ganeti.cmdlib import allocation
 from ganeti.cmdlib import capacity
 from ganeti.cmdlib import checks
 from ganeti.cmdlib import instance_disks
@@ -41,8 +42,8 @@ from ganeti.cmdlib import payloads
 from ganeti.cmdlib.base import LogicalUnit
 from ganeti.hypervisor import migration
 
-__all__ = ["LUInstanceMigrate", "LUInstanceFailover", "pick_target_node",
-           "disk_for_node", "disks_for_node", "template_kind"]
+__all__ = ["LUInstanceMigrate", "LUInstanceFailover", "disk_for_node",
+           "disks_for_node", "template_kind"]
 
 #: seconds between two looks at a migration's progress
 POLL_INTERVAL = 1.0
@@ -71,43 +72,6 @@ def template_kind(disks):
     if len(kinds) > 1:
         return "mixed"
     return kinds.pop()
-
-
-def eligible_targets(cfg, instance, exclude=()):
-    """Nodes of the primary's group that may take the instance."""
-    pnode = cfg.nodes.get(instance.primary_node)
-    group = pnode.group if pnode is not None else None
-    result = []
-    for node in cfg.nodes.values():
-        if node.uuid in exclude or node.uuid == instance.primary_node:
-            continue
-        if group is not None and node.group != group:
-            continue
-        if node.offline or node.drained or not node.vm_capable:
-            continue
-        result.append(node)
-    return result
-
-
-async def pick_target_node(lu, instance, exclude=(), field="target_node"):
-    """The built-in choice of a target (no instance allocator yet): the
-    eligible node of the primary's group with the most free memory (as
-    the nodes report it, minus reservations; a node without live data
-    comes last), then by name."""
-    cfg = lu.cfg
-    candidates = eligible_targets(cfg, instance, exclude)
-    if not candidates:
-        raise errors.OpPrereqError(
-            "%s: no node of the group of instance %s's primary can take it"
-            " (all others are offline, drained or not vm_capable); give one"
-            % (field, instance.display_name), errors.ECODE_NORES)
-    resources = await capacity.node_resources(
-        lu, [n.uuid for n in candidates])
-
-    def key(node):
-        free = resources[node.uuid].free_memory
-        return (-(free if free is not None else -1), node.name)
-    return sorted(candidates, key=key)[0].uuid
 
 
 def check_target_node(cfg, node_uuid, instance, field="target_node",
@@ -214,9 +178,10 @@ class _MoveInstanceLU(LogicalUnit):
     FAILOVER = False
 
     def check_arguments(self):
-        checks.check_no_iallocator(
-            getattr(self.op, "iallocator", None),
-            "give target_node (or none: a node of the group is chosen)")
+        op = self.op
+        allocation.check_op_params(op)
+        allocation.check_not_both(op, "target_node",
+                                  op.target_node or op.target_node_uuid)
 
     def expand_names(self):
         op = self.op
@@ -304,12 +269,16 @@ class _MoveInstanceLU(LogicalUnit):
                     % ("failed over" if self.failover else "migrated",
                        node_calls.node_name(cfg, secondary)),
                     errors.ECODE_INVAL)
+            if allocation.explicit_allocator(op):
+                raise errors.OpPrereqError(
+                    "iallocator: instances with drbd disks can only be %s"
+                    " to their secondary node (%s); no allocator chooses"
+                    % ("failed over" if self.failover else "migrated",
+                       node_calls.node_name(cfg, secondary)),
+                    errors.ECODE_INVAL)
             self.target_uuid = secondary
         elif self.target_uuid is None and not self.cleanup:
-            self.target_uuid = await pick_target_node(self, inst)
-            self.log_info("No target node given; chose %s (the node of the"
-                          " group with the most free memory)",
-                          node_calls.node_name(cfg, self.target_uuid))
+            self.target_uuid = await self._allocate_target(inst)
         if self.target_uuid is not None and not self.cleanup:
             check_target_node(cfg, self.target_uuid, inst)
             ipolicy.check_target_group(self, inst, self.target_uuid,
@@ -376,6 +345,29 @@ class _MoveInstanceLU(LogicalUnit):
                 mode = hvp.get(constants.HV_MIGRATION_MODE,
                                constants.HT_MIGRATION_LIVE)
             self.live = mode == constants.HT_MIGRATION_LIVE
+
+    async def _allocate_target(self, inst):
+        """The node a relocate request gives (the primary's group is
+        locked: the allocator keeps the instance in its group)."""
+        names = allocation.allocator_names(
+            self.cfg, "relocate", allocation.explicit_allocator(self.op))
+        if not names:
+            raise allocation.no_allocator_error("relocate",
+                                                "a target node (-n)")
+        request = allocation.relocate_request(self.cfg, inst,
+                                              [inst.primary_node])
+        found = await allocation.allocate(
+            self, request, names, self.op.iallocator_params,
+            hypervisor=inst.hypervisor)
+        self.log_info("Selected nodes for instance %s via iallocator %s: %s",
+                      inst.name, found.allocator, ", ".join(found.result))
+        return self.cfg.get_node(found.result[0]).uuid
+
+    def dry_run_result(self):
+        """The node the instance would go to."""
+        if self.target_uuid is None:
+            return None
+        return node_calls.node_name(self.cfg, self.target_uuid)
 
     # --- execution -----------------------------------------------------------
 

@@ -12,11 +12,13 @@
   new names (file / LV names), so a source and a target that share a
   directory (a virtual cluster) never collide.
 * OP_INSTANCE_RECREATE_DISKS makes missing disks again (empty), on the same
-  nodes or on new ones (``nodes``: the instance moves there); like
-  Ganeti's, it refuses disks that still exist.
+  nodes or on new ones (``nodes``, or those an instance allocator gives
+  for the instance's spec with ``iallocator``: the instance moves there);
+  like Ganeti's, it refuses disks that still exist.
 * OP_INSTANCE_REPLACE_DISKS is for ``drbd`` instances (as in Ganeti): new
   storage under the mirror on the primary or the secondary (DRBD resyncs
-  from the other side), or a new secondary node altogether.
+  from the other side), or a new secondary node altogether (``remote_node``,
+  or what a relocate request to an allocator answers).
 """
 
 import copy
@@ -26,6 +28,7 @@ from ganeti import errors
 from ganeti import ipolicy
 from ganeti import locking
 from ganeti import objects
+from ganeti.cmdlib import allocation
 from ganeti.cmdlib import capacity
 from ganeti.cmdlib import checks
 from ganeti.cmdlib import instance_disks
@@ -278,7 +281,8 @@ class LUInstanceRecreateDisks(_InstanceLU):
 
     def check_arguments(self):
         op = self.op
-        checks.check_no_iallocator(op.iallocator, "give nodes")
+        allocation.check_op_params(op)
+        allocation.check_not_both(op, "nodes", op.nodes or op.node_uuids)
         self.changes = {}
         indices = []
         for item in op.disks:
@@ -316,14 +320,46 @@ class LUInstanceRecreateDisks(_InstanceLU):
         op = self.op
         names = op.node_uuids or op.nodes or []
         self.new_nodes = [self.expand_node(n) for n in names]
+        # only an explicit allocator: without nodes, the disks are made
+        # again where they were
+        self.allocator = allocation.explicit_allocator(op)
 
     def _extra_nodes(self):
+        if self.allocator:
+            return list(self.cfg.nodes)     # the allocator may pick any
         return self.new_nodes
 
-    def check_prereq(self):
+    async def check_prereq(self):
         cfg = self.cfg
         inst = self.instance
         checks.check_not_forthcoming(inst, "recreate its disks")
+        if self.allocator:
+            await self._allocate(inst)
+        self._check(inst)
+
+    async def _allocate(self, inst):
+        cfg = self.cfg
+        disks = cfg.instance_disks(inst)
+        template = objects.disk_template_of(disks)
+        if template not in RECREATABLE:
+            return      # _check refuses it
+        request = allocation.instance_spec_request(cfg, inst)
+        found = await allocation.allocate(
+            self, request, allocation.allocator_names(
+                cfg, "allocate", self.allocator),
+            self.op.iallocator_params, hypervisor=request.hypervisor)
+        self.new_nodes = [cfg.get_node(n).uuid for n in found.result]
+        self.log_info("Selected nodes for instance %s via iallocator %s: %s",
+                      inst.name, found.allocator, ", ".join(found.result))
+        allocation.release_other_nodes(
+            self, set(self.new_nodes) | set(inst.all_nodes))
+
+    def dry_run_result(self):
+        nodes = self.new_nodes or self.instance.all_nodes
+        return allocation.node_names(self.cfg, nodes)
+
+    def _check(self, inst):
+        cfg = self.cfg
         disks = cfg.instance_disks(inst)
         bad = sorted(set(d.dev_type for d in disks
                          if d.dev_type not in RECREATABLE))
@@ -482,16 +518,22 @@ class LUInstanceReplaceDisks(_InstanceLU):
 
     def check_arguments(self):
         op = self.op
-        checks.check_no_iallocator(op.iallocator, "give remote_node")
+        allocation.check_op_params(op)
         remote = op.remote_node_uuid or op.remote_node
+        allocation.check_not_both(op, "remote_node", remote)
+        self.allocators = ()
         if op.mode == "replace_new_secondary":
             if not remote:
-                raise errors.OpPrereqError(
-                    "remote_node: replacing the secondary needs the new"
-                    " secondary node", errors.ECODE_INVAL)
-        elif remote:
+                self.allocators = allocation.allocator_names(
+                    self.cfg, "relocate", allocation.explicit_allocator(op))
+                if not self.allocators:
+                    raise allocation.no_allocator_error(
+                        "relocate", "the new secondary node (remote_node /"
+                        " -n)")
+        elif remote or allocation.explicit_allocator(op):
             raise errors.OpPrereqError(
-                "remote_node: only with mode replace_new_secondary",
+                "%s: only with mode replace_new_secondary"
+                % ("remote_node" if remote else "iallocator"),
                 errors.ECODE_INVAL)
 
     def expand_names(self):
@@ -501,9 +543,36 @@ class LUInstanceReplaceDisks(_InstanceLU):
         self.remote_uuid = self.expand_node(remote) if remote else None
 
     def _extra_nodes(self):
+        if self.allocators:
+            # the new secondary stays in the instance's group
+            pnode = self.cfg.nodes.get(self.instance.primary_node)
+            if pnode is not None:
+                return [n.uuid for n in self.cfg.group_nodes(pnode.group)]
         return [self.remote_uuid] if self.remote_uuid else []
 
     async def check_prereq(self):
+        self._check_layout()
+        if self.allocators:
+            inst = self.instance
+            request = allocation.relocate_request(
+                self.cfg, inst, list(inst.secondary_nodes))
+            found = await allocation.allocate(
+                self, request, self.allocators, self.op.iallocator_params,
+                hypervisor=inst.hypervisor)
+            self.remote_uuid = self.cfg.get_node(found.result[0]).uuid
+            self.log_info("Selected new secondary for instance '%s': %s"
+                          " (via iallocator %s)", inst.name,
+                          found.result[0], found.allocator)
+            allocation.release_other_nodes(
+                self, set(inst.all_nodes) | {self.remote_uuid})
+        await self._check_nodes()
+
+    def dry_run_result(self):
+        if self.remote_uuid is None:
+            return None
+        return node_calls.node_name(self.cfg, self.remote_uuid)
+
+    def _check_layout(self):
         cfg = self.cfg
         op = self.op
         inst = self.instance
@@ -526,6 +595,11 @@ class LUInstanceReplaceDisks(_InstanceLU):
                     "disks: instance %s has no disk %d (it has %d)"
                     % (inst.name, idx, len(disks)), errors.ECODE_INVAL)
         self.wanted = list(op.disks) or list(range(len(disks)))
+
+    async def _check_nodes(self):
+        cfg = self.cfg
+        op = self.op
+        inst = self.instance
         if self.remote_uuid is not None:
             if self.remote_uuid in inst.all_nodes:
                 raise errors.OpPrereqError(
@@ -541,7 +615,7 @@ class LUInstanceReplaceDisks(_InstanceLU):
             candidate.primary_node = None
             candidate.secondary_nodes = [self.remote_uuid]
             moved = []
-            for d in disks:
+            for d in cfg.instance_disks(inst):
                 d = d.copy()
                 d.nodes = [self.remote_uuid]
                 moved.append(d)

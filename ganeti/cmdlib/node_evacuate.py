@@ -5,14 +5,17 @@ submit one job per instance (migrate, failover, move or replace-disks) and
 return ``{"jobs": [[true, job id] or [false, error], ...]}``; the client
 follows the jobs.  Nothing is locked exclusively while planning.
 
-Ganeti plans node evacuations with an instance allocator (or, for
-secondaries, a given ``remote_node``).  This master has no allocator yet,
-so it plans itself: each instance goes to the eligible node of its group
-(online, not drained, vm_capable, not the evacuated node) with the most
-free memory after what was already planned, then the fewest instances;
-``remote_node`` forces the target for every instance.
-
-What each instance gets:
+Node evacuation is planned by an instance allocator (the opcode's
+``iallocator``, else the cluster's defaults for node-evacuate requests;
+docs/allocator.rst), as Ganeti does: a node-evacuate request for the
+instances whose disks are mirrored, whose answer is the list of jobs to
+submit (migrations, failovers, secondary replacements).  Instances whose
+disks live on the node only (``file``, ``plain``) cannot be relocated by
+such a plan; for each of them the allocator is asked for a new primary in
+the instance's group (an allocate request with the instance's spec, the
+evacuated node excluded, earlier choices counted) and the instance is
+moved there (copied).  With ``remote_node`` the admin names the target
+and no allocator is asked:
 
 =================  ==========================  =============================
 template           primary on the node         secondary on the node
@@ -26,60 +29,31 @@ file, plain        move (copy); impossible     --
                    when the node is offline
 =================  ==========================  =============================
 
-Both work on drained and offline nodes (that is what they are for).
+Node migration submits a migration per primary instance; a shared-storage
+instance's target is ``target_node`` or, in each migration job, what a
+relocate request answers.
+
+Both work on drained and offline nodes (that is what they are for).  A
+dry run plans (the allocator is asked) and submits nothing.
 """
 
 from ganeti import constants
 from ganeti import errors
 from ganeti import locking
 from ganeti import opcodes
-from ganeti.cmdlib import capacity
+from ganeti.cmdlib import allocation
 from ganeti.cmdlib import checks
 from ganeti.cmdlib import node_calls
 from ganeti.cmdlib.base import LogicalUnit
-from ganeti.cmdlib.instance_migration import (
-    EXT, INT, eligible_targets, template_kind)
+from ganeti.cmdlib.instance_migration import EXT, INT, template_kind
+from ganeti.iallocator import requests as ia_requests
 
-__all__ = ["LUNodeEvacuate", "LUNodeMigrate", "Planner"]
+__all__ = ["LUNodeEvacuate", "LUNodeMigrate", "evacuation_jobs",
+           "apply_move"]
 
 NODE_EVAC_PRI = "primary-only"
 NODE_EVAC_SEC = "secondary-only"
 NODE_EVAC_ALL = "all"
-
-
-class Planner(object):
-    """Chooses targets, counting what it already placed."""
-
-    def __init__(self, cfg, leaving, free=None):
-        self.cfg = cfg
-        self.leaving = leaving
-        #: node uuid -> free memory (reported, minus reservations) or None
-        self.free = dict(free or {})
-        self.planned_mem = {}
-        self.planned_count = {}
-
-    def _key(self, node):
-        free = self.free.get(node.uuid)
-        planned = self.planned_mem.get(node.uuid, 0)
-        count = len(self.cfg.node_instances(node.uuid, primary_only=True)) \
-            + self.planned_count.get(node.uuid, 0)
-        return (-(free - planned) if free is not None else 0, count,
-                node.name)
-
-    def choose(self, instance, exclude=(), memory=0):
-        candidates = eligible_targets(self.cfg, instance,
-                                      set(exclude) | {self.leaving})
-        if not candidates:
-            return None
-        node = sorted(candidates, key=self._key)[0]
-        self.place(node.uuid, memory)
-        return node.uuid
-
-    def place(self, node_uuid, memory=0):
-        self.planned_mem[node_uuid] = \
-            self.planned_mem.get(node_uuid, 0) + memory
-        self.planned_count[node_uuid] = \
-            self.planned_count.get(node_uuid, 0) + 1
 
 
 def _instance_job(ops):
@@ -88,10 +62,51 @@ def _instance_job(ops):
                          getattr(ops[0], "instance_name", None))
 
 
-def _memory(cfg, inst):
-    from ganeti import objects
-    be = objects.fill_beparams(cfg.cluster, inst)
-    return int(be.get(constants.BE_MAXMEM) or 0)
+def _has_param(op, name):
+    return any(p.name == name for p in op.PARAMS)
+
+
+def evacuation_jobs(plan, early_release, reason=None):
+    """An evacuation plan's jobs, each opcode with ``early_release`` (where
+    it has one) and the reason trail of the opcode that asked."""
+    jobs = []
+    for ops in plan.jobs:
+        job = []
+        for op in ops:
+            op = op.copy()
+            if _has_param(op, "early_release"):
+                op.early_release = bool(early_release)
+            if reason:
+                op.reason = list(reason) + list(op.reason or [])
+            job.append(op)
+        jobs.append(job)
+    return jobs
+
+
+def apply_move(data, name, nodes):
+    """Count a planned placement in an input document, so that the next
+    request of the same plan sees it: the instance on its new nodes, their
+    free memory and local disk reduced."""
+    inst = data["instances"].get(name)
+    if inst is None:
+        return
+    inst["nodes"] = list(nodes)
+    node = data["nodes"].get(nodes[0])
+    if node is None or "free_memory" not in node:
+        return
+    node["i_pri_memory"] = node.get("i_pri_memory", 0) + inst["memory"]
+    if inst["admin_state"] == constants.ADMINST_UP:
+        # the allocator thinks a running instance's memory is already
+        # taken on its node: take it
+        node["free_memory"] -= inst["memory"]
+        node["i_pri_up_memory"] = node.get("i_pri_up_memory", 0) + \
+            inst["memory"]
+    if inst["disk_template"] in constants.DTS_NODE_LOCAL:
+        for name_ in nodes:
+            target = data["nodes"].get(name_)
+            if target is not None and "free_disk" in target:
+                target["free_disk"] = max(
+                    0, target["free_disk"] - inst["disk_space_total"])
 
 
 class _NodeJobsLU(LogicalUnit):
@@ -108,15 +123,6 @@ class _NodeJobsLU(LogicalUnit):
         self.needed_locks[locking.LEVEL_INSTANCE] = [
             i.uuid for i in self.cfg.node_instances(self.node_uuid)]
 
-    async def _free_memory(self):
-        """Free memory of the other nodes of the group (what they report,
-        minus reservations), for choosing targets."""
-        node = self.cfg.get_node(self.node_uuid)
-        others = [n.uuid for n in self.cfg.group_nodes(node.group)
-                  if n.uuid != self.node_uuid]
-        resources = await capacity.node_resources(self, others)
-        return {uuid: res.free_memory for uuid, res in resources.items()}
-
     def _op(self, op_id, **params):
         reason = getattr(self.op, "reason", None)
         if reason:
@@ -128,9 +134,10 @@ class LUNodeEvacuate(_NodeJobsLU):
     OP_ID = "OP_NODE_EVACUATE"
 
     def check_arguments(self):
-        checks.check_no_iallocator(
-            self.op.iallocator, "leave it out (the master plans the"
-            " evacuation) or give remote_node")
+        op = self.op
+        allocation.check_op_params(op)
+        allocation.check_not_both(op, "remote_node",
+                                  op.remote_node or op.remote_node_uuid)
 
     def expand_names(self):
         _NodeJobsLU.expand_names(self)
@@ -142,7 +149,7 @@ class LUNodeEvacuate(_NodeJobsLU):
                 "remote_node: cannot use the evacuated node as a target",
                 errors.ECODE_INVAL)
 
-    def check_prereq(self):
+    async def check_prereq(self):
         cfg = self.cfg
         mode = self.op.mode
         if self.remote_uuid is not None:
@@ -156,6 +163,9 @@ class LUNodeEvacuate(_NodeJobsLU):
                 continue
             insts.append(inst)
         self.instances = sorted(insts, key=lambda i: i.name or i.uuid)
+        self.jobs, self.moved, self.failed = [], [], []
+        if not self.instances:
+            return
         if self.remote_uuid is not None:
             for inst in self.instances:
                 if inst.primary_node == self.remote_uuid:
@@ -164,86 +174,154 @@ class LUNodeEvacuate(_NodeJobsLU):
                         " instance %s, cannot use it as a target"
                         % (node_calls.node_name(cfg, self.remote_uuid),
                            inst.name), errors.ECODE_INVAL)
+            self._plan_remote()
+        else:
+            names = allocation.allocator_names(
+                cfg, ia_requests.MODE_NODE_EVAC,
+                allocation.explicit_allocator(self.op))
+            if not names:
+                raise allocation.no_allocator_error(
+                    ia_requests.MODE_NODE_EVAC,
+                    "the node to move the instances to (remote_node / -n)")
+            await self._plan_allocator(names)
 
-    async def _plan(self):
+    # --- planning with a given node ------------------------------------------
+
+    def _plan_remote(self):
         cfg = self.cfg
         node = cfg.get_node(self.node_uuid)
-        planner = Planner(cfg, self.node_uuid,
-                          await self._free_memory())
         early = bool(self.op.early_release)
-        jobs, moved, failed = [], [], []
+        target = self.remote_uuid
+        tname = node_calls.node_name(cfg, target)
         for inst in self.instances:
             kind = template_kind(cfg.instance_disks(inst))
             primary = inst.primary_node == self.node_uuid
-            mem = _memory(cfg, inst) if primary else 0
             if kind == "mixed":
-                failed.append((inst.name, "it mixes drbd and shared disks"))
+                self.failed.append((inst.name, "it mixes drbd and shared"
+                                    " disks"))
                 continue
             if not primary:
                 if kind != INT:
                     continue    # only drbd instances have secondaries
-                target = self.remote_uuid or planner.choose(
-                    inst, exclude=inst.all_nodes)
-                if target is None:
-                    failed.append((inst.name, "no node can be its new"
-                                   " secondary"))
-                    continue
-                if self.remote_uuid:
-                    planner.place(target)
-                jobs.append([self._op(
+                self.jobs.append([self._op(
                     "OP_INSTANCE_REPLACE_DISKS", instance_name=inst.name,
-                    mode="replace_new_secondary",
-                    remote_node=node_calls.node_name(cfg, target), disks=[],
-                    early_release=early)])
-                moved.append((inst.name, target, "new secondary"))
+                    mode="replace_new_secondary", remote_node=tname,
+                    disks=[], early_release=early)])
+                self.moved.append((inst.name, [tname], "new secondary"))
                 continue
-            down = inst.admin_state != constants.ADMINST_UP
             if kind == INT:
-                target = inst.secondary_nodes[0] \
+                secondary = inst.secondary_nodes[0] \
                     if inst.secondary_nodes else None
-                if target is None:
-                    failed.append((inst.name, "it has no secondary node"))
+                if secondary != target:
+                    self.failed.append((inst.name, "drbd instances can only"
+                                        " go to their secondary node"))
                     continue
-                if self.remote_uuid not in (None, target):
-                    failed.append((inst.name, "drbd instances can only go"
-                                   " to their secondary node"))
-                    continue
-                planner.place(target, mem)
-            else:
-                target = self.remote_uuid or planner.choose(inst,
-                                                            memory=mem)
-                if target is None:
-                    failed.append((inst.name, "no node of its group can"
-                                   " take it"))
-                    continue
-                if self.remote_uuid:
-                    planner.place(target, mem)
-            tname = node_calls.node_name(cfg, target)
             if kind in (EXT, INT):
-                if node.offline or down:
-                    jobs.append([self._op(
-                        "OP_INSTANCE_FAILOVER", instance_name=inst.name,
-                        target_node=None if kind == INT else tname,
-                        ignore_consistency=bool(node.offline))])
-                    how = "failover"
-                else:
-                    jobs.append([self._op(
-                        "OP_INSTANCE_MIGRATE", instance_name=inst.name,
-                        target_node=None if kind == INT else tname,
-                        allow_failover=True)])
-                    how = "migrate"
+                self._migrate_job(inst, node, kind, tname)
             else:
-                if node.offline:
-                    failed.append((inst.name, "its disks are only on the"
-                                   " offline node (use recreate-disks with"
-                                   " new nodes)"))
-                    continue
-                jobs.append([self._op("OP_INSTANCE_MOVE",
-                                      instance_name=inst.name,
-                                      target_node=tname)])
-                how = "move"
-            moved.append((inst.name, target, how))
-        return jobs, moved, failed
+                self._move_job(inst, node, tname)
+
+    def _migrate_job(self, inst, node, kind, tname):
+        down = inst.admin_state != constants.ADMINST_UP
+        target = None if kind == INT else tname
+        if node.offline or down:
+            self.jobs.append([self._op(
+                "OP_INSTANCE_FAILOVER", instance_name=inst.name,
+                target_node=target, ignore_consistency=bool(node.offline))])
+            how = "failover"
+        else:
+            self.jobs.append([self._op(
+                "OP_INSTANCE_MIGRATE", instance_name=inst.name,
+                target_node=target, allow_failover=True)])
+            how = "migrate"
+        self.moved.append((inst.name, [tname], how))
+
+    def _move_job(self, inst, node, tname):
+        if node.offline:
+            self.failed.append((inst.name, "its disks are only on the"
+                                " offline node (use recreate-disks with new"
+                                " nodes)"))
+            return
+        self.jobs.append([self._op("OP_INSTANCE_MOVE",
+                                   instance_name=inst.name,
+                                   target_node=tname)])
+        self.moved.append((inst.name, [tname], "move"))
+
+    # --- planning with an allocator ------------------------------------------
+
+    async def _plan_allocator(self, names):
+        cfg = self.cfg
+        op = self.op
+        node = cfg.get_node(self.node_uuid)
+        relocatable, movers = [], []
+        for inst in self.instances:
+            kind = template_kind(cfg.instance_disks(inst))
+            if kind == "mixed":
+                self.failed.append((inst.name, "it mixes drbd and shared"
+                                    " disks"))
+            elif kind in (EXT, INT):
+                relocatable.append(inst)
+            elif inst.primary_node == self.node_uuid:
+                movers.append(inst)
+        data = None
+        if relocatable:
+            request = ia_requests.NodeEvacuateRequest(
+                instances=[i.name for i in relocatable],
+                evac_mode=op.mode, leaving=[node.name],
+                ignore_soft_errors=bool(op.ignore_soft_errors))
+            found = await allocation.allocate(self, request, names,
+                                              op.iallocator_params)
+            plan = found.result
+            data = found.data
+            self.jobs.extend(evacuation_jobs(plan, op.early_release,
+                                             op.reason))
+            for name, group, nodes in plan.moved:
+                self.moved.append((name, nodes, "group %s" % group))
+                apply_move(data, name, nodes)
+            self.failed.extend(plan.failed)
+        for inst in movers:
+            if node.offline:
+                self._move_job(inst, node, None)
+                continue
+            data = await self._place_mover(inst, names, data)
+
+    async def _place_mover(self, inst, names, data):
+        """A new primary for an instance that is copied (file, plain)."""
+        cfg = self.cfg
+        node = cfg.get_node(self.node_uuid)
+        group = cfg.nodegroups.get(node.group)
+        allowed = sorted(n.name for n in cfg.group_nodes(node.group)
+                         if n.uuid != self.node_uuid and not n.offline
+                         and not n.drained and n.vm_capable)
+        if not allowed:
+            self.failed.append((inst.name, "no other node of its group can"
+                                " take it"))
+            return data
+        request = allocation.instance_spec_request(
+            cfg, inst, restrict_to_nodes=allowed,
+            group_name=group.name if group else None)
+        try:
+            found = await allocation.allocate(
+                self, request, names, self.op.iallocator_params,
+                hypervisor=request.hypervisor, data=data)
+        except errors.OpPrereqError as err:
+            self.failed.append((inst.name, err.args[0]))
+            return data
+        target = found.result[0]
+        apply_move(found.data, inst.name, [target])
+        self._move_job(inst, node, target)
+        return found.data
+
+    # --- results -------------------------------------------------------------
+
+    def dry_run_result(self):
+        """The plan: what would move where, what cannot, and the jobs
+        that would be submitted."""
+        return {"jobs": [],
+                "moved": [[n, list(t), how] for n, t, how in self.moved],
+                "failed": [[n, r] for n, r in self.failed],
+                "planned_jobs": [[op.to_dict() for op in ops]
+                                 for ops in self.jobs]}
 
     async def exec_(self):
         cfg = self.cfg
@@ -253,17 +331,17 @@ class LUNodeEvacuate(_NodeJobsLU):
             return {"jobs": []}
         self.log_info("Evacuating instances from node '%s': %s", name,
                       ", ".join(i.name for i in self.instances))
-        jobs, moved, failed = await self._plan()
-        if failed:
-            text = ", ".join("%s (%s)" % f for f in failed)
+        if self.failed:
+            text = ", ".join("%s (%s)" % (n, r) for n, r in self.failed)
             self.log_warning("Unable to evacuate instances %s", text)
-            if not self.op.ignore_soft_errors or not jobs:
+            if not self.op.ignore_soft_errors or not self.jobs:
                 raise errors.OpExecError("Unable to evacuate instances %s"
                                          % text)
-        self.log_info("Instances to be moved: %s", ", ".join(
-            "%s (%s to %s)" % (n, how, node_calls.node_name(cfg, t))
-            for n, t, how in moved))
-        return {"jobs": await self.submit_jobs(jobs, _instance_job)}
+        if self.moved:
+            self.log_info("Instances to be moved: %s", ", ".join(
+                "%s (%s to %s)" % (n, how, ", ".join(t))
+                for n, t, how in self.moved))
+        return {"jobs": await self.submit_jobs(self.jobs, _instance_job)}
 
 
 class LUNodeMigrate(_NodeJobsLU):
@@ -271,7 +349,9 @@ class LUNodeMigrate(_NodeJobsLU):
 
     def check_arguments(self):
         op = self.op
-        checks.check_no_iallocator(op.iallocator)
+        allocation.check_op_params(op)
+        allocation.check_not_both(op, "target_node",
+                                  op.target_node or op.target_node_uuid)
         if op.live is not None and op.mode is not None:
             raise errors.OpPrereqError(
                 "live, mode: only one of the 'live' and 'mode' parameters"
@@ -288,16 +368,27 @@ class LUNodeMigrate(_NodeJobsLU):
                 " leave", errors.ECODE_INVAL)
 
     def check_prereq(self):
+        cfg = self.cfg
         self.instances = sorted(
-            self.cfg.node_instances(self.node_uuid, primary_only=True),
+            cfg.node_instances(self.node_uuid, primary_only=True),
             key=lambda i: i.name or i.uuid)
+        shared = [i for i in self.instances
+                  if template_kind(cfg.instance_disks(i)) == EXT]
+        if shared and self.target_uuid is None and \
+                not allocation.has_allocator(
+                    cfg, ia_requests.MODE_RELOC,
+                    allocation.explicit_allocator(self.op)):
+            # each migration would fail the same way: say it once, now
+            raise allocation.no_allocator_error(
+                ia_requests.MODE_RELOC, "a target node (-n) for instances %s"
+                % ", ".join(i.name for i in shared))
 
     async def exec_(self):
         cfg = self.cfg
         op = self.op
         node = cfg.get_node(self.node_uuid)
-        planner = Planner(cfg, self.node_uuid,
-                          await self._free_memory())
+        tname = node_calls.node_name(cfg, self.target_uuid) \
+            if self.target_uuid else None
         jobs = []
         for inst in self.instances:
             kind = template_kind(cfg.instance_disks(inst))
@@ -309,25 +400,25 @@ class LUNodeMigrate(_NodeJobsLU):
                                      d.dev_type for d in
                                      cfg.instance_disks(inst)))))
                 continue
-            target = None
+            placement = {}
             if kind == EXT:
-                target = self.target_uuid or planner.choose(
-                    inst, memory=_memory(cfg, inst))
-                if self.target_uuid:
-                    planner.place(target, _memory(cfg, inst))
-            tname = node_calls.node_name(cfg, target) if target else None
+                # the target, or the allocator each migration asks
+                placement = {"target_node": tname,
+                             "iallocator": None if tname else op.iallocator}
+                if op.iallocator_params and not tname:
+                    placement["iallocator_params"] = op.iallocator_params
             if node.offline:
                 jobs.append([self._op(
                     "OP_INSTANCE_FAILOVER", instance_name=inst.name,
-                    target_node=tname, ignore_consistency=True)])
+                    ignore_consistency=True, **placement)])
             else:
                 jobs.append([self._op(
                     "OP_INSTANCE_MIGRATE", instance_name=inst.name,
-                    mode=op.mode, live=op.live, target_node=tname,
+                    mode=op.mode, live=op.live,
                     allow_runtime_changes=op.allow_runtime_changes,
                     ignore_ipolicy=op.ignore_ipolicy,
                     allow_failover=inst.admin_state !=
-                    constants.ADMINST_UP)])
+                    constants.ADMINST_UP, **placement)])
         if node.offline and jobs:
             self.log_info("Node %s is offline: failing over its instances"
                           " instead of migrating them", node.name)
@@ -335,3 +426,4 @@ class LUNodeMigrate(_NodeJobsLU):
             self.log_info("No instances to migrate from node '%s'",
                           node.name)
         return {"jobs": await self.submit_jobs(jobs, _instance_job)}
+

@@ -987,6 +987,16 @@ resource(_group + "/assign-nodes", "groups_name_assign_nodes",
                 opcodes=("OP_GROUP_ASSIGN_NODES",),
                 query=(FORCE, DRY_RUN, REASON), body="{nodes}",
                 returns="job_id"))
+resource(_group + "/evacuate", "groups_name_evacuate",
+         "Evacuate (this project's addition)",
+         Method("POST", _group_op("OP_GROUP_EVACUATE"),
+                "Move every instance out of the group, as an instance"
+                " allocator plans it (the job's result lists the jobs it"
+                " submitted)", opcodes=("OP_GROUP_EVACUATE",),
+                query=(DRY_RUN, REASON),
+                body="{iallocator, target_groups, early_release,"
+                " sequential, force_failover, iallocator_params}",
+                returns="job_id"))
 _tags_resource(_group + "/tags", "groups_name_tags",
                constants.TAG_NODEGROUP, "name")
 

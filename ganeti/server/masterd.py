@@ -37,6 +37,7 @@ from ganeti import replication
 from ganeti import rpc
 from ganeti import ssconf
 from ganeti.cmdlib.cluster import cluster_info
+from ganeti.iallocator import allocators
 from ganeti.backend import files as backend_files
 from ganeti.jqueue.store import JobStore
 from ganeti.query.rpclive import RpcLiveData
@@ -56,7 +57,23 @@ class Options(usage.Options):
          " the master listens only on its UNIX socket."],
         ["max-running-jobs", None, None, "Override the cluster's"
          " max_running_jobs.", int],
+        ["iallocator-timeout", None, allocators.DEFAULT_TIMEOUT,
+         "Seconds an external instance allocator may run before it is"
+         " killed.", float],
     ]
+
+    def __init__(self):
+        usage.Options.__init__(self)
+        self["iallocator-search-path"] = []
+
+    def opt_iallocator_search_path(self, value):
+        """Directories (colon-separated, option repeatable) searched for
+        instance allocator scripts before the built-in allocators and
+        Ganeti's standard directories."""
+        for directory in value.split(":"):
+            if directory:
+                self["iallocator-search-path"].append(
+                    os.path.abspath(directory))
 
     def postOptions(self):
         paths = pathutils.Paths(self["root"])
@@ -214,10 +231,13 @@ class ConfigService(_StartStep):
 
     name = "config"
 
-    def __init__(self, paths, reactor, writer):
+    def __init__(self, paths, reactor, writer, allocator_path=(),
+                 allocator_timeout=allocators.DEFAULT_TIMEOUT):
         self.paths = paths
         self.reactor = reactor
         self.writer = writer
+        self.allocator_path = list(allocator_path)
+        self.allocator_timeout = allocator_timeout
         self.cfg = None
         self.ctx = None
 
@@ -239,7 +259,11 @@ class ConfigService(_StartStep):
         ctx = mcpu.MasterContext(
             cfg=cfg, glm=glm, clock=self.reactor, paths=self.paths,
             rpc=None if node_rpc is None else mcpu.ConfigFirstRpc(node_rpc,
-                                                                  cfg))
+                                                                  cfg),
+            allocators=allocators.AllocatorRegistry(
+                self.reactor, root=self.paths.root,
+                extra_path=self.allocator_path,
+                timeout=self.allocator_timeout))
         # config.data to master candidates, ssconf to every node, after
         # every write (docs/membership.rst)
         ctx.replicator = replication.Replicator(cfg, node_rpc, self.reactor)
@@ -408,7 +432,11 @@ def makeService(options, reactor=None, writer=None):
     store = JobStore(paths.queue_dir)
     if writer is None:
         writer = OrderedWriter(reactor)
-    config_service = ConfigService(paths, reactor, writer)
+    config_service = ConfigService(
+        paths, reactor, writer,
+        allocator_path=options.get("iallocator-search-path") or (),
+        allocator_timeout=options.get("iallocator-timeout")
+        or allocators.DEFAULT_TIMEOUT)
     jobs = JobQueueService(store, config_service, reactor, writer,
                            options["max-running-jobs"])
     top = MasterService(config_service, jobs)

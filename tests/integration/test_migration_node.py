@@ -6,9 +6,9 @@ hypervisor, busybox OS:
 * ``gnt-instance move`` copies a file instance's disk node2 -> node3 and
   back through the master (the OS's marker at the start of the disk
   survives);
-* a drained node is emptied with ``gnt-node evacuate``: its sharedfile
-  instance is live-migrated and its file instance moved, each by a job the
-  evacuation submitted, which the command follows;
+* a drained node is emptied with ``gnt-node evacuate -n NODE``: its
+  sharedfile instance is live-migrated and its file instance moved, each
+  by a job the evacuation submitted, which the command follows;
 * ``gnt-node migrate`` moves the primaries back.
 """
 
@@ -56,11 +56,12 @@ class NodeEvacuationTests(ClusterTestCase):
         # node1 is drained: nothing new goes there; evacuate it
         self.run_job({"OP_ID": "OP_NODE_SET_PARAMS", "node_name": n1,
                       "drained": True})
-        out = self.ok("gnt-node", "evacuate", "-f", n1)
+        # the target named (test_allocator has the allocator plan it)
+        out = self.ok("gnt-node", "evacuate", "-f", "-n", n3, n1)
         self.assertIn("Evacuating instances from node '%s'" % n1, out)
         for name in ("shared1.example.com", "file1.example.com"):
             info = self.query(name)
-            self.assertIn(info["pnode"], (n2, n3), name)
+            self.assertEqual(info["pnode"], n3, name)
             self.assertEqual(info["run_state"], "up", name)
         self.assertIn("memory transfer complete", out)
         self.assertIn("Copying disk disk/0", out)
