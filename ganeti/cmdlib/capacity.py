@@ -32,20 +32,16 @@ async def node_resources(lu, node_uuids):
     nodes, unreachable = await live.fetch_nodes_runtime(provider, ask)
     insts, unreachable2 = await live.fetch_instances_runtime(
         provider, [u for u in ask if u in nodes])
-    result = {}
+    reasons = {}
     for uuid in node_uuids:
         node = cfg.get_node(uuid)
-        reason = None
-        data = nodes.get(uuid)
         if node.offline:
-            reason = "node %s is offline" % node.name
+            reasons[uuid] = "node %s is offline" % node.name
         elif uuid in unreachable or uuid in unreachable2:
-            reason = ("node %s gave no live data (unreachable, or its node"
-                      " daemon failed to answer)" % node.name)
-            data = None
-        result[uuid] = cfg.node_resources(
-            uuid, live=data, hv_instances=insts.get(uuid), reason=reason)
-    return result
+            reasons[uuid] = ("node %s gave no live data (unreachable, or its"
+                             " node daemon failed to answer)" % node.name)
+            nodes.pop(uuid, None)
+    return cfg.nodes_resources(node_uuids, nodes, insts, reasons)
 
 
 async def check_instance_fits(lu, instance, disks=None, beparams=None,

@@ -123,16 +123,16 @@ def _live_status(run, node):
 
 
 def _resources(run, node):
-    """The node's NodeResources from what this query collected."""
-    return run.memo(("resources", node.uuid), lambda: run.cfg.node_resources(
-        node.uuid, live=run.node_runtime.get(node.uuid),
-        hv_instances=run.inst_runtime.get(node.uuid)))
+    """The node's NodeResources from what this query collected (every
+    node's in one pass over the instances)."""
+    return run.memo("resources", lambda: run.cfg.nodes_resources(
+        list(run.cfg.nodes), run.node_runtime, run.inst_runtime))[node.uuid]
 
 
 def _config_resources(run, node):
     """The node's NodeResources as far as the configuration says."""
-    return run.memo(("config-resources", node.uuid),
-                    lambda: run.cfg.node_resources(node.uuid))
+    return run.memo("config-resources", lambda: run.cfg.nodes_resources(
+        list(run.cfg.nodes), {}, {}))[node.uuid]
 
 
 def _capacity(value_of):
