@@ -306,6 +306,21 @@ IPOLICY_DEFAULTS = {
     IPOLICY_SPINDLE_RATIO: 32.0,
 }
 
+# Hypervisor and disk state (admin overrides: hv_state / disk_state of
+# nodes; Ganeti's keys)
+HVST_MEMORY_TOTAL = "mem_total"
+HVST_MEMORY_NODE = "mem_node"
+HVST_MEMORY_HV = "mem_hv"
+HVST_CPU_TOTAL = "cpu_total"
+HVST_CPU_NODE = "cpu_node"
+HVSTS_PARAMETERS = frozenset([HVST_MEMORY_TOTAL, HVST_MEMORY_NODE,
+                              HVST_MEMORY_HV, HVST_CPU_TOTAL, HVST_CPU_NODE])
+DS_DISK_TOTAL = "disk_total"
+DS_DISK_RESERVED = "disk_reserved"
+DS_DISK_OVERHEAD = "disk_overhead"
+DSS_PARAMETERS = frozenset([DS_DISK_TOTAL, DS_DISK_RESERVED,
+                            DS_DISK_OVERHEAD])
+
 # Node groups
 ALLOC_POLICY_PREFERRED = "preferred"
 ALLOC_POLICY_LAST_RESORT = "last_resort"

@@ -44,7 +44,8 @@ class InitTests(unittest.TestCase):
             "-B", "memory=256M,vcpus=2", "-N", "link=br0", "--uid-pool",
             "1000-1009,2000", "--candidate-pool-size", "3", "--mac-prefix",
             "AA:11:22", "--master-netdev", "eth0", "--user-shutdown", "yes",
-            "cluster.example.com")
+            "--ipolicy-std-specs", "memory-size=256M,disk-size=2G",
+            "--ipolicy-vcpu-ratio", "2", "cluster.example.com")
         self.assertEqual(code, 0, err)
         self.assertIn("Initialised cluster cluster.example.com", out)
         self.assertIn("Daemons not started", out)
@@ -56,6 +57,12 @@ class InitTests(unittest.TestCase):
         self.assertEqual(c.enabled_hypervisors, ["fake", "kvm"])
         self.assertEqual(c.default_hypervisor, "fake")
         self.assertEqual(c.enabled_disk_templates, ["file", "diskless"])
+        # the policy allows only the enabled templates (as Ganeti's init)
+        self.assertEqual(c.ipolicy["disk-templates"], ["file", "diskless"])
+        self.assertEqual((c.ipolicy["std"]["memory-size"],
+                          c.ipolicy["std"]["disk-size"],
+                          c.ipolicy["std"]["cpu-count"],
+                          c.ipolicy["vcpu-ratio"]), (256, 2048, 1, 2.0))
         self.assertEqual(c.hvparams["kvm"]["kernel_path"], "/boot/k")
         self.assertIs(c.hvparams["kvm"]["acpi"], False)
         self.assertEqual((c.beparams["default"]["maxmem"],
@@ -312,7 +319,15 @@ class JobCommandTests(unittest.TestCase):
             "xenvg/a,xenvg/b", "--enabled-data-collectors", "cpu-avg-load="
             "no", "--data-collector-interval", "cpu-avg-load=5",
             "--hidden-os", "add:debian,remove:lenny", "--master-netmask",
-            "24")
+            "24", "--ipolicy-disk-templates", "file", "--ipolicy-bounds-specs",
+            "min:memory-size=512,cpu-count=1,disk-size=1G,disk-count=1,"
+            "nic-count=1,spindle-use=1/max:memory-size=8G,cpu-count=4,"
+            "disk-size=100G,disk-count=2,nic-count=2,spindle-use=2//"
+            "min:memory-size=16G,cpu-count=8,disk-size=1G,disk-count=1,"
+            "nic-count=1,spindle-use=1/max:memory-size=64G,cpu-count=16,"
+            "disk-size=1T,disk-count=4,nic-count=4,spindle-use=8",
+            "--ipolicy-std-specs", "memory-size=1G", "--ipolicy-spindle-ratio",
+            "8")
         self.assertEqual(code, 0, err)
         op = client.op()
         self.assertEqual(op["OP_ID"], "OP_CLUSTER_SET_PARAMS")
@@ -340,6 +355,14 @@ class JobCommandTests(unittest.TestCase):
         self.assertEqual(op["hidden_os"], [["add", "debian"],
                                            ["remove", "lenny"]])
         self.assertEqual(op["master_netmask"], 24)
+        policy = op["ipolicy"]
+        self.assertEqual(policy["disk-templates"], ["file"])
+        self.assertEqual(policy["spindle-ratio"], 8.0)
+        self.assertEqual(policy["std"], {"memory-size": 1024})
+        self.assertEqual([(p["min"]["memory-size"], p["max"]["memory-size"],
+                           p["max"]["disk-size"])
+                          for p in policy["minmax"]],
+                         [(512, 8192, 102400), (16384, 65536, 1048576)])
         # untouched parameters stay unset
         self.assertIsNone(op["vg_name"])
         self.assertIsNone(op["file_storage_dir"])
@@ -359,6 +382,16 @@ class JobCommandTests(unittest.TestCase):
         code, _, err = gnt(client, "modify", "--add-uids", "x")
         self.assertEqual(code, 1)
         self.assertIn("--add-uids", err)
+        for bounds, words in [
+                ("min:memory-size=128/max:memory-size=256",
+                 "min/0: missing cpu-count"),
+                ("low:cpu-count=1", "'low:cpu-count=1' is not min:SPECS"),
+                ("min:mem=1,cpu-count=1", "unknown spec 'mem'")]:
+            code, _, err = gnt(client, "modify", "--ipolicy-bounds-specs",
+                               bounds)
+            self.assertEqual(code, 1, err)
+            self.assertIn("--ipolicy-bounds-specs", err)
+            self.assertIn(words, err)
         self.assertEqual(client.jobs, {})
         # the master's refusal is printed as Ganeti does
         client.errors["OP_CLUSTER_SET_PARAMS"] = encoded(

@@ -52,11 +52,10 @@ class DestroyLUTests(ClockTestCase):
         master = self.cfg.cluster.master_node
         self.cfg.add_instance(objects.Instance(
             name="web.example.com", primary_node=master, os="busybox",
-            hypervisor="fake", beparams={"maxmem": 128, "minmem": 128}),
-            check_resources=False)
+            hypervisor="fake", beparams={"maxmem": 128, "minmem": 128}))
         self.cfg.add_instance(objects.Instance(
             forthcoming=True, name="res.example.com", primary_node=master,
-            beparams={"maxmem": 128}), check_resources=False)
+            beparams={"maxmem": 128}))
         err = self.refused()
         self.assertIn("There are still 2 instance(s) in this cluster:"
                       " res.example.com (forthcoming), web.example.com",

@@ -17,6 +17,7 @@ from ganeti import opcodes
 from ganeti.cmdlib import verify
 
 from tests.fakes import FakeRunner
+from tests.test_config import enable_templates
 from tests.test_cmdlib_instance import (
     FSD, NODE1, NODE2, InstanceRpc, InstanceTestCase)
 
@@ -217,6 +218,20 @@ class GroupVerifyTests(VerifyTestCase):
         result, findings = self.verify_group()
         self.assertEqual(findings, [])
         self.assertTrue(result)
+
+    def test_instance_breaking_the_policy_is_a_warning(self):
+        self.ok({"OP_ID": "OP_INSTANCE_SET_PARAMS", "instance_name": INST,
+                 "beparams": {"vcpus": 9}, "ignore_ipolicy": True})
+        result, findings = self.verify_group()
+        self.assertTrue(result)
+        self.assertEqual(findings, [
+            "  - WARNING: instance %s: instance does not meet the instance"
+            " policy: cpu-count value 9 is not in range [1, 8]" % INST])
+        result, findings = self.verify_group(error_codes=True)
+        self.assertEqual(findings, [
+            "  - WARNING:EINSTANCEPOLICY:instance:%s:instance does not meet"
+            " the instance policy: cpu-count value 9 is not in range [1, 8]"
+            % INST])
 
     def test_extra_and_wrong_node_instances(self):
         self.rpc.domains[(NODE2, "ghost.example.com")] = "running"
@@ -446,8 +461,8 @@ class OrphanVolumeTests(VerifyTestCase):
 
     def test_shared_directory_is_reported_once(self):
         shared = "/srv/ganeti/shared-file-storage"
-        self.cfg.set_cluster_params(
-            enabled_disk_templates=["file", "sharedfile", "plain", "drbd",
+        enable_templates(
+            self.cfg, ["file", "sharedfile", "plain", "drbd",
                                     "diskless"],
             shared_file_storage_dir=shared)
         stray = shared + "/lost.img"

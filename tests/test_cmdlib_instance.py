@@ -13,7 +13,7 @@ from ganeti import objects
 from ganeti import opcodes
 
 from tests.fakes import ClockTestCase, FakeRpc, NodeFailure
-from tests.test_config import give_capacity, make_store
+from tests.test_config import make_store
 
 NODE1 = "node1.example.com"
 NODE2 = "node2.example.com"
@@ -38,7 +38,12 @@ class InstanceRpc(FakeRpc):
         self.domains = {}
         self.files = {}
         self.os_list = {NODE1: [dict(BUSYBOX)], NODE2: [dict(BUSYBOX)]}
+        #: memory of a node not taken by its running instances (MiB)
         self.memory_free = 4096
+        #: (node, name) -> MiB a started instance holds
+        self.memory = {}
+        #: MiB free in every storage unit a node is asked about
+        self.disk_free = 100 * 1024
 
     # --- procedures ---------------------------------------------------------
 
@@ -62,18 +67,31 @@ class InstanceRpc(FakeRpc):
         return True
 
     def _node_info(self, node, storage_units, hv_specs):
-        storage = [{"type": unit[0], "name": unit[1],
-                    "storage_size": 100000, "storage_free": 80000}
-                   for unit in storage_units]
-        return {"boot_id": "x", "storage": storage,
-                "hypervisors": [{"memory_free": self.memory_free,
-                                 "memory_total": 8192, "memory_dom0": 1024,
-                                 "cpu_total": 4,
-                                 "name": hv_specs[0][0]}]}
+        return {"boot_id": "x",
+                "storage": [{"type": u[0], "name": u[1],
+                             "storage_size": 200 * 1024,
+                             "storage_free": self.disk_free}
+                            for u in storage_units],
+                "hypervisors": [{"memory_free": self.free_memory(node),
+                                 "memory_total": 8192,
+                                 "memory_dom0": 1024, "cpu_total": 4,
+                                 "name": hv_specs[0][0]
+                                 if isinstance(hv_specs[0], list)
+                                 else hv_specs[0]}]}
+
+    def free_memory(self, node):
+        """What the node's hypervisor reports free: memory_free minus what
+        its running instances hold."""
+        return self.memory_free - sum(
+            self.memory.get(key, 128) for key, state in self.domains.items()
+            if key[0] == node and state in ("running", "paused"))
 
     def _all_instances_info(self, node, hvs):
-        return {name: {"state": state, "memory": 128, "vcpus": 1}
-                for (nd, name), state in self.domains.items() if nd == node}
+        return {name: {"name": name, "state": state,
+                       "memory": self.memory.get((where, name), 128),
+                       "vcpus": 1}
+                for (where, name), state in self.domains.items()
+                if where == node}
 
     def _blockdev_create(self, node, disk, size, owner, on_primary, info):
         path = disk["logical_id"][1]
@@ -135,6 +153,7 @@ class InstanceRpc(FakeRpc):
             raise NodeFailure("instance %s is already running"
                               % spec["name"])
         self.domains[key] = "running"
+        self.memory[key] = spec["beparams"]["maxmem"]
         return True
 
     def _instance_shutdown(self, node, name, hv, timeout):
@@ -213,7 +232,8 @@ class CreateTests(InstanceTestCase):
         result = self.ok(create_op())
         self.assertEqual(result, [NODE1])
         self.assertEqual(self.rpc.procedures(), [
-            "os_validate", "hypervisor_validate_params", "blockdev_create",
+            "node_info", "all_instances_info", "os_validate",
+            "hypervisor_validate_params", "blockdev_create",
             "instance_os_add", "instance_start"])
         self.assertTrue(all(c[0] == NODE1 for c in self.rpc.calls))
         inst = self.inst()
@@ -288,7 +308,7 @@ class CreateTests(InstanceTestCase):
             if args[0]["iv_name"] == "disk/1":
                 return "no space left"
         self.rpc.fail["blockdev_create"] = second_fails
-        err = self.fails(create_op(disks=[{"size": 100}, {"size": 200}]),
+        err = self.fails(create_op(disks=[{"size": 1024}, {"size": 2048}]),
                          errors.OpExecError)
         self.assertIn("Creating disk disk/1", str(err))
         self.assertIn("no space left", str(err))
@@ -311,25 +331,29 @@ class CreateTests(InstanceTestCase):
         self.assertEqual(result, [NODE1])
         self.assertEqual(self.cfg.to_dict(), before)
         self.assertEqual(self.instance_locks(), locks)
-        # the node was asked about the OS, nothing was created
+        # the node was asked about its resources and the OS, nothing was
+        # created
         self.assertEqual(self.rpc.procedures(),
-                         ["os_validate", "hypervisor_validate_params"])
+                         ["node_info", "all_instances_info", "os_validate",
+                          "hypervisor_validate_params"])
         # ... and a dry run still refuses what would fail
-        give_capacity(self.cfg, NODE1, mem=128)
+        self.rpc.memory_free = 128
         err = self.fails(create_op(dry_run=True))
-        self.assertIn("not enough memory", str(err))
+        self.assertIn("Not enough memory on node %s" % NODE1, str(err))
 
     def test_resource_exhaustion_is_refused(self):
-        give_capacity(self.cfg, NODE1, mem=1024)
+        self.rpc.memory_free = 1024
         self.create("inst1.example.com", beparams={"memory": 768})
         before = self.cfg.to_dict()
         err = self.fails(create_op("inst2.example.com",
                                    beparams={"memory": 512}))
         self.assertEqual(err.args[1], errors.ECODE_NORES)
-        self.assertIn("not enough memory on node %s" % NODE1, str(err))
-        self.assertIn("need 512, free 256", str(err))
+        self.assertIn("Not enough memory on node %s for instance"
+                      " inst2.example.com: needed 512 MiB, available 256 MiB"
+                      % NODE1, str(err))
         self.assertEqual(self.cfg.to_dict(), before)
-        self.assertEqual(self.rpc.calls, [])
+        self.assertEqual(self.rpc.procedures(),
+                         ["node_info", "all_instances_info"])
         self.assertEqual(len(self.instance_locks()), 1)
 
     def assert_refused(self, op, *words, kind=errors.OpPrereqError):
@@ -396,7 +420,7 @@ class CreateTests(InstanceTestCase):
         self.assertEqual(err.args[1], errors.ECODE_EXISTS)
 
     def test_unit_sizes_and_nic_options(self):
-        self.create(disks=[{"size": "2G", "name": "root"}, {"size": 512,
+        self.create(disks=[{"size": "2G", "name": "root"}, {"size": 1536,
                                                              "mode": "ro"}],
                     nics=[{"mac": "AA:00:00:11:22:33", "link": "br1"},
                           {"mode": "routed", "ip": "10.0.0.5",
@@ -405,7 +429,7 @@ class CreateTests(InstanceTestCase):
         self.assertEqual([(d.size, d.mode, d.name, d.iv_name)
                           for d in disks],
                          [(2048, "rw", "root", "disk/0"),
-                          (512, "ro", None, "disk/1")])
+                          (1536, "ro", None, "disk/1")])
         nics = self.inst().nics
         self.assertEqual(nics[0].mac, "aa:00:00:11:22:33")
         self.assertEqual(nics[0].nicparams, {"link": "br1"})
@@ -416,7 +440,7 @@ class CreateTests(InstanceTestCase):
         self.assertIn("already in use", str(err))
 
     def test_plain_and_diskless(self):
-        self.create(disk_template="plain", disks=[{"size": 100}])
+        self.create(disk_template="plain", disks=[{"size": 1024}])
         (disk,) = self.cfg.instance_disks(self.inst())
         self.assertEqual(disk.logical_id, ["xenvg", disk.uuid + ".disk0"])
         self.create("inst2.example.com", disk_template="diskless", disks=[])
@@ -472,23 +496,28 @@ class CreateLockTests(InstanceTestCase):
 class ForthcomingTests(InstanceTestCase):
 
     def test_forthcoming_then_commit(self):
-        give_capacity(self.cfg, NODE1, mem=1024)
+        self.rpc.memory_free = 1024
         uuid = self.ok(create_op("", forthcoming=True, os_type=None,
-                                 nics=[], disks=[{"size": 512}]))
-        self.assertEqual(self.rpc.calls, [])
+                                 nics=[], disks=[{"size": 1536}]))
+        # only the node's capacity was asked for
+        self.assertEqual(self.rpc.procedures(),
+                         ["node_info", "all_instances_info"])
         inst = self.cfg.get_instance(uuid)
         self.assertTrue(inst.forthcoming)
         self.assertIsNone(inst.name)
         self.assertEqual(inst.admin_state, "down")
         (disk,) = self.cfg.instance_disks(inst)
         self.assertTrue(disk.forthcoming)
-        self.assertEqual(disk.size, 512)
+        self.assertEqual(disk.size, 1536)
         self.assertIn(uuid, self.instance_locks())
-        # its memory is reserved
+        # its memory (256 MiB) is reserved
         err = self.fails(create_op("other.example.com",
                                    beparams={"memory": 1000}))
-        self.assertIn("forthcoming instances count as used", str(err))
+        self.assertIn("needed 1000 MiB, available 768 MiB (free 1024 MiB,"
+                      " 256 MiB reserved for stopped and forthcoming"
+                      " instances)", str(err))
         # a commit needs a name: give it one (config only)
+        self.rpc.calls = []
         err = self.fails(create_op(uuid, commit=True))
         self.assertIn("has no name", str(err))
         self.assertEqual(self.ok({"OP_ID": "OP_INSTANCE_RENAME",
@@ -533,6 +562,7 @@ class ForthcomingTests(InstanceTestCase):
 
     def test_remove_forthcoming_is_config_only(self):
         uuid = self.ok(create_op(forthcoming=True))
+        self.rpc.calls = []
         self.ok({"OP_ID": "OP_INSTANCE_REMOVE", "instance_name": uuid})
         self.assertEqual(self.rpc.calls, [])
         self.assertEqual(self.cfg.instances, {})
@@ -834,13 +864,14 @@ class LifeCycleTests(InstanceTestCase):
     def test_grow_disk(self):
         (disk,) = self.cfg.instance_disks(self.inst())
         self.ok(self.op("OP_INSTANCE_GROW_DISK", disk=0, amount=512))
-        self.assertEqual([c[2][1:] for c in self.rpc.calls],
+        self.assertEqual([c[2][1:] for c in
+                          self.rpc.calls_of("blockdev_grow")],
                          [[512, True], [512, False]])
         self.assertEqual(self.cfg.get_disk(disk.uuid).size, 1536)
         self.rpc.calls = []
         self.ok(self.op("OP_INSTANCE_GROW_DISK", disk=0, amount=2048,
                         absolute=True))
-        self.assertEqual(self.rpc.calls[0][2][1], 512)
+        self.assertEqual(self.rpc.calls_of("blockdev_grow")[0][2][1], 512)
         self.assertEqual(self.cfg.get_disk(disk.uuid).size, 2048)
         err = self.fails(self.op("OP_INSTANCE_GROW_DISK", disk=0,
                                  amount=1024, absolute=True))
@@ -848,18 +879,23 @@ class LifeCycleTests(InstanceTestCase):
         err = self.fails(self.op("OP_INSTANCE_GROW_DISK", disk=3,
                                  amount=1))
         self.assertIn("has no disk 3", str(err))
-        self.cfg.set_node_params(NODE1, disk_state={
-            "file": {FSD: {"total": 3000}}})
+        # what the node reports free is what it may grow by
+        self.rpc.disk_free = 1999
         self.rpc.calls = []
         err = self.fails(self.op("OP_INSTANCE_GROW_DISK", disk=0,
                                  amount=2000))
-        self.assertIn("not enough disk", str(err))
-        self.assertEqual(self.rpc.calls, [])
+        self.assertIn("Not enough disk on node %s for instance"
+                      " inst1.example.com: needed 2000 MiB, available 1999"
+                      " MiB" % NODE1, str(err))
+        self.assertEqual(self.rpc.procedures(),
+                         ["node_info", "all_instances_info"])
+        self.ok(self.op("OP_INSTANCE_GROW_DISK", disk=0, amount=1999))
+        self.rpc.disk_free = 100 * 1024
         self.rpc.fail["blockdev_grow"] = "no space"
         err = self.fails(self.op("OP_INSTANCE_GROW_DISK", disk=0, amount=10),
                          errors.OpExecError)
         self.assertIn("no space", str(err))
-        self.assertEqual(self.cfg.get_disk(disk.uuid).size, 2048)
+        self.assertEqual(self.cfg.get_disk(disk.uuid).size, 4047)
 
 
 class SetParamsTests(InstanceTestCase):
@@ -883,7 +919,9 @@ class SetParamsTests(InstanceTestCase):
         self.assertEqual(inst.beparams, {"maxmem": 512, "minmem": 512,
                                          "vcpus": 2})
         self.assertEqual(inst.osparams, {"motd": "hello"})
-        self.assertEqual(self.rpc.procedures(), ["os_validate"])
+        # more memory: the node is asked whether it has room
+        self.assertEqual(self.rpc.procedures(),
+                         ["node_info", "all_instances_info", "os_validate"])
         self.ok(self.modify(beparams={"vcpus": "default"}))
         self.assertNotIn("vcpus", self.inst().beparams)
 
@@ -911,9 +949,14 @@ class SetParamsTests(InstanceTestCase):
             for word in words:
                 self.assertIn(word, str(err))
             self.assertEqual(self.cfg.to_dict(), before)
-        give_capacity(self.cfg, NODE1, mem=1000)
+        # the running instance holds 256 MiB: it needs 1744 more
+        self.rpc.memory_free = 1000
         err = self.fails(self.modify(beparams={"memory": 2000}))
-        self.assertIn("not enough memory", str(err))
+        self.assertIn("Not enough memory on node %s for instance"
+                      " inst1.example.com: needed 1744 MiB, available 744"
+                      " MiB" % NODE1, str(err))
+        self.assertEqual(self.cfg.to_dict(), before)
+        self.ok(self.modify(beparams={"memory": 1000}))
 
     def test_nics(self):
         old_mac = self.inst().nics[0].mac
@@ -937,15 +980,16 @@ class SetParamsTests(InstanceTestCase):
 
     def test_disks(self):
         self.rpc.calls = []
-        result = self.ok(self.modify(disks=[["add", -1, {"size": 256}],
+        result = self.ok(self.modify(disks=[["add", -1, {"size": 1536}],
                                             ["modify", 0, {"name": "root"}]]))
-        self.assertEqual(result[:2], [["disk/1", "add:size=256,mode=rw"],
+        self.assertEqual(result[:2], [["disk/1", "add:size=1536,mode=rw"],
                                       ["disk.name/0", "root"]])
         disks = self.cfg.instance_disks(self.inst())
         self.assertEqual([(d.size, d.name, d.iv_name) for d in disks],
-                         [(1024, "root", "disk/0"), (256, None, "disk/1")])
+                         [(1024, "root", "disk/0"), (1536, None, "disk/1")])
         self.assertEqual(self.rpc.procedures(),
-                         ["blockdev_create", "blockdev_assemble"])
+                         ["node_info", "all_instances_info",
+                          "blockdev_create", "blockdev_assemble"])
         self.assertIn(disks[1].logical_id[1], self.rpc.files[NODE1])
         self.ok({"OP_ID": "OP_INSTANCE_SHUTDOWN",
                  "instance_name": "inst1.example.com"})
@@ -954,13 +998,13 @@ class SetParamsTests(InstanceTestCase):
         self.assertEqual(self.rpc.procedures(),
                          ["instance_info", "blockdev_remove"])
         self.assertEqual([d.size for d in self.cfg.instance_disks(
-            self.inst())], [256])
+            self.inst())], [1536])
         self.assertEqual(self.cfg.verify(), [])
 
     def test_disk_add_failure_changes_nothing(self):
         before = self.cfg.to_dict()
         self.rpc.fail["blockdev_create"] = "disk full"
-        err = self.fails(self.modify(disks=[["add", -1, {"size": 256}]]),
+        err = self.fails(self.modify(disks=[["add", -1, {"size": 1024}]]),
                          errors.OpExecError)
         self.assertIn("disk full", str(err))
         self.assertEqual(self.cfg.to_dict(), before)

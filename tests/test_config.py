@@ -36,16 +36,18 @@ def make_store(testcase, path=None, **kw):
                               now=FakeTime(), **kw)
 
 
-def give_capacity(store, node, mem=None, cpus=None, disk=None):
-    hv_state = {}
-    if mem is not None:
-        hv_state["mem_total"] = mem
-    if cpus is not None:
-        hv_state["cpu_total"] = cpus
-    changes = {"hv_state": {"fake": hv_state}}
-    if disk is not None:
-        changes["disk_state"] = {"lvm-vg": {"xenvg": {"total": disk}}}
-    store.set_node_params(node, **changes)
+def enable_templates(store, templates, **params):
+    """Enable disk templates straight in the configuration, with the
+    cluster's instance policy allowing them (as gnt-cluster modify does)."""
+    policy = dict(store.cluster.ipolicy)
+    policy["disk-templates"] = list(templates)
+    store.set_cluster_params(enabled_disk_templates=list(templates),
+                             ipolicy=policy, **params)
+
+
+#: a node's live data (as node queries report it)
+LIVE = {"mtotal": 2048, "mnode": 256, "mfree": 1024, "dtotal": 20000,
+        "dfree": 10000, "ctotal": 2, "cnos": 1}
 
 
 def real_instance(store, name, node="node1.example.com", maxmem=128, vcpus=1,
@@ -368,29 +370,43 @@ class ForthcomingTests(unittest.TestCase):
 
     def test_resources_are_reserved_and_commit_cannot_fail(self):
         store = make_store(self)
-        node = "node1.example.com"
-        give_capacity(store, node, mem=1024, cpus=2, disk=10000)
+        node = store.master_node.uuid
         # A forthcoming instance with a name-less, partial definition.
         f = Instance(forthcoming=True, primary_node=node,
                      beparams={"maxmem": 768, "vcpus": 2})
         fuuid = store.add_instance(
             f, [Disk(dev_type="plain", size=6000)])
-        usage = store.node_usage(store.master_node.uuid)
+        usage = store.node_usage(node)
         self.assertEqual((usage.memory, usage.disk, usage.vcpus),
                          (768, 6000, 2))
         self.assertEqual(usage.forthcoming, (fuuid,))
+        # What the node reports, minus the reservation
+        res = store.node_resources(node, live=LIVE, hv_instances={})
+        self.assertEqual((res.mfree, res.reserved_memory, res.free_memory),
+                         (1024, 768, 256))
+        self.assertEqual((res.dfree, res.reserved_disk), (4000, 6000))
+        self.assertEqual(res.free_vcpus, 2 * 4 - 1 - 2)
         # A real instance that would only fit without the reservation.
         inst, disks = real_instance(store, "late", maxmem=512)
-        err = self.assertRaises(errors.OpPrereqError, store.add_instance,
-                                inst, disks)
+        err = self.assertRaises(errors.OpPrereqError,
+                                store.check_instance_fits, inst,
+                                {node: res}, disks=disks)
         self.assertEqual(err.args[1], errors.ECODE_NORES)
-        self.assertIn("not enough memory", str(err))
-        self.assertIn("need 512, free 256", str(err))
+        self.assertIn("Not enough memory on node node1.example.com for"
+                      " instance late: needed 512 MiB, available 256 MiB"
+                      " (free 1024 MiB, 768 MiB reserved for stopped and"
+                      " forthcoming instances)", str(err))
         inst2, disks2 = real_instance(store, "late2", maxmem=128,
                                       disk_sizes=[5000])
-        err = self.assertRaises(errors.OpPrereqError, store.add_instance,
-                                inst2, disks2)
-        self.assertIn("not enough disk", str(err))
+        err = self.assertRaises(errors.OpPrereqError,
+                                store.check_instance_fits, inst2,
+                                {node: res}, disks=disks2)
+        self.assertIn("Not enough disk on node node1.example.com for"
+                      " instance late2: needed 5000 MiB, available 4000 MiB"
+                      " (6000 MiB reserved for forthcoming instances)",
+                      str(err))
+        # the reservation itself fits: what it holds is its own
+        store.check_instance_fits(store.instances[fuuid], {node: res})
         # Committing the forthcoming one needs its mandatory fields ...
         err = self.assertRaises(errors.OpPrereqError,
                                 store.commit_forthcoming, fuuid)
@@ -404,17 +420,69 @@ class ForthcomingTests(unittest.TestCase):
         self.assertFalse(inst.forthcoming)
         self.assertFalse(store.instance_disks(inst)[0].forthcoming)
         self.assertEqual(store.verify(), [])
+        # now its disk is on the node (the node reports it used) and the
+        # stopped instance may start: the same room is left
+        res = store.node_resources(node, live=dict(LIVE, dfree=4000),
+                                   hv_instances={})
+        self.assertEqual((res.free_memory, res.free_disk), (256, 4000))
+        # running, it holds its memory in the node's own figures
+        res = store.node_resources(
+            node, live=dict(LIVE, dfree=4000, mfree=256),
+            hv_instances={"reserved1": {"state": "running", "memory": 768}})
+        self.assertEqual((res.reserved_memory, res.free_memory), (0, 256))
 
-    def test_growing_a_reservation_is_checked(self):
+    def test_growing_counts_only_the_growth(self):
         store = make_store(self)
-        give_capacity(store, "node1.example.com", mem=1024)
+        node = store.master_node.uuid
         fuuid = store.add_instance(Instance(forthcoming=True,
-                                            primary_node="node1.example.com",
+                                            primary_node=node,
                                             beparams={"maxmem": 512}))
-        err = self.assertRaises(errors.OpPrereqError, store.modify_instance,
-                                fuuid, beparams={"maxmem": 2048})
-        self.assertIn("memory", str(err))
-        self.assertEqual(store.instances[fuuid].beparams["maxmem"], 512)
+        res = {node: store.node_resources(node, live=LIVE, hv_instances={})}
+        self.assertEqual(res[node].free_memory, 1024 - 512)
+        inst = store.instances[fuuid]
+        self.assertEqual(store.instance_growth(
+            inst, beparams={"maxmem": 1024}), {"memory"})
+        store.check_instance_fits(inst, res, beparams={"maxmem": 1024})
+        err = self.assertRaises(errors.OpPrereqError,
+                                store.check_instance_fits, inst, res,
+                                beparams={"maxmem": 2048})
+        self.assertIn("needed 1536 MiB, available 512 MiB", str(err))
+        self.assertEqual(store.instance_growth(inst,
+                                               beparams={"maxmem": 256}),
+                         set())
+
+    def test_which_instances_reserve_memory(self):
+        store = make_store(self)
+        node = store.master_node.uuid
+        for name, state in (("up", "up"), ("down", "down"),
+                            ("off", "offline"), ("crashed", "up")):
+            inst, disks = real_instance(store, name, maxmem=100,
+                                        admin_state=state)
+            store.add_instance(inst, disks)
+        res = store.node_resources(node, live=LIVE, hv_instances={
+            "up": {"state": "running", "memory": 100},
+            "crashed": {"state": "crashed", "memory": 100}})
+        # running: in mfree already; down and crashed: may start; offline:
+        # may not
+        self.assertEqual(res.reserved_memory, 200)
+        self.assertEqual(res.vcpus_used, 3)
+
+    def test_admin_overrides_lower_what_a_node_offers(self):
+        store = make_store(self)
+        node = store.master_node.uuid
+        store.set_node_params(node, hv_state_static={"fake": {
+            "mem_total": 1536, "mem_node": 512, "cpu_node": 2}},
+            disk_state_static={"plain": {"xenvg": {"disk_reserved": 1000}}})
+        res = store.node_resources(node, live=LIVE, hv_instances={})
+        # mtotal 2048 -> 1536 (512 less free), mnode 256 -> 512 (256 less)
+        self.assertEqual((res.mtotal, res.mnode, res.mfree),
+                         (1536, 512, 1024 - 512 - 256))
+        self.assertEqual((res.dfree, res.cnos), (10000 - 1000, 2))
+        # overrides never add: a larger mem_total is ignored
+        store.set_node_params(node, hv_state_static={"fake": {
+            "mem_total": 99999}}, disk_state_static={})
+        res = store.node_resources(node, live=LIVE, hv_instances={})
+        self.assertEqual((res.mtotal, res.mfree), (2048, 1024))
 
     def test_drbd_counts_on_both_nodes_with_metadata(self):
         store = make_store(self)
@@ -430,11 +498,21 @@ class ForthcomingTests(unittest.TestCase):
         self.assertEqual(store.node_usage(store.master_node.uuid).memory,
                          128)
 
-    def test_unknown_capacity_does_not_block(self):
+    def test_no_live_data_refuses_naming_why(self):
         store = make_store(self)
-        inst, _ = real_instance(store, "big", maxmem=10 ** 6)
-        store.add_instance(inst)
-        self.assertIsNone(store.node_free(store.master_node.uuid)["memory"])
+        node = store.master_node.uuid
+        res = store.node_resources(node, live=None,
+                                   reason="node node1.example.com is"
+                                   " unreachable")
+        self.assertIsNone(res.free_memory)
+        self.assertIsNone(res.free_disk)
+        inst, _ = real_instance(store, "big", maxmem=128)
+        err = self.assertRaises(errors.OpPrereqError,
+                                store.check_instance_fits, inst, {node: res})
+        self.assertEqual(err.args[1], errors.ECODE_ENVIRON)
+        self.assertIn("Cannot check the free memory of node"
+                      " node1.example.com for instance big: node"
+                      " node1.example.com is unreachable", str(err))
 
 
 class UpgradeTests(unittest.TestCase):

@@ -176,7 +176,7 @@ class GroupTests(GroupTestCase):
                                 secondary_nodes=[NODE3], os="b",
                                 hypervisor="fake",
                                 nics=[objects.NIC(mac="aa:00:00:00:00:01")])
-        self.cfg.add_instance(inst, check_resources=False)
+        self.cfg.add_instance(inst)
         err = self.fails("OP_GROUP_ASSIGN_NODES", group_name="rack2",
                          nodes=[NODE3])
         self.assertIn("would split these instances between node groups:"
@@ -237,9 +237,12 @@ class CommandLineTests(unittest.TestCase):
             "add", "--alloc-policy", "last_resort", "--node-parameters",
             "spindle_count=2,exclusive_storage=yes", "-D",
             "plain:stripes=2", "--hypervisor-state", "fake:mem_total=1024",
-            "--disk-state", "lvm-vg:xenvg:total=4096",
+            "--disk-state", "plain/xenvg:disk_reserved=4096",
             "--ipolicy-vcpu-ratio", "3", "--ipolicy-disk-templates",
-            "plain,file", "rack2")
+            "plain,file", "--ipolicy-bounds-specs",
+            "min:memory-size=256M,cpu-count=1,disk-size=2G,disk-count=1,"
+            "nic-count=0,spindle-use=1/max:memory-size=64G,cpu-count=32,"
+            "disk-size=2T,disk-count=4,nic-count=2,spindle-use=4", "rack2")
         self.assertEqual(code, 0, err)
         op = self.client.op()
         self.assertEqual(op["OP_ID"], "OP_GROUP_ADD")
@@ -250,9 +253,16 @@ class CommandLineTests(unittest.TestCase):
         self.assertEqual(op["diskparams"], {"plain": {"stripes": 2}})
         self.assertEqual(op["hv_state"], {"fake": {"mem_total": 1024}})
         self.assertEqual(op["disk_state"],
-                         {"lvm-vg": {"xenvg": {"total": 4096}}})
-        self.assertEqual(op["ipolicy"], {"vcpu-ratio": 3.0,
-                                         "disk-templates": ["plain", "file"]})
+                         {"plain": {"xenvg": {"disk_reserved": 4096}}})
+        self.assertEqual(op["ipolicy"], {
+            "vcpu-ratio": 3.0, "disk-templates": ["plain", "file"],
+            "minmax": [{"min": {"memory-size": 256, "cpu-count": 1,
+                                "disk-size": 2048, "disk-count": 1,
+                                "nic-count": 0, "spindle-use": 1},
+                        "max": {"memory-size": 65536, "cpu-count": 32,
+                                "disk-size": 2 * 1024 * 1024,
+                                "disk-count": 4, "nic-count": 2,
+                                "spindle-use": 4}}]})
         self.client.results["OP_GROUP_SET_PARAMS"] = [
             ["alloc_policy", "preferred"]]
         code, out, err = self.group("modify", "--alloc-policy", "preferred",

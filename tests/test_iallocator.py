@@ -318,7 +318,7 @@ class InputDocumentTests(unittest.TestCase):
         disk = objects.Disk(dev_type="file", size=size, mode="rw",
                             forthcoming=forthcoming,
                             logical_id=["loop", "/srv/file/%s/d0" % name])
-        self.cfg.add_instance(inst, [disk], check_resources=False)
+        self.cfg.add_instance(inst, [disk])
 
     def build(self, request=None, live=None, warnings=None):
         request = request or alloc_request()
@@ -376,6 +376,22 @@ class InputDocumentTests(unittest.TestCase):
         self.assertEqual((node["total_spindles"], node["free_spindles"]),
                          (0, 0))
 
+    def test_admin_overrides_as_node_queries_report_them(self):
+        self.cfg.set_node_params(self.n1, hv_state_static={"fake": {
+            "mem_total": 4096, "cpu_node": 1}}, disk_state_static={
+            "file": {"/srv/file": {"disk_reserved": 5000}}})
+        node = self.build()["nodes"][NODE1]
+        # 4096 MiB less total, so as much less free; 5000 MiB kept free
+        self.assertEqual((node["total_memory"], node["free_memory"]),
+                         (4096, 6000 - 4096))
+        self.assertEqual((node["total_cpus"], node["reserved_cpus"]), (8, 1))
+        self.assertEqual(node["free_disk"], 40000 - 5000)
+        res = self.cfg.node_resources(self.n1, live={
+            "mtotal": 8192, "mnode": 1024, "mfree": 6000, "ctotal": 8,
+            "cnos": 8, "dtotal": 50000, "dfree": 40000})
+        self.assertEqual((res.mtotal, res.mfree, res.cnos, res.dfree),
+                         (4096, 6000 - 4096, 1, 40000 - 5000))
+
     def test_instances(self):
         self.add("up.example.com", self.n1)
         inst = self.build()["instances"]["up.example.com"]
@@ -396,10 +412,10 @@ class InputDocumentTests(unittest.TestCase):
         self.cfg.rename_instance(uuid, "renamed.example.com")
         nameless = objects.Instance(forthcoming=True, primary_node=self.n2,
                                     beparams={"maxmem": 128})
-        self.cfg.add_instance(nameless, [], check_resources=False)
+        self.cfg.add_instance(nameless, [])
         unplaced = objects.Instance(forthcoming=True,
                                     beparams={"maxmem": 128})
-        self.cfg.add_instance(unplaced, [], check_resources=False)
+        self.cfg.add_instance(unplaced, [])
         data = self.build()
         inst = data["instances"]["renamed.example.com"]
         # stopped: the allocator counts its memory as taken

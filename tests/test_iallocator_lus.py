@@ -55,7 +55,7 @@ class CreateTests(AllocatorLUTestCase):
         result = self.ok(create_op(pnode=None, iallocator="fake",
                                    beparams={"memory": 512, "vcpus": 2},
                                    disks=[{"size": 1024},
-                                          {"size": 512, "mode": "ro"}],
+                                          {"size": 1536, "mode": "ro"}],
                                    tags=["web"]))
         self.assertEqual(result, [NODE2])
         inst = self.inst()
@@ -68,15 +68,16 @@ class CreateTests(AllocatorLUTestCase):
             "os": "busybox+default", "vcpus": 2, "memory": 512,
             "spindle_use": 1,
             "disks": [{"size": 1024, "mode": "rw", "dev_type": "file"},
-                      {"size": 512, "mode": "ro", "dev_type": "file"}],
-            "disk_space_total": 1536, "nics": [{"mac": "auto", "ip": None}],
+                      {"size": 1536, "mode": "ro", "dev_type": "file"}],
+            "disk_space_total": 2560, "nics": [{"mac": "auto", "ip": None}],
             "required_nodes": 1, "hypervisor": "fake"})
         # the document describes the whole cluster, live data included
         data = self.fake.inputs[0]
         self.assertEqual(sorted(data["nodes"]),
                          [NODE1, NODE2, NODE3, NODE4, NODE5])
         self.assertEqual(data["nodes"][NODE3]["total_memory"], 8192)
-        self.assertEqual(data["nodes"][NODE3]["free_disk"], 80000)
+        self.assertEqual(data["nodes"][NODE3]["free_disk"],
+                         self.rpc.disk_free)
         self.assertIn("Selected nodes for instance inst1.example.com via"
                       " iallocator fake: %s" % NODE2, self.log)
         self.assertEqual(self.node_locks_held(), [])
@@ -179,13 +180,13 @@ class CreateTests(AllocatorLUTestCase):
         # without an allocator, a reservation may stay without nodes
         uuid2 = self.ok({"OP_ID": "OP_INSTANCE_CREATE", "mode": "create",
                          "instance_name": "later.example.com",
-                         "forthcoming": True, "disks": [{"size": 64}],
+                         "forthcoming": True, "disks": [{"size": 1088}],
                          "nics": [], "disk_template": "file",
                          "beparams": {"memory": 128}})
         self.assertIsNone(self.cfg.get_instance(uuid2).primary_node)
         # ... and is placed when committed
         commit = create_op("later.example.com", pnode=None, commit=True,
-                           disks=[], nics=[])
+                           disks=[], nics=[{}])
         err = self.fails(commit)
         self.assertIn("primary node (pnode / -n) of forthcoming instance"
                       " later.example.com", str(err))
@@ -199,7 +200,7 @@ class CreateTests(AllocatorLUTestCase):
         request = self.fake.requests[-1]
         self.assertEqual((request["name"], request["memory"],
                           request["disks"][0]["size"]),
-                         ("later.example.com", 128, 64))
+                         ("later.example.com", 128, 1088))
         # the placed reservation is in the document as reserved
         reserved = self.fake.inputs[-1]["instances"]["inst1.example.com"]
         self.assertEqual((reserved["nodes"], reserved["admin_state"]),

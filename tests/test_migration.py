@@ -8,6 +8,7 @@ from ganeti import objects
 
 from tests import allocator_fakes
 from tests.fakes import NodeFailure
+from tests.test_config import enable_templates
 from tests.test_cmdlib_instance import (
     InstanceRpc, InstanceTestCase, NODE1, NODE2, create_op)
 
@@ -93,8 +94,8 @@ class MigrationTestCase(InstanceTestCase):
         InstanceTestCase.setUp(self)
         self.rpc = MigrationRpc()
         self.ctx.rpc = self.rpc
-        self.cfg.set_cluster_params(
-            enabled_disk_templates=["file", "sharedfile", "plain",
+        enable_templates(
+            self.cfg, ["file", "sharedfile", "plain",
                                     "diskless", "drbd"],
             shared_file_storage_dir=SFD)
         self.cfg.add_node(objects.Node(name=NODE3, primary_ip="127.0.0.3"))
@@ -146,8 +147,9 @@ class MigrateTests(MigrationTestCase):
         self.assertGreater(inst.serial_no, before)
         self.assertEqual(self.rpc.domains, {(NODE2, inst.name): "running"})
         self.assertEqual(self.rpc.procedures(), [
-            "instance_info", "node_info", "node_info", "node_info",
-            "migration_info", "accept_instance", "instance_migrate",
+            "instance_info", "node_info", "all_instances_info", "node_info",
+            "node_info", "migration_info", "accept_instance",
+            "instance_migrate",
             "instance_get_migration_status",
             "instance_finalize_migration_src",
             "instance_finalize_migration_dst"])

@@ -118,7 +118,8 @@ class MoveTests(MoveTestCase):
             buf[offset:offset + len(text)] = text
 
     def test_move_copies_data_and_switches(self):
-        self.create(disks=[{"size": 10}, {"size": 3}])
+        # small disks, quick to copy: below the policy's minimum
+        self.create(disks=[{"size": 10}, {"size": 3}], ignore_ipolicy=True)
         d0, d1 = self.disk(0), self.disk(1)
         old0, old1 = d0.logical_id[1], d1.logical_id[1]
         # data at the start, in the middle (past a zero chunk), at the end
@@ -152,7 +153,7 @@ class MoveTests(MoveTestCase):
     def test_zero_chunks_are_not_sent(self):
         from ganeti.cmdlib import instance_move
         self.patch(instance_move, "CHUNK_SIZE", 1024)
-        self.create(disks=[{"size": 8}])
+        self.create(disks=[{"size": 8}], ignore_ipolicy=True)
         self.fill(NODE1, self.disk(), [(5000, b"x")])
         self.ok(self.move())
         writes = self.rpc.calls_of("blockdev_write_chunk")
@@ -223,7 +224,8 @@ class RecreateTests(MoveTestCase):
         self.rpc.data.pop((node, disk.logical_id[1]), None)
 
     def test_recreate_missing_disk_in_place(self):
-        self.create(start=False, disks=[{"size": 10}, {"size": 20}])
+        self.create(start=False, disks=[{"size": 10}, {"size": 20}],
+                    ignore_ipolicy=True)
         self.lose(NODE1, self.disk(1))
         self.ok(self.recreate(disks=[1]))
         self.assertIn(self.disk(1).logical_id[1], self.rpc.files[NODE1])

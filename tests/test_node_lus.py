@@ -514,7 +514,7 @@ class RemoveTests(MembershipTestCase):
                                 secondary_nodes=[NODE2], os="busybox",
                                 hypervisor="fake",
                                 nics=[objects.NIC(mac="aa:00:00:00:00:01")])
-        self.cfg.add_instance(inst, check_resources=False)
+        self.cfg.add_instance(inst)
         err = self.fails({"OP_ID": "OP_NODE_REMOVE", "node_name": NODE2})
         self.assertIn("still has instances (inst1)", str(err))
 
@@ -627,7 +627,7 @@ class ModifyTests(MembershipTestCase):
         inst = objects.Instance(name="inst1", primary_node=NODE3, os="b",
                                 hypervisor="fake",
                                 nics=[objects.NIC(mac="aa:00:00:00:00:01")])
-        self.cfg.add_instance(inst, check_resources=False)
+        self.cfg.add_instance(inst)
         err = self.fails(self.modify(NODE3, vm_capable=False))
         self.assertIn("has instances; vm_capable cannot be unset", str(err))
         err = self.fails(self.modify(secondary_ip="10.1.1.1"))
@@ -655,6 +655,33 @@ class ModifyTests(MembershipTestCase):
         self.assertEqual(self.nodes.daemons[IP2]["ssconf"]["ssh_ports"],
                          ["%s=22" % MASTER, "%s=22" % NODE2,
                           "%s=22" % NODE3])
+
+    def test_state_overrides_are_checked(self):
+        before = self.cfg.to_dict()
+        for state, words in [
+                ({"hv_state": {"fake": {"mem_totl": 512}}},
+                 ["hv_state/fake: unknown key 'mem_totl'", "mem_total"]),
+                ({"hv_state": {"fake": {"mem_node": "lots"}}},
+                 ["hv_state/fake/mem_node", "non-negative integer"]),
+                ({"hv_state": {"vmware": {"mem_total": 1}}},
+                 ["unknown hypervisor 'vmware'"]),
+                ({"disk_state": {"plain": {"xenvg": {"total": 1}}}},
+                 ["disk_state/plain/xenvg: unknown key 'total'",
+                  "disk_reserved"]),
+                ({"disk_state": {"tape": {"t0": {"disk_total": 1}}}},
+                 ["unknown storage kind 'tape'"])]:
+            err = self.fails(self.modify(**state))
+            for word in words:
+                self.assertIn(word, str(err))
+            self.assertEqual(self.cfg.to_dict(), before)
+        self.ok(self.modify(disk_state={"plain": {"xenvg": {
+            "disk_reserved": 1024}}}, hv_state={"fake": {"mem_node": 512}}))
+        node = self.node(NODE2)
+        self.assertEqual(node.disk_state_static,
+                         {"plain": {"xenvg": {"disk_reserved": 1024}}})
+        self.assertEqual(node.hv_state_static, {"fake": {"mem_node": 512}})
+        self.ok(self.modify(hv_state={"fake": {"mem_node": "default"}}))
+        self.assertEqual(self.node(NODE2).hv_state_static, {"fake": {}})
 
     def test_ineffective_unset(self):
         self.ok(self.modify(NODE3, offline=False, drained=False))

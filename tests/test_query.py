@@ -19,7 +19,7 @@ from ganeti.query import (RS_NORMAL, RS_UNKNOWN, RS_NODATA, RS_UNAVAIL,
                           RS_OFFLINE, QueryContext, ILiveData)
 from ganeti.query import live as qlive
 
-from tests.test_config import give_capacity, make_store
+from tests.test_config import make_store
 
 N1 = "node1.example.com"
 N2 = "node2.example.com"
@@ -77,9 +77,6 @@ def build_cluster(testcase):
                         master_candidate=False))
     store.set_node_params(N3, offline=True, master_candidate=False)
     store.set_node_params(N4, drained=True, vm_capable=False)
-    give_capacity(store, N1, mem=4096, cpus=4, disk=10240)
-    give_capacity(store, N2, mem=4096, cpus=4, disk=10240)
-    give_capacity(store, N10, mem=4096, cpus=4, disk=10240)
     net = Network(name="net1", network="192.0.2.0/29", gateway="192.0.2.1",
                   reservations="00100000", ext_reservations="11000001",
                   mac_prefix="aa:bb:cc")
@@ -524,17 +521,52 @@ class ForthcomingTests(Base):
                if i.forthcoming and not i.name][0]
         rows = self.values("node", ["name", "alloc.mem", "alloc.disk",
                                     "alloc.vcpus", "alloc.spindles",
-                                    "avail.mem", "avail.vcpus",
                                     "forthcoming_cnt", "forthcoming_list"])
         # node2: web2 (256) + db2 (256) + forthcoming (512)
         self.assertEqual([v for _, v in rows[N2][1:]], [
-            1024, 512 + 128 + 100 + 300, 3, 3, 4096 - 1024, 16 - 3, 1,
-            [fth.uuid]])
-        self.assertEqual(rows[N1][7:], [[RS_NORMAL, 1],
+            1024, 512 + 128 + 100 + 300, 3, 3, 1, [fth.uuid]])
+        self.assertEqual(rows[N1][5:], [[RS_NORMAL, 1],
                                         [RS_NORMAL,
                                          ["reserved1.example.com"]]])
-        # No capacity recorded: avail.* is unavailable
-        self.assertEqual(rows[N4][5], [RS_UNAVAIL, None])
+
+    def test_available_is_reported_minus_reserved(self):
+        fields = ["name", "mfree", "reserved.mem", "avail.mem", "dfree",
+                  "reserved.disk", "avail.disk", "avail.vcpus"]
+        rows = self.values("node", fields)
+        # node1 reports 4096 MiB free; web1 runs (in that figure already),
+        # reserved1 (forthcoming, 256) does not: 3840 left.  5000 MiB of
+        # disk, 8 CPUs * 4.0 - 1 for the node - 2 vCPUs of its instances
+        self.assertEqual([v for _, v in rows[N1][1:]],
+                         [4096, 256, 3840, 5000, 0, 5000, 29])
+        # node2: db2 is shut down (may start) and the forthcoming one: 768
+        # reserved; its disks are not reported, neither are its CPUs
+        self.assertEqual(rows[N2][1:], [
+            [RS_NORMAL, 2048], [RS_NORMAL, 768], [RS_NORMAL, 1280],
+            [RS_UNAVAIL, None], [RS_NORMAL, 300], [RS_UNAVAIL, None],
+            [RS_UNAVAIL, None]])
+        # offline and not vm_capable: nothing to admit against
+        self.assertEqual(rows[N3][3], [RS_OFFLINE, None])
+        self.assertEqual(rows[N4][3], [RS_UNAVAIL, None])
+        # both the nodes and their hypervisors were asked
+        self.assertEqual(sorted(what for what, _ in self.live.calls),
+                         ["instances", "nodes"])
+
+    def test_available_equals_what_the_master_admits(self):
+        """The avail.* a node query reports is what an instance may take:
+        that much fits, one MiB more does not."""
+        n1 = self.store.get_node(N1).uuid
+        avail = self.column("node", "avail.mem")[N1][1]
+        res = {n1: self.store.node_resources(
+            n1, live=self.live.nodes[n1],
+            hv_instances=self.live.instances[n1])}
+        for memory, fits in ((avail, True), (avail + 1, False)):
+            inst = Instance(name="new", primary_node=n1,
+                            beparams={"maxmem": memory, "vcpus": 1})
+            if fits:
+                self.store.check_instance_fits(inst, res)
+            else:
+                self.assertRaises(errors.OpPrereqError,
+                                  self.store.check_instance_fits, inst, res)
 
     def test_allocation_agrees_with_config_node_usage(self):
         rows = self.values("node", ["uuid", "alloc.mem", "alloc.disk",

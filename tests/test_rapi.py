@@ -517,14 +517,18 @@ class ListTests(RapiTestCase):
         self.assertEqual(one["tags"], ["itag"])
         self.assertEqual(one["pnode"], N1)
         self.assertIsNone(one["oper_ram"])     # no live data: null
+        # as in Ganeti's list, no "forthcoming": htools count a reservation
+        # like a stopped instance holding its resources
         fc = [b for b in bulk if b["uuid"] == forthcoming.uuid][0]
-        self.assertTrue(fc["forthcoming"])
-        self.assertFalse(one["forthcoming"])
+        self.assertNotIn("forthcoming", fc)
+        self.assertEqual(fc["status"], "ADMIN_down")
         single = yield self.ok("GET", "/2/instances/" + I1, auth=None)
-        self.assertEqual(single, one)
-        # by UUID too (a forthcoming instance may have no name)
+        self.assertEqual(single, dict(one, forthcoming=False))
+        # by UUID too (a forthcoming instance may have no name), saying it
+        # is one
         by_uuid = yield self.ok("GET", "/2/instances/" + forthcoming.uuid)
         self.assertEqual(by_uuid["uuid"], forthcoming.uuid)
+        self.assertTrue(by_uuid["forthcoming"])
 
     @defer.inlineCallbacks
     def test_nodes(self):
@@ -870,6 +874,27 @@ class InstanceWriteTests(WriteTestCase):
         err = yield self.error(400, "POST", "/2/instances", body)
         self.assertIn("disks", err["message"])
         self.assertEqual(self.handler.submitted, [])
+
+    @defer.inlineCallbacks
+    def test_ignore_ipolicy_reaches_the_opcodes(self):
+        """Wherever Ganeti's RAPI takes ignore_ipolicy, ours passes it on."""
+        path = "/2/instances/%s" % I1
+        for method, where, body, op_id in [
+                ("POST", "/2/instances", dict(CREATE_BODY),
+                 "OP_INSTANCE_CREATE"),
+                ("PUT", path + "/modify", {"custom_beparams": {"vcpus": 9}},
+                 "OP_INSTANCE_SET_PARAMS"),
+                ("POST", path + "/disk/0/grow", {"amount": 512},
+                 "OP_INSTANCE_GROW_DISK"),
+                ("PUT", path + "/migrate", {}, "OP_INSTANCE_MIGRATE"),
+                ("PUT", path + "/failover", {}, "OP_INSTANCE_FAILOVER"),
+                ("POST", path + "/replace-disks?mode=replace_new_secondary"
+                 "&remote_node=" + N2, {}, "OP_INSTANCE_REPLACE_DISKS"),
+                ("POST", "/2/nodes/%s/migrate" % N1, {},
+                 "OP_NODE_MIGRATE")]:
+            body["ignore_ipolicy"] = True
+            yield self.submitted(method, where, body, OP_ID=op_id,
+                                 ignore_ipolicy=True)
 
     @defer.inlineCallbacks
     def test_forthcoming(self):

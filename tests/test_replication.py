@@ -205,7 +205,7 @@ class FilesTests(unittest.TestCase):
                                 hvparams={"vnc_password_file":
                                           "/etc/ganeti/vnc-i1"},
                                 nics=[objects.NIC(mac="aa:00:00:00:00:01")])
-        self.cfg.add_instance(inst, check_resources=False)
+        self.cfg.add_instance(inst)
         self.assertEqual(replication.vnc_password_files(self.cfg, self.paths),
                          ["/etc/ganeti/vnc-cluster-password",
                           "/etc/ganeti/vnc-i1"])

@@ -156,6 +156,27 @@ class FileDiskTests(unittest.TestCase):
         self.assertRaises(errors.ParameterError, storage.storage_unit_kind,
                           "tape", self.ctx)
 
+    @defer.inlineCallbacks
+    def test_file_space_counts_what_sparse_images_were_promised(self):
+        kind = storage.storage_unit_kind("file", self.ctx)
+        before = (yield kind.space_info(self.store))["storage_free"]
+        inst_dir = os.path.join(self.store, "inst1")
+        os.makedirs(inst_dir)
+        with open(os.path.join(inst_dir, "disk0"), "wb") as f:
+            f.truncate(1024 * MiB)          # sparse: nothing written yet
+        after = (yield kind.space_info(self.store))["storage_free"]
+        # (other writers on this filesystem may move it a little)
+        self.assertAlmostEqual(before - after, 1024, delta=32)
+        (unit,) = yield kind.list_units()
+        self.assertAlmostEqual(unit.free - after, 1024, delta=32)
+        # a directory not made yet: the filesystem it will be made on
+        shutil.rmtree(self.store)
+        space = yield kind.space_info(self.store)
+        st = os.statvfs(os.path.dirname(self.store))
+        self.assertEqual(space["storage_size"],
+                         st.f_blocks * st.f_frsize // MiB)
+        self.assertGreater(space["storage_free"], 0)
+
 
 # ---------------------------------------------------------------------------
 # LVM against recorded outputs

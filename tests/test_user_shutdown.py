@@ -46,8 +46,8 @@ class UserShutdownRuleTests(VerifyTestCase):
         self.cfg.add_instance(objects.Instance(
             name=NAME, primary_node=self.cfg.get_node(NODE1).uuid,
             hypervisor=hv_name, hvparams=hvparams, os="busybox+default",
-            disk_template=constants.DT_DISKLESS, admin_state="up"),
-            check_resources=False)
+            disk_template=constants.DT_DISKLESS, admin_state="up",
+            nics=[objects.NIC(mac=self.cfg.generate_mac())]))
         self.glm.add(locking.LEVEL_INSTANCE, [self.cfg.get_instance(NAME).uuid])
         # the guest powered itself off; its domain is kept
         self.rpc.domains[(NODE1, NAME)] = "shutdown"

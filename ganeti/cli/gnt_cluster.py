@@ -17,6 +17,7 @@ from ganeti import constants
 from ganeti import crypto
 from ganeti import daemon_util
 from ganeti import errors
+from ganeti import ipolicy
 from ganeti import luxi
 from ganeti import opcodes
 from ganeti import ssconf
@@ -24,6 +25,7 @@ from ganeti import uidpool
 from ganeti.backend import files as backend_files
 from ganeti.cli import base
 from ganeti.cli import common
+from ganeti.cli import gnt_group
 from ganeti.cli.base import Opt
 from ganeti.iallocator import defaults as ia_defaults
 
@@ -114,6 +116,12 @@ ZEROING_IMAGE_OPT = Opt("--zeroing-image", metavar="IMAGE",
 
 
 # --- init ---------------------------------------------------------------------
+
+#: the instance policy options (Ganeti's), for init and modify
+IPOLICY_OPTS = [gnt_group.IPOLICY_BOUNDS_OPT, gnt_group.IPOLICY_STD_OPT,
+                gnt_group.IPOLICY_DTS_OPT, gnt_group.VCPU_RATIO_OPT,
+                gnt_group.SPINDLE_RATIO_OPT]
+
 
 def _default_node_name():
     return socket.getfqdn() or socket.gethostname()
@@ -282,7 +290,7 @@ def remove_cluster_files(paths, queue=True):
         IALLOC_PARAMS_OPT, WIPE_OPT, NODE_PARAMS_OPT, POOL_SIZE_OPT,
         DRBD_HELPER_OPT, ENABLED_DT_OPT, INSTALL_IMAGE_OPT,
         ZEROING_IMAGE_OPT, COMPRESSION_OPT, USER_SHUTDOWN_OPT,
-        MIP_SCRIPT_OPT,
+        MIP_SCRIPT_OPT] + IPOLICY_OPTS + [
         Opt("--no-start", action="store_true",
             help="write the configuration but start no daemon"),
         Opt("--os-search-path", action="append", metavar="DIR",
@@ -379,6 +387,16 @@ def init(ctx, opts):
     }
     cluster_params.update((k, v) for k, v in optional.items()
                           if v is not None)
+    policy = gnt_group.ipolicy_params(opts, cluster=True)
+    if policy:
+        if policy.get(constants.ISPECS_MINMAX) == constants.VALUE_DEFAULT:
+            del policy[constants.ISPECS_MINMAX]
+        try:
+            ipolicy.check_policy(policy)
+        except errors.OpPrereqError as err:
+            raise errors.ParameterError("--ipolicy-*", err.args[0])
+        # (only enabled disk templates stay allowed, as in Ganeti)
+        cluster_params["ipolicy"] = policy
 
     try:
         # the certificate needs a DNS name; check before writing anything
@@ -763,7 +781,8 @@ def _allocator_lists(per_type):
 
 @commands.command(
     "modify",
-    opts=[VG_OPT, ENABLED_HV_OPT, HV_LIST_OPT, BE_OPT, NIC_OPT, DISKP_OPT,
+    opts=IPOLICY_OPTS + [
+          VG_OPT, ENABLED_HV_OPT, HV_LIST_OPT, BE_OPT, NIC_OPT, DISKP_OPT,
           UID_POOL_OPT,
           Opt("--add-uids", metavar="POOL", help="add uids to the pool"),
           Opt("--remove-uids", metavar="POOL",
@@ -851,6 +870,7 @@ def modify(ctx, opts):
     put("data_collector_interval", _collectors(
         opts.data_collector_interval, "--data-collector-interval",
         _interval_usec))
+    put("ipolicy", gnt_group.ipolicy_params(opts, cluster=True) or None)
     put("hidden_os", _os_mods(opts.hidden_os, "--hidden-os"))
     put("blacklisted_os", _os_mods(opts.blacklisted_os, "--blacklisted-os"))
     if not params:

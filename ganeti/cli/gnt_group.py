@@ -45,10 +45,13 @@ DISKPARAMS_OPT = Opt("-D", "--disk-parameters", dest="diskparams",
                      help="disk parameters of a disk template (repeatable)")
 HV_STATE_OPT = Opt("--hypervisor-state", dest="hv_state", action="append",
                    metavar="HV:KEY=VAL[,...]",
-                   help="hypervisor resources (repeatable)")
+                   help="hypervisor resources, Ganeti's keys mem_total,"
+                   " mem_node, mem_hv, cpu_total, cpu_node (repeatable)")
 DISK_STATE_OPT = Opt("--disk-state", dest="disk_state", action="append",
-                     metavar="TYPE:NAME:KEY=VAL[,...]",
-                     help="storage resources (repeatable)")
+                     metavar="KIND/NAME:KEY=VAL[,...]",
+                     help="storage resources, e.g."
+                     " plain/xenvg:disk_reserved=1024 (keys disk_total,"
+                     " disk_reserved, disk_overhead; repeatable)")
 VCPU_RATIO_OPT = Opt("--ipolicy-vcpu-ratio", type=float, metavar="RATIO",
                      help="instance policy: virtual CPUs per physical one")
 SPINDLE_RATIO_OPT = Opt("--ipolicy-spindle-ratio", type=float,
@@ -56,10 +59,91 @@ SPINDLE_RATIO_OPT = Opt("--ipolicy-spindle-ratio", type=float,
                         help="instance policy: instances per spindle")
 IPOLICY_DTS_OPT = Opt("--ipolicy-disk-templates", metavar="TEMPLATE[,...]",
                       help="instance policy: allowed disk templates")
+IPOLICY_BOUNDS_OPT = Opt(
+    "--ipolicy-bounds-specs", metavar="min:SPEC=V,.../max:SPEC=V,...[//...]",
+    help="instance policy: the range(s) an instance's specs must lie in"
+    " (memory-size, cpu-count, disk-size, disk-count, nic-count,"
+    " spindle-use; all of them in min and max); 'default' resets")
+IPOLICY_STD_OPT = Opt(
+    "--ipolicy-std-specs", metavar="SPEC=V,...",
+    help="instance policy: the standard instance specs (capacity planning)")
 
 PARAM_OPTS = [NDPARAMS_OPT, ALLOC_POLICY_OPT, DISKPARAMS_OPT, HV_STATE_OPT,
               DISK_STATE_OPT, VCPU_RATIO_OPT, SPINDLE_RATIO_OPT,
-              IPOLICY_DTS_OPT]
+              IPOLICY_DTS_OPT, IPOLICY_BOUNDS_OPT]
+
+_SIZE_SPECS = (constants.ISPEC_MEM_SIZE, constants.ISPEC_DISK_SIZE)
+
+
+def parse_ispec(text, where, option, required):
+    """``memory-size=1G,cpu-count=2`` as an instance spec (sizes with
+    units, the rest integers); ``required``: every spec must be given."""
+    spec = {}
+    for key, value in common.parse_keyval(text, option).items():
+        if key not in constants.ISPECS_PARAMETERS:
+            raise errors.ParameterError(
+                option, "%s: unknown spec '%s' (known: %s)"
+                % (where, key, ", ".join(sorted(
+                    constants.ISPECS_PARAMETERS))))
+        try:
+            spec[key] = (common.parse_unit(value) if key in _SIZE_SPECS
+                         else int(value))
+        except (TypeError, ValueError, errors.UnitParseError) as err:
+            raise errors.ParameterError(option, "%s/%s: %s"
+                                        % (where, key, err))
+    missing = sorted(constants.ISPECS_PARAMETERS - set(spec))
+    if required and missing:
+        raise errors.ParameterError(option, "%s: missing %s"
+                                    % (where, ", ".join(missing)))
+    return spec
+
+
+def parse_bounds_specs(text, option="--ipolicy-bounds-specs"):
+    """``min:...,/max:...`` pairs separated by ``//`` as the policy's
+    ``minmax`` list (Ganeti's syntax); ``default`` as itself."""
+    if text.strip() == constants.VALUE_DEFAULT:
+        return constants.VALUE_DEFAULT
+    result = []
+    for idx, pair_text in enumerate(text.split("//")):
+        pair = {}
+        for part in pair_text.split("/"):
+            bound, _, rest = part.partition(":")
+            bound = bound.strip()
+            if bound not in (constants.ISPECS_MIN, constants.ISPECS_MAX):
+                raise errors.ParameterError(
+                    option, "'%s' is not min:SPECS or max:SPECS" % part)
+            if bound in pair:
+                raise errors.ParameterError(option, "%s given twice in"
+                                            " '%s'" % (bound, pair_text))
+            pair[bound] = parse_ispec(rest, "%s/%d" % (bound, idx), option,
+                                      required=True)
+        if len(pair) != 2:
+            raise errors.ParameterError(option, "'%s' needs both min and max"
+                                        % pair_text)
+        result.append(pair)
+    return result
+
+
+def ipolicy_params(opts, cluster=False):
+    """The ``ipolicy`` opcode parameter the --ipolicy-* options give."""
+    ipolicy = {}
+    if opts.ipolicy_vcpu_ratio is not None:
+        ipolicy[constants.IPOLICY_VCPU_RATIO] = opts.ipolicy_vcpu_ratio
+    if opts.ipolicy_spindle_ratio is not None:
+        ipolicy[constants.IPOLICY_SPINDLE_RATIO] = opts.ipolicy_spindle_ratio
+    if opts.ipolicy_disk_templates is not None:
+        dts = base.split_list(opts.ipolicy_disk_templates)
+        ipolicy[constants.IPOLICY_DTS] = (
+            constants.VALUE_DEFAULT if dts == [constants.VALUE_DEFAULT]
+            else dts)
+    if opts.ipolicy_bounds_specs is not None:
+        ipolicy[constants.ISPECS_MINMAX] = parse_bounds_specs(
+            opts.ipolicy_bounds_specs)
+    if cluster and opts.ipolicy_std_specs is not None:
+        ipolicy[constants.ISPECS_STD] = parse_ispec(
+            opts.ipolicy_std_specs, "std", "--ipolicy-std-specs",
+            required=False)
+    return ipolicy
 
 
 def _typed(value, default):
@@ -106,10 +190,16 @@ def parse_hv_state(specs, option="--hypervisor-state"):
 
 
 def parse_disk_state(specs, option="--disk-state"):
+    """``KIND/NAME:KEY=VAL,...`` (Ganeti's syntax, e.g.
+    ``plain/xenvg:disk_reserved=1024``) or ``KIND:NAME:KEY=VAL,...``."""
     result = {}
     for spec in specs or []:
         kind, _, rest = spec.partition(":")
-        name, params = common.parse_ident_keyval(rest, option)
+        if "/" in kind:
+            kind, name = kind.split("/", 1)
+            params = common.parse_keyval(rest, option)
+        else:
+            name, params = common.parse_ident_keyval(rest, option)
         if not kind or not name:
             raise errors.ParameterError(option, "'%s' is not"
                                         " TYPE:NAME:KEY=VAL" % spec)
@@ -135,16 +225,7 @@ def group_params(opts):
                        ("disk_state", parse_disk_state(opts.disk_state))):
         if value:
             params[key] = value
-    ipolicy = {}
-    if opts.ipolicy_vcpu_ratio is not None:
-        ipolicy[constants.IPOLICY_VCPU_RATIO] = opts.ipolicy_vcpu_ratio
-    if opts.ipolicy_spindle_ratio is not None:
-        ipolicy[constants.IPOLICY_SPINDLE_RATIO] = opts.ipolicy_spindle_ratio
-    if opts.ipolicy_disk_templates is not None:
-        dts = base.split_list(opts.ipolicy_disk_templates)
-        ipolicy[constants.IPOLICY_DTS] = (
-            constants.VALUE_DEFAULT if dts == [constants.VALUE_DEFAULT]
-            else dts)
+    ipolicy = ipolicy_params(opts)
     if ipolicy:
         params["ipolicy"] = ipolicy
     return params

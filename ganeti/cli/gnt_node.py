@@ -5,6 +5,7 @@ from ganeti import errors
 from ganeti import opcodes
 from ganeti.cli import base
 from ganeti.cli import common
+from ganeti.cli import gnt_group
 from ganeti.cli.base import Group, Opt
 
 PROGRAM = "gnt-node"
@@ -103,6 +104,19 @@ def info(ctx, opts):
 
 # --- add, remove, modify ----------------------------------------------------------
 
+def _state_params(opts):
+    """hv_state / disk_state from --hypervisor-state / --disk-state: the
+    admin's overrides of what the node offers (docs/capacity.rst)."""
+    params = {}
+    hv_state = gnt_group.parse_hv_state(opts.hv_state)
+    if hv_state:
+        params["hv_state"] = hv_state
+    disk_state = gnt_group.parse_disk_state(opts.disk_state)
+    if disk_state:
+        params["disk_state"] = disk_state
+    return params
+
+
 @commands.command(
     "add",
     opts=[Opt("--readd", action="store_true",
@@ -115,7 +129,7 @@ def info(ctx, opts):
               help="node group of the new node"),
           _MASTER_CAPABLE_OPT,
           _VM_CAPABLE_OPT,
-          _NDPARAMS_OPT,
+          _NDPARAMS_OPT, gnt_group.HV_STATE_OPT, gnt_group.DISK_STATE_OPT,
           Opt("--join-fingerprint", metavar="SHA256:...",
               help="fingerprint of the one-time certificate the node's"
               " ganeti-noded --bootstrap logged; the master joins the node"
@@ -135,6 +149,7 @@ def add(ctx, opts):
     ndparams = base.parse_ndparams(opts.ndparams)
     if ndparams:
         params["ndparams"] = ndparams
+    params.update(_state_params(opts))
     if opts.join_fingerprint:
         params["join_fingerprint"] = opts.join_fingerprint
     elif opts.primary_ip and getattr(ctx.stdin, "isatty", lambda: False)():
@@ -197,7 +212,7 @@ def remove(ctx, opts):
               help="promote another node when demoting a candidate"),
           Opt("-s", "--secondary-ip", metavar="IP",
               help="new secondary IP"),
-          _NDPARAMS_OPT,
+          _NDPARAMS_OPT, gnt_group.HV_STATE_OPT, gnt_group.DISK_STATE_OPT,
           _yes_no_opt("--node-powered", dest="powered",
                       help="record whether the node is powered")]
     + [base.DRY_RUN_OPT] + base.JOB_OPTS,
@@ -213,6 +228,7 @@ def modify(ctx, opts):
     ndparams = base.parse_ndparams(opts.ndparams)
     if ndparams:
         params["ndparams"] = ndparams
+    params.update(_state_params(opts))
     if not params:
         raise base.CommandFailed("Please give at least one of the"
                                  " parameters.")

@@ -12,6 +12,7 @@ import platform
 
 from ganeti import constants
 from ganeti import errors
+from ganeti import ipolicy
 from ganeti import objects
 from ganeti import uidpool
 from ganeti.cmdlib.base import LogicalUnit
@@ -43,7 +44,6 @@ _SIMPLE = {
     "enabled_user_shutdown": "enabled_user_shutdown",
     "vg_name": "volume_group_name",
     "drbd_helper": "drbd_usermode_helper",
-    "ipolicy": "ipolicy",
     "ndparams": "ndparams",
 }
 
@@ -196,8 +196,11 @@ class LUClusterSetParams(LogicalUnit):
                 raise errors.OpPrereqError(
                     "enabled_disk_templates: at least one is needed",
                     errors.ECODE_INVAL)
+            self._check_disabled_templates_unused(op.enabled_disk_templates)
             changes["enabled_disk_templates"] = list(
                 op.enabled_disk_templates)
+        self.group_policies = {}
+        self._check_ipolicy(changes)
         for family in ("hvparams", "os_hvp", "osparams", "diskparams"):
             value = getattr(op, family)
             if value is not None:
@@ -285,6 +288,109 @@ class LUClusterSetParams(LogicalUnit):
                                        " parameters", errors.ECODE_INVAL)
         self.changes = changes
 
+    def _check_disabled_templates_unused(self, enabled):
+        """A disk template still used by an instance's disk (or, for
+        diskless, by an instance without disks) cannot be disabled."""
+        cfg = self.cfg
+        for template in sorted(set(cfg.cluster.enabled_disk_templates)
+                               - set(enabled)):
+            users = sorted(i.display_name for i in cfg.instances.values()
+                           if (template == constants.DT_DISKLESS
+                               and not i.disks) or
+                           any(d.dev_type == template
+                               for d in cfg.instance_disks(i)))
+            if users:
+                raise errors.OpPrereqError(
+                    "enabled_disk_templates: cannot disable disk template"
+                    " '%s', instances use it: %s"
+                    % (template, _listing(users)), errors.ECODE_STATE)
+
+    def _check_ipolicy(self, changes):
+        """The policy given, merged over the cluster's; its disk templates
+        must be enabled (Ganeti's rule).  When the enabled templates change
+        and no policy templates are given, disabled templates are cut from
+        the cluster's policy and from the groups' (as Ganeti's init cuts
+        them), and a cluster policy that allowed every enabled template
+        allows the newly enabled ones too."""
+        op = self.op
+        c = self.cfg.cluster
+        enabled = changes.get("enabled_disk_templates",
+                              c.enabled_disk_templates)
+        policy = c.ipolicy
+        if op.ipolicy:
+            ipolicy.check_policy(op.ipolicy)
+            policy = objects.fill_ipolicy(
+                constants.IPOLICY_DEFAULTS,
+                ipolicy.update_policy(c.ipolicy, op.ipolicy))
+            self._check_std(policy)
+        given_dts = (op.ipolicy or {}).get(constants.IPOLICY_DTS)
+        if given_dts is not None and given_dts != constants.VALUE_DEFAULT:
+            ipolicy.check_templates_enabled(policy, enabled)
+        elif "enabled_disk_templates" in changes:
+            old_dts = policy[constants.IPOLICY_DTS]
+            if set(old_dts) == set(c.enabled_disk_templates):
+                # a policy allowing every enabled template keeps doing so
+                cut = dict(policy)
+                cut[constants.IPOLICY_DTS] = list(enabled)
+            else:
+                cut = ipolicy.restrict_templates(policy, enabled)
+            new_dts = cut[constants.IPOLICY_DTS]
+            for what, dts in (("no longer allows", set(old_dts)
+                               - set(new_dts)),
+                              ("now allows", set(new_dts) - set(old_dts))):
+                if dts:
+                    self.log_info("The cluster's instance policy %s disk"
+                                  " template%s %s", what,
+                                  "s" if len(dts) > 1 else "",
+                                  ", ".join(sorted(dts)))
+            policy = cut
+            for group in self.cfg.nodegroups.values():
+                custom = group.ipolicy or {}
+                if constants.IPOLICY_DTS in custom:
+                    cut = ipolicy.restrict_templates(custom, enabled)
+                    if cut != custom:
+                        self.group_policies[group.uuid] = cut
+        else:
+            ipolicy.check_templates_enabled(policy, enabled)
+        if op.ipolicy or policy != c.ipolicy:
+            changes["ipolicy"] = policy
+            self._warn_new_violations(policy)
+
+    def _check_std(self, policy):
+        std = policy.get(constants.ISPECS_STD) or {}
+        trial = dict(policy)
+        trial[constants.IPOLICY_DTS] = list(constants.DISK_TEMPLATES)
+        bad = ipolicy.spec_violations(
+            trial, memory=std.get(constants.ISPEC_MEM_SIZE),
+            vcpus=std.get(constants.ISPEC_CPU_COUNT),
+            nic_count=std.get(constants.ISPEC_NIC_COUNT),
+            spindle_use=std.get(constants.ISPEC_SPINDLE_USE),
+            disk_sizes=[std.get(constants.ISPEC_DISK_SIZE)],
+            disk_count=std.get(constants.ISPEC_DISK_COUNT))
+        if bad:
+            raise errors.OpPrereqError(
+                "ipolicy/std: the standard specs must lie within the"
+                " bounds: %s" % ", ".join(bad), errors.ECODE_INVAL)
+
+    def _warn_new_violations(self, policy):
+        cfg = self.cfg
+        c = cfg.cluster
+
+        def before(group):
+            return objects.fill_group_ipolicy(c, group)
+
+        def after(group):
+            custom = (self.group_policies.get(group.uuid, group.ipolicy)
+                      if group is not None else {})
+            return objects.fill_ipolicy(
+                objects.fill_ipolicy(constants.IPOLICY_DEFAULTS, policy),
+                custom)
+        new = sorted(set(ipolicy.violating_instances(cfg, after))
+                     - set(ipolicy.violating_instances(cfg, before)))
+        if new:
+            self.log_warning("After the ipolicy change the following"
+                             " instances violate it: %s", _listing(new))
+
     def _default_allocators(self):
         """The new default_iallocator text, or None if unchanged.
 
@@ -322,6 +428,10 @@ class LUClusterSetParams(LogicalUnit):
 
     async def exec_(self):
         self.cfg.set_cluster_params(**self.changes)
+        for uuid, policy in sorted(self.group_policies.items()):
+            self.cfg.set_nodegroup_params(uuid, ipolicy=policy)
+            self.log_info("Changed the instance policy of node group %s",
+                          self.cfg.nodegroups[uuid].name)
         for key in sorted(self.changes):
             self.log_info("Changed %s", key)
         if "max_running_jobs" in self.changes and self.ctx.queue is not None:

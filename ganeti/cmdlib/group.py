@@ -10,6 +10,7 @@ was not split before, unless ``force`` is given (Ganeti's rule).
 
 from ganeti import constants
 from ganeti import errors
+from ganeti import ipolicy
 from ganeti import locking
 from ganeti import objects
 from ganeti import qlang
@@ -52,48 +53,35 @@ def merge_diskparams(current, changes):
     return result
 
 
-_IPOLICY_KEYS = frozenset(["minmax", "std", constants.IPOLICY_DTS,
-                           constants.IPOLICY_VCPU_RATIO,
-                           constants.IPOLICY_SPINDLE_RATIO])
-
-
-def check_group_ipolicy(ipolicy, field="ipolicy"):
-    """A group's instance policy: only known keys, ratios positive numbers,
-    disk templates known; ``std`` is cluster-only (as in Ganeti)."""
-    for key, value in sorted((ipolicy or {}).items()):
-        if key not in _IPOLICY_KEYS:
-            raise errors.OpPrereqError("%s: unknown key '%s'" % (field, key),
-                                       errors.ECODE_INVAL)
-        if value == constants.VALUE_DEFAULT:
-            continue
-        if key == "std":
-            raise errors.OpPrereqError(
-                "%s: std (the standard instance specs) can only be set for"
-                " the cluster" % field, errors.ECODE_INVAL)
-        if key in (constants.IPOLICY_VCPU_RATIO,
-                   constants.IPOLICY_SPINDLE_RATIO):
-            if isinstance(value, bool) or \
-                    not isinstance(value, (int, float)) or value <= 0:
-                raise errors.OpPrereqError("%s/%s: expected a positive"
-                                           " number, got %r"
-                                           % (field, key, value),
-                                           errors.ECODE_INVAL)
-        if key == constants.IPOLICY_DTS:
-            bad = [t for t in (value or [])
-                   if t not in constants.DISK_TEMPLATES]
-            if not isinstance(value, list) or bad:
-                raise errors.OpPrereqError(
-                    "%s/%s: expected a list of disk templates, got %r"
-                    % (field, key, value), errors.ECODE_INVAL)
-
-
 def _check_group_params(op):
     """The parameters a group is added or modified with."""
     check_alloc_policy(op.alloc_policy)
     if op.ndparams:
         check_ndparams(op.ndparams, level="group")
     check_diskparams(op.diskparams)
-    check_group_ipolicy(op.ipolicy)
+    ipolicy.check_policy(op.ipolicy, group=True)
+
+
+def _check_group_policy(lu, group, custom):
+    """A group's new policy: its disk templates must be enabled on the
+    cluster (Ganeti's rule); instances of the group that would newly break
+    it are named in a warning."""
+    cfg = lu.cfg
+    full = objects.fill_group_ipolicy(
+        cfg.cluster, objects.NodeGroup(ipolicy=custom))
+    ipolicy.check_templates_enabled(full, cfg.cluster.enabled_disk_templates)
+    if group is None:
+        return
+    members = [i for i in cfg.instances.values()
+               if i.primary_node in cfg.nodes and
+               cfg.nodes[i.primary_node].group == group.uuid]
+    before = ipolicy.violating_instances(
+        cfg, lambda g: objects.fill_group_ipolicy(cfg.cluster, g), members)
+    after = ipolicy.violating_instances(cfg, lambda g: full, members)
+    new = sorted(set(after) - set(before))
+    if new:
+        lu.log_warning("After the ipolicy change the following instances"
+                       " violate it: %s", ", ".join(new))
 
 
 class _GroupLU(LogicalUnit):
@@ -121,6 +109,7 @@ class LUGroupAdd(LogicalUnit):
 
     def check_prereq(self):
         _check_name_free(self.cfg, self.op.group_name)
+        _check_group_policy(self, None, self.op.ipolicy)
 
     async def exec_(self):
         op = self.op
@@ -212,7 +201,9 @@ class LUGroupSetParams(_GroupLU):
             changes["disk_state_static"] = merge_state(
                 group.disk_state_static, op.disk_state, "disk_state")
         if op.ipolicy:
-            changes["ipolicy"] = update_params(group.ipolicy, op.ipolicy)
+            changes["ipolicy"] = ipolicy.update_policy(group.ipolicy,
+                                                       op.ipolicy)
+            _check_group_policy(self, group, changes["ipolicy"])
         self.changes = changes
 
     async def exec_(self):
@@ -298,6 +289,16 @@ class LUGroupAssignNodes(_GroupLU):
             if old:
                 self.log_warning("These instances stay split between node"
                                  " groups: %s" % ", ".join(old))
+        movers = [i for i in cfg.instances.values()
+                  if i.primary_node in moves]
+        target = cfg.nodegroups[self.group_uuid]
+        bad = ipolicy.violating_instances(
+            cfg, lambda g: objects.fill_group_ipolicy(cfg.cluster, target),
+            movers)
+        if bad:
+            self.log_warning("These instances do not meet the instance"
+                             " policy of group %s: %s"
+                             % (target.name, ", ".join(bad)))
         self.moves = moves
 
     async def exec_(self):

@@ -424,8 +424,7 @@ class LUInstanceRename(InstanceLU):
         cfg.rename_instance(inst.uuid, self.op.new_name)
         if move is not None:
             for disk_uuid, lid in move[2].items():
-                cfg.modify_disk(disk_uuid, check_resources=False,
-                                logical_id=lid)
+                cfg.modify_disk(disk_uuid, logical_id=lid)
         inst = self.instance
         self.log_info("Instance %s renamed to %s", old_name or inst.uuid,
                       inst.name)
@@ -496,7 +495,7 @@ class LUInstanceReinstall(InstanceLU):
         if self.osparams != (inst.osparams or {}):
             changes["osparams"] = self.osparams
         if changes:
-            cfg.modify_instance(inst.uuid, check_resources=False, **changes)
+            cfg.modify_instance(inst.uuid, **changes)
         return None
 
 

@@ -32,9 +32,11 @@ from twisted.python.failure import Failure
 
 from ganeti import constants
 from ganeti import errors
+from ganeti import ipolicy
 from ganeti import locking
 from ganeti import objects
 from ganeti.cmdlib import allocation
+from ganeti.cmdlib import capacity
 from ganeti.cmdlib import checks
 from ganeti.cmdlib import instance_disks
 from ganeti.cmdlib import locks
@@ -214,8 +216,10 @@ class LUInstanceCreate(LogicalUnit):
                 await self._allocate()
             if self.op.commit:
                 self._prereq_commit()
+                await self._check_commit_capacity()
             else:
                 self._prereq_new()
+                await self._check_capacity()
         except BaseException:
             self._drop_lock()
             self.op.dry_run = self.orig_dry_run
@@ -374,9 +378,23 @@ class LUInstanceCreate(LogicalUnit):
             if disk.dev_type in constants.DTS_NODE_LOCAL and \
                     self.pnode_uuid is not None:
                 disk.nodes = [self.pnode_uuid]
-        cfg.check_instance_fits(inst, disks=disks)
+        if forthcoming:
+            spec = ipolicy.declared_spec(
+                cfg, inst, disks,
+                template if op.disks or op.disk_template else None)
+        else:
+            spec = ipolicy.instance_spec(cfg, inst, disks=disks)
+        ipolicy.check_allocation(self, self.pnode_uuid, op.ignore_ipolicy,
+                                 **spec)
         self.new_instance = inst
         self.new_disks = disks
+
+    async def _check_capacity(self):
+        """The new instance (or reservation) must fit on its node: free
+        resources as the node reports them, minus reservations."""
+        if self.new_instance.primary_node:
+            await capacity.check_instance_fits(self, self.new_instance,
+                                               disks=self.new_disks)
 
     def _prereq_commit(self):
         op = self.op
@@ -510,10 +528,24 @@ class LUInstanceCreate(LogicalUnit):
                 setattr(d, key, copy.deepcopy(value))
             all_disks.append(d)
         all_disks += new_disks
-        cfg.check_instance_fits(candidate, disks=all_disks)
+        # the reservation already holds the resources; the policy applies
+        # to the complete instance now
+        ipolicy.check_allocation(
+            self, pnode, op.ignore_ipolicy,
+            **ipolicy.instance_spec(cfg, candidate, disks=all_disks))
         self.instance_changes = changes
         self.disk_changes = disk_changes
         self.added_disks = new_disks
+        self.commit_candidate = (candidate, all_disks)
+
+    async def _check_commit_capacity(self):
+        """What the reservation holds is the instance's; only what the
+        commit adds (a size, a disk, more memory) must fit."""
+        candidate, disks = self.commit_candidate
+        grown = self.cfg.instance_growth(candidate, disks=disks)
+        if grown:
+            await capacity.check_instance_fits(self, candidate, disks=disks,
+                                               only=grown)
 
     def dry_run_result(self):
         return self._placement()
@@ -675,8 +707,7 @@ class LUInstanceCreate(LogicalUnit):
         cfg.commit_forthcoming(uuid)
         if candidate.hypervisor in _HTS_REQ_PORT and \
                 cfg.get_instance(uuid).network_port is None:
-            cfg.modify_instance(uuid, check_resources=False,
-                                network_port=cfg.allocate_port())
+            cfg.modify_instance(uuid, network_port=cfg.allocate_port())
         cfg.set_instance_disks_active(uuid, True)
         if self.start:
             await self._start(cfg.get_instance(uuid))
@@ -698,7 +729,7 @@ class _Undo(object):
         before = {k: copy.deepcopy(getattr(inst, k)) for k in changes}
         self.cfg.modify_instance(self.uuid, **changes)
         self.steps.append(lambda: self.cfg.modify_instance(
-            self.uuid, check_resources=False, **before))
+            self.uuid, **before))
 
     def modify_disk(self, disk_uuid, changes):
         disk = self.cfg.get_disk(disk_uuid)
@@ -707,7 +738,7 @@ class _Undo(object):
             del before["size"]   # a reservation without size keeps the size
         self.cfg.modify_disk(disk_uuid, **changes)
         self.steps.append(lambda: self.cfg.modify_disk(
-            disk_uuid, check_resources=False, **before))
+            disk_uuid, **before))
 
     def add_disk(self, disk):
         disk_uuid = self.cfg.add_instance_disk(self.uuid, disk)

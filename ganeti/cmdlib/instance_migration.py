@@ -29,9 +29,11 @@ from twisted.internet import task
 from ganeti import constants
 from ganeti import errors
 from ganeti import hypervisor
+from ganeti import ipolicy
 from ganeti import locking
 from ganeti import objects
 from ganeti.cmdlib import allocation
+from ganeti.cmdlib import capacity
 from ganeti.cmdlib import checks
 from ganeti.cmdlib import instance_disks
 from ganeti.cmdlib import node_calls
@@ -279,6 +281,8 @@ class _MoveInstanceLU(LogicalUnit):
             self.target_uuid = await self._allocate_target(inst)
         if self.target_uuid is not None and not self.cleanup:
             check_target_node(cfg, self.target_uuid, inst)
+            ipolicy.check_target_group(self, inst, self.target_uuid,
+                                       op.ignore_ipolicy)
         self.source_uuid = inst.primary_node
         be = objects.fill_beparams(cfg.cluster, inst)
         source_offline = cfg.get_node(self.source_uuid).offline
@@ -319,9 +323,8 @@ class _MoveInstanceLU(LogicalUnit):
         if not self.cleanup and not inst.forthcoming and (
                 not self.failover or
                 inst.admin_state == constants.ADMINST_UP):
-            await node_calls.check_free_memory(
-                self, self.target_uuid, inst.hypervisor,
-                be[constants.BE_MINMEM],
+            await capacity.check_free_memory(
+                self, self.target_uuid, be[constants.BE_MINMEM],
                 "%s instance %s" % ("failing over" if self.failover
                                     else "migrating", inst.name))
         elif not self.cleanup:
@@ -512,7 +515,7 @@ class _MoveInstanceLU(LogicalUnit):
         cfg_changes = {"primary_node": dst}
         if self.kind == INT:
             cfg_changes["secondary_nodes"] = [src]
-        cfg.modify_instance(inst.uuid, check_resources=False, **cfg_changes)
+        cfg.modify_instance(inst.uuid, **cfg_changes)
         if self.kind == INT:
             await self._drbd_network([src, dst], False)
         self.log_info("* done")
@@ -680,7 +683,7 @@ class _MoveInstanceLU(LogicalUnit):
             changes = {"primary_node": dst}
             if self.kind == INT:
                 changes["secondary_nodes"] = [src]
-            cfg.modify_instance(inst.uuid, check_resources=False, **changes)
+            cfg.modify_instance(inst.uuid, **changes)
             demoted = src
         else:
             self.log_info("* instance confirmed to be running on its primary"
@@ -779,8 +782,7 @@ class _MoveInstanceLU(LogicalUnit):
         changes = {"primary_node": dst}
         if self.kind == INT:
             changes["secondary_nodes"] = [self.source_uuid]
-        self.cfg.modify_instance(self.instance_uuid, check_resources=False,
-                                 **changes)
+        self.cfg.modify_instance(self.instance_uuid, **changes)
 
 
 async def wait_for_sync(lu, instance, node_uuids, clock=None):

@@ -25,9 +25,11 @@ import copy
 
 from ganeti import constants
 from ganeti import errors
+from ganeti import ipolicy
 from ganeti import locking
 from ganeti import objects
 from ganeti.cmdlib import allocation
+from ganeti.cmdlib import capacity
 from ganeti.cmdlib import checks
 from ganeti.cmdlib import instance_disks
 from ganeti.cmdlib import instance_params
@@ -142,7 +144,7 @@ class LUInstanceMove(_InstanceLU):
     def _extra_nodes(self):
         return [self.target_uuid]
 
-    def check_prereq(self):
+    async def check_prereq(self):
         cfg = self.cfg
         inst = self.instance
         checks.check_not_forthcoming(inst, "move it")
@@ -157,6 +159,8 @@ class LUInstanceMove(_InstanceLU):
                    "copyable: %s" % ", ".join(sorted(COPYABLE))),
                 errors.ECODE_STATE)
         check_target_node(cfg, self.target_uuid, inst)
+        ipolicy.check_target_group(self, inst, self.target_uuid,
+                                   self.op.ignore_ipolicy)
         self.copy = [d for d in disks if d.dev_type in COPYABLE]
         if self.copy:
             checks.check_node_online(
@@ -171,7 +175,7 @@ class LUInstanceMove(_InstanceLU):
             if d.dev_type in constants.DTS_NODE_LOCAL:
                 d.nodes = [self.target_uuid]
             moved.append(d)
-        cfg.check_instance_fits(candidate, disks=moved)
+        await capacity.check_instance_fits(self, candidate, disks=moved)
 
     async def exec_(self):
         op = self.op
@@ -246,11 +250,9 @@ class LUInstanceMove(_InstanceLU):
         # the switch: from here on the instance lives on the target (the
         # config objects change in place: keep copies of the old disks)
         old = [(d.copy(), src) for d in disks if d.uuid in new_disks]
-        cfg.modify_instance(inst.uuid, check_resources=False,
-                            primary_node=dst)
+        cfg.modify_instance(inst.uuid, primary_node=dst)
         for uuid, new in new_disks.items():
-            cfg.modify_disk(uuid, check_resources=False,
-                            logical_id=new.logical_id)
+            cfg.modify_disk(uuid, logical_id=new.logical_id)
         inst = self.instance
         if old:
             self.log_info("Removing the old disks on %s", src_name)
@@ -426,8 +428,7 @@ class LUInstanceRecreateDisks(_InstanceLU):
                         lid[0], lid[1] = self.new_nodes[0], self.new_nodes[1]
                         lid[3], lid[4] = _free_minor(cfg, lid[0]), \
                             _free_minor(cfg, lid[1])
-                        cfg.modify_disk(disk.uuid, check_resources=False,
-                                        logical_id=lid)
+                        cfg.modify_disk(disk.uuid, logical_id=lid)
                 cfg.modify_instance(inst.uuid, **changes)
                 inst = self.instance
                 disks = cfg.instance_disks(inst)
@@ -564,7 +565,7 @@ class LUInstanceReplaceDisks(_InstanceLU):
                           found.result[0], found.allocator)
             allocation.release_other_nodes(
                 self, set(inst.all_nodes) | {self.remote_uuid})
-        self._check_nodes()
+        await self._check_nodes()
 
     def dry_run_result(self):
         if self.remote_uuid is None:
@@ -595,7 +596,7 @@ class LUInstanceReplaceDisks(_InstanceLU):
                     % (inst.name, idx, len(disks)), errors.ECODE_INVAL)
         self.wanted = list(op.disks) or list(range(len(disks)))
 
-    def _check_nodes(self):
+    async def _check_nodes(self):
         cfg = self.cfg
         op = self.op
         inst = self.instance
@@ -606,6 +607,20 @@ class LUInstanceReplaceDisks(_InstanceLU):
                     % (node_calls.node_name(cfg, self.remote_uuid), inst.name),
                     errors.ECODE_INVAL)
             checks.check_node_vm_capable(cfg, self.remote_uuid, "secondary")
+            ipolicy.check_target_group(self, inst, self.remote_uuid,
+                                       op.ignore_ipolicy)
+            # the new secondary must hold the mirrors (only what comes
+            # there is checked: the instance as seen from that node)
+            candidate = inst.copy()
+            candidate.primary_node = None
+            candidate.secondary_nodes = [self.remote_uuid]
+            moved = []
+            for d in cfg.instance_disks(inst):
+                d = d.copy()
+                d.nodes = [self.remote_uuid]
+                moved.append(d)
+            await capacity.check_instance_fits(self, candidate, disks=moved,
+                                               only=("disk",))
         if op.mode != "replace_new_secondary":
             checks.check_node_online(cfg, inst.primary_node)
             checks.check_node_online(cfg, inst.secondary_nodes[0])
@@ -712,8 +727,7 @@ class LUInstanceReplaceDisks(_InstanceLU):
             raise
         old = {idx: disks[idx].children for idx in self.wanted}
         for idx in self.wanted:
-            cfg.modify_disk(disks[idx].uuid, check_resources=False,
-                            children=new[idx])
+            cfg.modify_disk(disks[idx].uuid, children=new[idx])
         self.log_info("STEP 4/5 Sync devices")
         await wait_for_sync(self, self.instance, [node_uuid])
         self.log_info("STEP 5/5 Removing old storage")
@@ -790,10 +804,9 @@ class LUInstanceReplaceDisks(_InstanceLU):
             "Disconnecting the mirrors on the primary")
         self.log_info("STEP 4/6 Updating the configuration")
         for disk, nd in zip(disks, new_disks):
-            cfg.modify_disk(disk.uuid, check_resources=False,
-                            logical_id=nd.logical_id, children=nd.children)
-        cfg.modify_instance(inst.uuid, check_resources=False,
-                            secondary_nodes=[new])
+            cfg.modify_disk(disk.uuid, logical_id=nd.logical_id,
+                            children=nd.children)
+        cfg.modify_instance(inst.uuid, secondary_nodes=[new])
         inst = self.instance
         self.log_info("STEP 5/6 Connect the mirrors to %s and sync",
                       new_name)

@@ -11,8 +11,10 @@ import copy
 
 from ganeti import constants
 from ganeti import errors
+from ganeti import ipolicy
 from ganeti import locking
 from ganeti import objects
+from ganeti.cmdlib import capacity
 from ganeti.cmdlib import checks
 from ganeti.cmdlib import instance_disks
 from ganeti.cmdlib import instance_nics
@@ -124,7 +126,7 @@ class LUInstanceSetParams(LogicalUnit):
 
     # --- checks -------------------------------------------------------------
 
-    def check_prereq(self):
+    async def check_prereq(self):
         op = self.op
         cfg = self.cfg
         cluster = cfg.cluster
@@ -174,10 +176,47 @@ class LUInstanceSetParams(LogicalUnit):
         # Disks
         self.disk_plan = []
         final_disks = self._plan_disks(inst)
-        if "beparams" in changes or self.disk_plan:
-            cfg.check_instance_fits(candidate, disks=final_disks)
+        if "beparams" in changes or "nics" in changes or any(
+                action != _MODIFY for action, _, _, _ in self.disk_plan):
+            self._check_ipolicy(candidate, final_disks)
+        await self._check_capacity(inst, candidate, final_disks)
         self.changes = changes
         self.candidate = candidate
+
+    async def _check_capacity(self, inst, candidate, disks):
+        """What the change adds (more memory, vCPUs or spindles, new disks)
+        must fit on the instance's nodes; with ``force``, memory is not
+        checked (as in Ganeti)."""
+        grown = self.cfg.instance_growth(candidate, disks=disks)
+        if self.op.force:
+            grown.discard("memory")
+        if grown:
+            await capacity.check_instance_fits(self, candidate, disks=disks,
+                                               only=grown)
+
+    def _check_ipolicy(self, candidate, disks):
+        """The instance as it would be must meet its group's policy, with
+        its maximum and its minimum memory (Ganeti's rule); a forthcoming
+        one only in what it declares."""
+        cfg = self.cfg
+        if candidate.forthcoming:
+            specs = [ipolicy.declared_spec(cfg, candidate, disks)]
+        else:
+            specs = [ipolicy.instance_spec(cfg, candidate, disks=disks)]
+        be = objects.fill_beparams(cfg.cluster, candidate)
+        if specs[0]["memory"] is not None and \
+                be[constants.BE_MINMEM] != be[constants.BE_MAXMEM]:
+            specs.append(dict(specs[0], memory=be[constants.BE_MINMEM]))
+        group, policy = ipolicy.group_policy(cfg, candidate.primary_node)
+        violations = []
+        for spec in specs:
+            for msg in ipolicy.spec_violations(policy, **spec):
+                if msg not in violations:
+                    violations.append(msg)
+        if violations:
+            ipolicy.enforce(self, ipolicy.allocation_message(group,
+                                                             violations),
+                            self.op.ignore_ipolicy)
 
     def _plan_nics(self, inst):
         cfg = self.cfg
@@ -369,7 +408,7 @@ class LUInstanceSetParams(LogicalUnit):
                 if key in params:
                     changes[key] = params[key] or None
                     out.append(("disk.%s/%d" % (key, idx), changes[key]))
-            cfg.modify_disk(disk.uuid, check_resources=False, **changes)
+            cfg.modify_disk(disk.uuid, **changes)
             return out
         # remove
         if not inst.forthcoming:

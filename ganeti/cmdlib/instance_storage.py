@@ -1,7 +1,9 @@
 """Instance disk operations: activate, deactivate, grow."""
 
 from ganeti import errors
+from ganeti import ipolicy
 from ganeti import locking
+from ganeti.cmdlib import capacity
 from ganeti.cmdlib import checks
 from ganeti.cmdlib import instance_disks
 from ganeti.cmdlib import node_calls
@@ -72,7 +74,7 @@ class LUInstanceGrowDisk(_DiskLU):
     OP_ID = "OP_INSTANCE_GROW_DISK"
     LOCK_NODE_RES = True
 
-    def check_prereq(self):
+    async def check_prereq(self):
         op = self.op
         cfg = self.cfg
         inst = self.instance
@@ -104,8 +106,18 @@ class LUInstanceGrowDisk(_DiskLU):
             target = disk.size + delta
         candidate = disk.copy()
         candidate.size = target
-        others = [d for d in disks if d.uuid != disk.uuid]
-        cfg.check_instance_fits(inst, disks=others + [candidate])
+        grown = [candidate if d.uuid == disk.uuid else d for d in disks]
+        group, policy = ipolicy.group_policy(cfg, inst.primary_node)
+        violations = ipolicy.spec_violations(
+            policy, disk_sizes=[d.size for d in grown],
+            disk_templates=sorted(set(d.dev_type for d in grown)))
+        if violations:
+            ipolicy.enforce(self, "Growing disk %d violates policy: %s"
+                            % (op.disk, ", ".join(violations)),
+                            op.ignore_ipolicy)
+        if delta > 0:
+            await capacity.check_instance_fits(self, inst, disks=grown,
+                                               only=("disk",))
         self.disk = disk
         self.delta = delta
         self.target = target
@@ -129,6 +141,5 @@ class LUInstanceGrowDisk(_DiskLU):
                     "%s disk %d of instance %s"
                     % ("Checking the growth of" if dryrun else "Growing",
                        self.op.disk, inst.name))
-        self.cfg.modify_disk(disk.uuid, check_resources=False,
-                             size=self.target)
+        self.cfg.modify_disk(disk.uuid, size=self.target)
         return None

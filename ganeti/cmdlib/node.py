@@ -163,16 +163,68 @@ def check_ndparams(params, field="ndparams", level="node"):
 NDC_GLOBALS = frozenset([constants.ND_EXCLUSIVE_STORAGE])
 
 
+#: storage kinds a disk_state may name: Ganeti's "plain" (a volume group)
+#: and this project's file storage, also under their storage type names
+DISK_STATE_KINDS = frozenset([constants.DT_PLAIN, constants.DT_FILE,
+                              constants.ST_LVM_VG])
+
+
+def _check_state_values(values, known, where):
+    if not isinstance(values, dict):
+        raise errors.OpPrereqError("%s: expected a dictionary, got %r"
+                                   % (where, values), errors.ECODE_INVAL)
+    for key, value in sorted(values.items()):
+        if key not in known:
+            raise errors.OpPrereqError(
+                "%s: unknown key '%s' (known: %s)"
+                % (where, key, ", ".join(sorted(known))), errors.ECODE_INVAL)
+        if value == constants.VALUE_DEFAULT:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or \
+                value < 0:
+            raise errors.OpPrereqError("%s/%s: expected a non-negative"
+                                       " integer, got %r"
+                                       % (where, key, value),
+                                       errors.ECODE_INVAL)
+
+
+def check_state(state, field):
+    """hv_state ``{hypervisor: {mem_total, mem_node, mem_hv, cpu_total,
+    cpu_node}}`` or disk_state ``{plain|file: {name: {disk_total,
+    disk_reserved, disk_overhead}}}`` (Ganeti's keys, MiB and counts)."""
+    for kind, values in sorted((state or {}).items()):
+        where = "%s/%s" % (field, kind)
+        if field == "hv_state":
+            if kind not in constants.HYPER_TYPES:
+                raise errors.OpPrereqError("%s: unknown hypervisor '%s'"
+                                           % (field, kind),
+                                           errors.ECODE_INVAL)
+            _check_state_values(values, constants.HVSTS_PARAMETERS, where)
+            continue
+        if kind not in DISK_STATE_KINDS:
+            raise errors.OpPrereqError(
+                "%s: unknown storage kind '%s' (known: %s)"
+                % (field, kind, ", ".join(sorted(DISK_STATE_KINDS))),
+                errors.ECODE_INVAL)
+        if not isinstance(values, dict):
+            raise errors.OpPrereqError("%s: expected a dictionary, got %r"
+                                       % (where, values), errors.ECODE_INVAL)
+        for name, unit in sorted(values.items()):
+            _check_state_values(unit, constants.DSS_PARAMETERS,
+                                "%s/%s" % (where, name))
+
+
 def merge_state(current, changes, field):
     """hv_state / disk_state: ``{kind: {name or key: ...}}`` merged one
-    level down."""
+    level down ("default" removes a key); checked first."""
+    check_state(changes, field)
     result = {k: dict(v) for k, v in (current or {}).items()}
     for key, value in (changes or {}).items():
-        if not isinstance(value, dict):
-            raise errors.OpPrereqError("%s/%s: expected a dictionary, got %r"
-                                       % (field, key, value),
-                                       errors.ECODE_INVAL)
-        result.setdefault(key, {}).update(value)
+        merged = result.setdefault(key, {})
+        merged.update(value)
+        for sub, subvalue in list(merged.items()):
+            if subvalue == constants.VALUE_DEFAULT:
+                del merged[sub]
     return result
 
 

@@ -31,6 +31,7 @@ from ganeti import constants
 from ganeti import crypto
 from ganeti import errors
 from ganeti import hypervisor
+from ganeti import ipolicy
 from ganeti import locking
 from ganeti import objects
 from ganeti import opcodes
@@ -56,6 +57,7 @@ CV_EINSTANCEDOWN = ("instance", "EINSTANCEDOWN")
 CV_EINSTANCEBADNODE = ("instance", "EINSTANCEBADNODE")
 CV_EINSTANCEMISSINGDISK = ("instance", "EINSTANCEMISSINGDISK")
 CV_EINSTANCEFAULTYDISK = ("instance", "EINSTANCEFAULTYDISK")
+CV_EINSTANCEPOLICY = ("instance", "EINSTANCEPOLICY")
 
 #: days of validity left below which the cluster certificate is a warning,
 #: and an error (Ganeti's SSL_CERT_EXPIRATION_WARN / _ERROR)
@@ -447,6 +449,12 @@ class LUClusterVerifyGroup(LogicalUnit):
         pname = node_calls.node_name(self.cfg, inst.primary_node)
         if pimg is None:
             return      # dangling: OP_CLUSTER_VERIFY_CONFIG reports it
+        _, policy = ipolicy.group_policy(self.cfg, inst.primary_node)
+        violations = ipolicy.spec_violations(
+            policy, **ipolicy.instance_spec(self.cfg, inst))
+        rep.error_if(violations, CV_EINSTANCEPOLICY, inst.name,
+                     "instance does not meet the instance policy: %s",
+                     ", ".join(violations), code=ETYPE_WARNING)
         if inst.admin_state == constants.ADMINST_UP:
             rep.error_if(pimg.offline, CV_EINSTANCEBADNODE, inst.name,
                          "instance is marked as running and lives on offline"

@@ -12,13 +12,14 @@ config.data, fsync of the directory.  The file being replaced is kept as
 truncated or corrupted by something outside our control; such a file is
 refused on load with an error that names the problem and the backup.
 
-Resource accounting (:meth:`ConfigStore.node_usage`) counts forthcoming
+Resource accounting (:mod:`ganeti.config.accounting`) counts forthcoming
 instances exactly like real ones, so a forthcoming instance that was placed can
-always be turned into a real one.
+always be turned into a real one; what a node can still take comes from its
+live data (:meth:`ConfigStore.node_resources`).
 """
 
 from ganeti.config.accounting import (  # noqa: F401
-    InstanceNeeds, NodeCapacity, NodeUsage)
+    InstanceNeeds, NodeResources, NodeUsage)
 from ganeti.config.store import ConfigStore  # noqa: F401
 
-__all__ = ["ConfigStore", "InstanceNeeds", "NodeCapacity", "NodeUsage"]
+__all__ = ["ConfigStore", "InstanceNeeds", "NodeResources", "NodeUsage"]

@@ -70,11 +70,13 @@ class InstanceMutators(object):
                 raise errors.OpPrereqError("disk %s already exists"
                                            % disk.uuid, errors.ECODE_EXISTS)
 
-    def add_instance(self, instance, disks=(), check_resources=True):
+    def add_instance(self, instance, disks=()):
         """Add an instance (real or forthcoming) with its disks.
 
         Forthcoming instances and disks need only a UUID; whatever resources
-        they do declare are reserved from now on.
+        they do declare are reserved from now on.  Whether they fit is the
+        caller's check (against the nodes' live data, see
+        :meth:`check_instance_fits`).
         """
         instance.uuid = instance.uuid or new_uuid()
         if instance.uuid in self.instances:
@@ -98,8 +100,6 @@ class InstanceMutators(object):
         for nic in instance.nics:
             nic.uuid = nic.uuid or new_uuid()
         self._check_instance_input(instance, disks)
-        if check_resources:
-            self.check_instance_fits(instance, disks=disks)
         with self._change("adding instance %s" % instance.display_name):
             t = self._now()
             instance.ctime = instance.mtime = t
@@ -167,8 +167,8 @@ class InstanceMutators(object):
         "hypervisor", "nics", "primary_node", "secondary_nodes",
         "network_port"])
 
-    def modify_instance(self, name_or_uuid, check_resources=True, **changes):
-        """Change instance fields; resource checks see the new values."""
+    def modify_instance(self, name_or_uuid, **changes):
+        """Change instance fields."""
         inst = self.get_instance(name_or_uuid)
         for key in changes:
             if key not in self._INSTANCE_MODIFIABLE:
@@ -184,16 +184,6 @@ class InstanceMutators(object):
             candidate.primary_node = self.get_node(candidate.primary_node).uuid
         candidate.secondary_nodes = [self.get_node(n).uuid
                                      for n in candidate.secondary_nodes]
-        if check_resources:
-            disks = []
-            for d in self.instance_disks(inst):
-                d = d.copy()
-                if d.dev_type in constants.DTS_NODE_LOCAL and (
-                        "primary_node" in changes
-                        or "secondary_nodes" in changes):
-                    d.nodes = list(candidate.all_nodes)
-                disks.append(d)
-            self.check_instance_fits(candidate, disks=disks)
         with self._change("modifying instance %s" % inst.display_name):
             old_nodes = list(inst.all_nodes)
             for key in changes:
@@ -205,8 +195,7 @@ class InstanceMutators(object):
                         self._touch(d)
             self._touch(inst)
 
-    def add_instance_disk(self, name_or_uuid, disk, index=None,
-                          check_resources=True):
+    def add_instance_disk(self, name_or_uuid, disk, index=None):
         inst = self.get_instance(name_or_uuid)
         disk.uuid = disk.uuid or new_uuid()
         if disk.uuid in self.disks:
@@ -216,9 +205,6 @@ class InstanceMutators(object):
             disk.forthcoming = True
         if not disk.nodes and disk.dev_type in constants.DTS_NODE_LOCAL:
             disk.nodes = list(inst.all_nodes)
-        if check_resources:
-            self.check_instance_fits(inst,
-                                     disks=self.instance_disks(inst) + [disk])
         with self._change("adding a disk to %s" % inst.display_name):
             disk.ctime = disk.mtime = self._now()
             self.disks[disk.uuid] = disk
@@ -244,7 +230,7 @@ class InstanceMutators(object):
                                   "spindles", "logical_id", "nodes",
                                   "children", "iv_name", "dev_type"])
 
-    def modify_disk(self, disk_uuid, check_resources=True, **changes):
+    def modify_disk(self, disk_uuid, **changes):
         disk = self.get_disk(disk_uuid)
         for key in changes:
             if key not in self._DISK_MODIFIABLE:
@@ -256,13 +242,6 @@ class InstanceMutators(object):
                 "size: must be a non-negative number of MiB, got %r"
                 % (changes["size"],), errors.ECODE_INVAL)
         owner = self._disk_owner(disk_uuid)
-        if check_resources and owner is not None:
-            candidate = disk.copy()
-            for key, value in changes.items():
-                setattr(candidate, key, copy.deepcopy(value))
-            others = [d for d in self.instance_disks(owner)
-                      if d.uuid != disk_uuid]
-            self.check_instance_fits(owner, disks=others + [candidate])
         with self._change("modifying disk %s" % disk_uuid):
             for key, value in changes.items():
                 setattr(disk, key, copy.deepcopy(value))

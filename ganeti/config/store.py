@@ -23,6 +23,7 @@ from twisted.logger import Logger
 
 from ganeti import constants
 from ganeti import errors
+from ganeti import ipolicy
 from ganeti import objects
 from ganeti import uidpool
 from ganeti.objects import (Cluster, Node, NodeGroup, new_uuid)
@@ -200,6 +201,9 @@ class ConfigStore(InstanceMutators, Accounting):
             shared_file_storage_dir=shared_file_storage_dir,
             uid_pool=[list(r) for r in uid_pool], **cluster_params)
         cluster.fill_defaults()
+        # as Ganeti's init: the policy allows only enabled disk templates
+        cluster.ipolicy = ipolicy.restrict_templates(
+            cluster.ipolicy, cluster.enabled_disk_templates)
         group = NodeGroup(name=constants.INITIAL_NODE_GROUP_NAME,
                           uuid=new_uuid(), ctime=t, mtime=t)
         master = Node(name=master_name, primary_ip=master_ip,

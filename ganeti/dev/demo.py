@@ -21,6 +21,7 @@ then reused from its cache); their serial console logs are printed.
 """
 
 import argparse
+import copy
 import os
 import signal
 import socket
@@ -56,17 +57,6 @@ def available_plugins():
     return {p.tapname for p in getPlugins(IServiceMaker)}
 
 
-#: What each node offers, as its daemon would report it (the config
-#: accounting checks new instances against it).
-CAPACITY = {"hv_state": {"fake": {"mem_total": 4096, "cpu_total": 4}},
-            "disk_state": {"file": {"default": {"total": 102400}}}}
-
-
-def set_capacity(store):
-    for node in sorted(store.nodes.values(), key=lambda n: n.name):
-        store.set_node_params(node.uuid, **CAPACITY)
-
-
 def build_cluster(vc, noded_args):
     """The master first (its config, certificate, noded and masterd), then
     every other node joins (bootstrap noded, OP_NODE_ADD pinned to its
@@ -74,7 +64,6 @@ def build_cluster(vc, noded_args):
     started, for the summary."""
     store = vc.create_master(
         hypervisors=(constants.HT_FAKE, constants.HT_KVM))
-    set_capacity(store)
     # the remote API's certificate (ganeti-rapi on the master)
     crypto.generate_cluster_certificate(
         os.path.join(vc.master.paths.data_dir, "rapi.pem"),
@@ -84,7 +73,7 @@ def build_cluster(vc, noded_args):
     vc.start_master(noded_args)
     print("Joining nodes (ganeti-noded --bootstrap, then OP_NODE_ADD pinned"
           " to the fingerprint it logged):")
-    jobs = vc.join_nodes(noded_args=noded_args, **CAPACITY)
+    jobs = vc.join_nodes(noded_args=noded_args)
     for node in vc.nodes[1:]:
         print("  job %s (%s): success" % (jobs[node.name], node.name))
     procs = dict(vc.processes)
@@ -100,7 +89,6 @@ def build_cluster(vc, noded_args):
 def populate(store):
     """A few instances straight into the configuration, and a reservation
     (for tests that need a populated config without node daemons)."""
-    set_capacity(store)
     nodes = sorted(store.nodes.values(), key=lambda n: n.name)
     for i, node in enumerate(nodes):
         inst = objects.Instance(
@@ -123,16 +111,38 @@ def populate(store):
 
 def create_instances(vc, guest=None):
     """One instance per node and a reservation, submitted as jobs (kvm
-    instances booting ``guest`` if given, else fake ones)."""
+    instances booting ``guest`` if given, else fake ones); their sizes meet
+    the cluster's default instance policy (disks of at least 1 GiB, file
+    disks are sparse)."""
     from ganeti import luxi
     jobs = []
+    failures = []
     with luxi.BlockingClient(vc.master.paths.master_socket, 60) as c:
+
+        def wait(what, job):
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                status, result = c.call("QueryJobs", [job],
+                                        ["status", "opresult"])[0]
+                if status in ("success", "error", "canceled"):
+                    break
+                c.call("WaitForJobChange", job, ["status"], None, -1, 5)
+            print("  job %s (%s): %s" % (job, what, status))
+            if status != "success":
+                failures.append("%s: %s" % (what, result))
+        if guest is not None:
+            # the VMs have no NIC: an admin lets the policy allow that
+            policy = copy.deepcopy(constants.IPOLICY_DEFAULTS["minmax"])
+            policy[0]["min"]["nic-count"] = 0
+            wait("the instance policy allowing VMs without NICs",
+                 c.call("SubmitJob", [{"OP_ID": "OP_CLUSTER_SET_PARAMS",
+                                       "ipolicy": {"minmax": policy}}]))
         for i, node in enumerate(vc.nodes):
             op = {
                 "OP_ID": "OP_INSTANCE_CREATE", "mode": "create",
                 "instance_name": "inst%d.example.com" % (i + 1),
                 "pnode": node.name, "disk_template": "file",
-                "disks": [{"size": 256}],
+                "disks": [{"size": 1024}],
                 "nics": [{"mode": "routed", "link": "100",
                           "ip": "192.0.2.%d" % (10 + i)}],
                 "os_type": "busybox+default",
@@ -154,18 +164,8 @@ def create_instances(vc, guest=None):
             "os_type": "busybox+default", "hypervisor": constants.HT_FAKE,
             "beparams": {"memory": 1024, "vcpus": 2}, "name_check": False,
             "ip_check": False}])))
-        failures = []
         for what, job in jobs:
-            deadline = time.monotonic() + 120
-            while time.monotonic() < deadline:
-                status, result = c.call("QueryJobs", [job],
-                                        ["status", "opresult"])[0]
-                if status in ("success", "error", "canceled"):
-                    break
-                c.call("WaitForJobChange", job, ["status"], None, -1, 5)
-            print("  job %s (%s): %s" % (job, what, status))
-            if status != "success":
-                failures.append("%s: %s" % (what, result))
+            wait(what, job)
     return failures
 
 
@@ -178,28 +178,49 @@ def run_cli(vc, tool, *args):
     return out.stdout.decode("utf-8", "replace").rstrip()
 
 
-def print_summary(vc, store, started):
-    print()
-    print("Virtual cluster %s: %d nodes under %s"
-          % (store.cluster.cluster_name, len(vc.nodes), vc.base))
-    print()
-    fmt = "  %-20s %-15s %-9s %9s %9s %6s  %s"
-    print(fmt % ("Node", "IP", "Role", "Mem used", "Disk used", "vCPUs",
-                 "Instances"))
+#: node query fields of the capacity table: what the node reports, what
+#: is reserved, what the master still admits
+CAPACITY_FIELDS = ["name", "mfree", "reserved.mem", "avail.mem", "dfree",
+                   "avail.vcpus"]
+
+
+def capacity_table(vc, store):
+    """Each node's capacity as the master admits against it (a node query
+    through luxi: the figures Ganeti's htools read too)."""
+    from ganeti import luxi
+    with luxi.BlockingClient(vc.master.paths.master_socket, 60) as c:
+        answer = c.call("Query", "node", CAPACITY_FIELDS, None)
+    live = {}
+    for row in answer["data"]:
+        values = [v if rs == 0 else None for rs, v in row]
+        live[values[0]] = values[1:]
+    fmt = "  %-20s %-15s %-9s %7s %9s %7s %8s %6s  %s"
+    lines = [fmt % ("Node", "IP", "Role", "MFree", "Reserved", "Avail",
+                    "DFree", "vCPUs", "Instances")]
     for node in vc.nodes:
         obj = store.get_node(node.name)
         role = ("master" if obj.uuid == store.cluster.master_node
                 else "candidate" if obj.master_candidate else "regular")
         use = store.node_usage(obj.uuid)
-        free = store.node_free(obj.uuid)
         names = [store.instances[u].display_name
                  + (" (forthcoming)" if store.instances[u].forthcoming
                     else "") for u in use.instances]
-        print(fmt % (node.name, node.ip, role,
-                     "%d/%d" % (use.memory, use.memory + free["memory"]),
-                     "%d/%d" % (use.disk, use.disk + free["disk"]),
-                     "%d/%d" % (use.vcpus, use.vcpus + free["vcpus"]),
-                     ", ".join(names) or "-"))
+        mfree, reserved, avail, dfree, vcpus = [
+            "?" if v is None else v for v in live.get(node.name, [None] * 5)]
+        lines.append(fmt % (node.name, node.ip, role, mfree, reserved, avail,
+                            dfree, vcpus, ", ".join(names) or "-"))
+    lines.append("  (MiB; Avail = MFree - Reserved: memory of stopped and"
+                 " forthcoming instances; DFree counts forthcoming disks as"
+                 " used)")
+    return "\n".join(lines)
+
+
+def print_summary(vc, store, started):
+    print()
+    print("Virtual cluster %s: %d nodes under %s"
+          % (store.cluster.cluster_name, len(vc.nodes), vc.base))
+    print()
+    print(capacity_table(vc, store))
     print()
     print("Where to look:")
     print("  configuration     %s" % vc.master.paths.config_file)
@@ -232,8 +253,9 @@ def print_summary(vc, store, started):
               % vc.master.paths.rapi_users_file)
         print("  curl -k https://%s:%d/2/instances?bulk=1"
               % (vc.master.ip, constants.DEFAULT_RAPI_PORT))
-        print("  /usr/lib/ganeti/3.0/usr/bin/hbal -m https://%s:%d"
-              % (vc.master.ip, constants.DEFAULT_RAPI_PORT))
+        for tool in ("hbal", "hcheck", "hspace"):
+            print("  /usr/lib/ganeti/3.0/usr/bin/%s -m https://%s:%d"
+                  % (tool, vc.master.ip, constants.DEFAULT_RAPI_PORT))
     print()
     print("Drive it (our tools; Ganeti's own gnt-* work too with"
           " GANETI_ROOTDIR and GANETI_HOSTNAME set as above):")

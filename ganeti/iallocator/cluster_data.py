@@ -28,6 +28,7 @@ import attr
 from ganeti import constants
 from ganeti import errors
 from ganeti import objects
+from ganeti.config import accounting
 from ganeti.iallocator import requests
 
 __all__ = ["VERSION", "NodeLive", "storage_unit", "build_input",
@@ -173,6 +174,16 @@ class _Builder(object):
         mem_node = _int_attr(hv, name, "memory_dom0", 0)
         cpu_total = _int_attr(hv, name, "cpu_total")
         cpu_node = _int_attr(hv, name, "cpu_dom0", cpu_total)
+        # the admin's overrides lower what the node offers, as node queries
+        # and the master's own checks see it (docs/capacity.rst)
+        adjusted = accounting.apply_overrides(
+            {"mtotal": mem_total, "mnode": mem_node, "mfree": mem_free,
+             "ctotal": cpu_total, "cnos": cpu_node},
+            (node.hv_state_static or {}).get(
+                self.cluster.default_hypervisor, {}), None)
+        mem_total, mem_node, mem_free, cpu_total, cpu_node = (
+            adjusted[k] for k in ("mtotal", "mnode", "mfree", "ctotal",
+                                  "cnos"))
         pri_mem = pri_up_mem = 0
         running = live.instances or {}
         for inst in self.primaries.get(node.uuid, ()):
@@ -212,7 +223,9 @@ class _Builder(object):
                           % (node.name, st, unit.get("name"),
                              unit.get("error") or "no size: missing?"))
                 return 0, 0
-            return size, max(0, free - self.reserved_disk(node, st))
+            kept = accounting.apply_overrides(
+                {"dfree": free}, None, node.disk_state_static)["dfree"]
+            return size, max(0, kept - self.reserved_disk(node, st))
         self.warn("Node %s did not report its %s storage; the allocator sees"
                   " none" % (node.name, st))
         return 0, 0

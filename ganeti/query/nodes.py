@@ -1,12 +1,24 @@
 """Node query fields.
 
-Besides Ganeti's fields, nodes have this project's *allocation* fields,
-computed from the configuration alone with the same rules as
-``ConfigStore.node_usage`` (forthcoming instances count as if real):
-``alloc.mem``, ``alloc.disk``, ``alloc.vcpus``, ``alloc.spindles`` (what the
-instances placed on the node take), ``avail.*`` (the node's recorded
-capacity minus that; RS_UNAVAIL while the capacity is unknown),
-``forthcoming_cnt`` and ``forthcoming_list`` (the reservations counted).
+Besides Ganeti's fields, nodes have this project's capacity fields:
+
+* ``alloc.mem``, ``alloc.disk``, ``alloc.vcpus``, ``alloc.spindles``: what
+  the instances placed on the node take, from the configuration
+  (``ConfigStore.node_usage``; forthcoming instances count as if real);
+* ``reserved.mem``, ``reserved.disk``: what is promised but does not show
+  in the node's own figures: the ``maxmem`` of its primary instances that
+  are down but may start and of forthcoming ones, and the node-local disks
+  of forthcoming instances;
+* ``avail.mem``, ``avail.disk``, ``avail.vcpus``, ``avail.spindles``: what
+  the master still admits there (``mfree`` minus ``reserved.mem``, and so
+  on: ``ganeti.config.accounting``); unavailable, like the live fields,
+  when the node gave no live data;
+* ``forthcoming_cnt`` and ``forthcoming_list``: the reservations counted.
+
+The live fields ``mtotal mnode mfree dtotal dfree ctotal cnos`` are the
+node's figures after the admin's overrides (``hv_state``/``disk_state``),
+and ``dfree`` counts the disks of forthcoming instances as used: the
+numbers Ganeti's htools read are the numbers the master admits against.
 """
 
 import copy
@@ -17,7 +29,8 @@ from ganeti.query import live
 from ganeti.query.base import (Field, FieldTable, Resource, QFT_TEXT,
                                QFT_BOOL, QFT_NUMBER, QFT_UNIT, QFT_OTHER,
                                QFT_NUMBER_FLOAT, FF_HOSTNAME, NEED_LIVE_NODE,
-                               UNAVAIL, NODATA, OFFLINE, attr_getter,
+                               NEED_LIVE_INST, UNAVAIL, NODATA, OFFLINE,
+                               attr_getter,
                                common_fields, lookup_by_name, param_kind,
                                nice_sort)
 
@@ -87,8 +100,6 @@ def allocation(run):
 
 
 _ALLOC_INDEX = {"mem": 0, "disk": 1, "vcpus": 2, "spindles": 3}
-_CAPACITY_ATTR = {"mem": "memory", "disk": "disk", "vcpus": "vcpus",
-                  "spindles": "spindles"}
 
 
 def _alloc(resource):
@@ -100,17 +111,38 @@ def _alloc(resource):
     return get
 
 
-def _avail(resource):
-    index = _ALLOC_INDEX[resource]
+def _live_status(run, node):
+    """Why the node has no live data (a Status), or None."""
+    if node.offline:
+        return OFFLINE
+    if not node.vm_capable:
+        return UNAVAIL
+    if run.node_runtime.get(node.uuid) is None:
+        return NODATA
+    return None
 
+
+def _resources(run, node):
+    """The node's NodeResources from what this query collected (every
+    node's in one pass over the instances)."""
+    return run.memo("resources", lambda: run.cfg.nodes_resources(
+        list(run.cfg.nodes), run.node_runtime, run.inst_runtime))[node.uuid]
+
+
+def _config_resources(run, node):
+    """The node's NodeResources as far as the configuration says."""
+    return run.memo("config-resources", lambda: run.cfg.nodes_resources(
+        list(run.cfg.nodes), {}, {}))[node.uuid]
+
+
+def _capacity(value_of):
+    """A getter of a NodeResources value (UNAVAIL when it is unknown)."""
     def get(run, node):
-        capacity = run.memo(("capacity", node.uuid),
-                            lambda: run.cfg.node_capacity(node.uuid))
-        total = getattr(capacity, _CAPACITY_ATTR[resource])
-        if total is None:
-            return UNAVAIL
-        entry = allocation(run).get(node.uuid)
-        return total - (entry[index] if entry else 0)
+        status = _live_status(run, node)
+        if status is not None:
+            return status
+        value = value_of(_resources(run, node))
+        return UNAVAIL if value is None else value
     return get
 
 
@@ -144,16 +176,20 @@ def _powered(run, node):
     return bool(node.powered)
 
 
+#: live fields reported after overrides and reservations (NodeResources)
+_ADJUSTED = frozenset(["mtotal", "mnode", "mfree", "dtotal", "dfree",
+                       "ctotal", "cnos"])
+
+
 def _live(key, kind):
+    if key in _ADJUSTED:
+        return _capacity(lambda res: getattr(res, key))
+
     def get(run, node):
-        if node.offline:
-            return OFFLINE
-        if not node.vm_capable:
-            return UNAVAIL
-        data = run.node_runtime.get(node.uuid)
-        if data is None:
-            return NODATA
-        value = data.get(key)
+        status = _live_status(run, node)
+        if status is not None:
+            return status
+        value = run.node_runtime[node.uuid].get(key)
         if value is None:
             return UNAVAIL
         if kind in (QFT_NUMBER, QFT_UNIT):
@@ -300,17 +336,31 @@ def build_fields():
         Field("alloc.spindles", "AllocSpindles", QFT_NUMBER,
               "Spindles used by the instances with this node as primary,"
               " forthcoming ones included", _alloc("spindles")),
+        Field("reserved.mem", "ReservedMem", QFT_UNIT,
+              "Memory (maxmem) of the primary instances that are down but"
+              " may start, and of forthcoming ones: promised, not in mfree"
+              " (MiB)", _capacity(lambda res: res.reserved_memory),
+              needs=NEED_LIVE_INST),
+        Field("reserved.disk", "ReservedDisk", QFT_UNIT,
+              "Node-local disks of forthcoming instances (already taken off"
+              " dfree) (MiB)",
+              lambda run, node: _config_resources(run, node).reserved_disk),
         Field("avail.mem", "AvailMem", QFT_UNIT,
-              "Recorded memory capacity minus alloc.mem (MiB)",
-              _avail("mem")),
+              "Memory the master admits new demands against: mfree minus"
+              " reserved.mem (MiB)",
+              _capacity(lambda res: res.free_memory), needs=NEED_LIVE_INST),
         Field("avail.disk", "AvailDisk", QFT_UNIT,
-              "Recorded disk capacity minus alloc.disk (MiB)",
-              _avail("disk")),
+              "Disk space the master admits new node-local disks against"
+              " (dfree) (MiB)", _capacity(lambda res: res.free_disk),
+              needs=NEED_LIVE_NODE),
         Field("avail.vcpus", "AvailVCPUs", QFT_NUMBER,
-              "VCPU capacity (CPUs times the vcpu ratio) minus alloc.vcpus",
-              _avail("vcpus")),
+              "VCPUs still admitted: ctotal times the vcpu-ratio, minus"
+              " cnos, minus the VCPUs of instances that are not offline",
+              _capacity(lambda res: res.free_vcpus), needs=NEED_LIVE_NODE),
         Field("avail.spindles", "AvailSpindles", QFT_NUMBER,
-              "Spindle capacity minus alloc.spindles", _avail("spindles")),
+              "Spindles (spindle_count times the spindle-ratio) minus"
+              " alloc.spindles",
+              lambda run, node: _config_resources(run, node).free_spindles),
         Field("forthcoming_cnt", "Forthcoming", QFT_NUMBER,
               "Number of forthcoming instances holding resources here",
               lambda run, node: len((allocation(run).get(node.uuid)
@@ -340,7 +390,9 @@ class NodeResource(Resource):
         return node.name
 
     def collect(self, run, items, needs):
-        if NEED_LIVE_NODE not in needs:
+        """Node runtime data for the live fields; for the fields counting
+        reservations also the hypervisors' instances (which are running)."""
+        if NEED_LIVE_NODE not in needs and NEED_LIVE_INST not in needs:
             return None
         wanted = set(n.uuid for n in items
                      if not n.offline and n.vm_capable)
@@ -350,6 +402,19 @@ class NodeResource(Resource):
             run.node_runtime.update(data)
             run.unreachable.update(unreachable)
             run.collected.add(NEED_LIVE_NODE)
+            if NEED_LIVE_INST not in needs:
+                return None
+            return live.fetch_instances_runtime(
+                run.ctx.live, set(data)).addCallback(store_instances)
+
+        def store_instances(answer):
+            data, unreachable = answer
+            run.inst_runtime.update(data)
+            run.unreachable.update(unreachable)
+            for uuid in unreachable:
+                # without its instances, the node's reservations are unknown
+                run.node_runtime.pop(uuid, None)
+            run.collected.add(NEED_LIVE_INST)
         d = live.fetch_nodes_runtime(run.ctx.live, wanted)
         return d.addCallback(store)
 

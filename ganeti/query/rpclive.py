@@ -19,27 +19,50 @@ class RpcLiveData(object):
     def _hypervisors(self):
         return list(self.cfg.cluster.enabled_hypervisors)
 
+    def _call(self, node_uuids, procedure, args):
+        """call_many by node name (as every caller of the node daemons
+        names nodes); the answers keyed by UUID again."""
+        names = {}
+        for uuid in node_uuids:
+            node = self.cfg.nodes.get(uuid)
+            names[uuid] = node.name if node is not None else uuid
+        d = self.rpc.call_many(list(names.values()), procedure, args,
+                               timeout=self.timeout)
+
+        def by_uuid(results):
+            if isinstance(results, dict):
+                return {uuid: results.get(name)
+                        for uuid, name in names.items()}
+            return dict(zip(names, results))
+        return d.addCallback(by_uuid)
+
     @defer.inlineCallbacks
     def instances_runtime(self, node_uuids):
-        results = yield self.rpc.call_many(
-            list(node_uuids), "all_instances_info", [self._hypervisors()],
-            timeout=self.timeout)
+        results = yield self._call(
+            node_uuids, "all_instances_info", [self._hypervisors()])
         return _per_node(node_uuids, results, _instances_info)
+
+    def _storage_units(self):
+        """The storage unit of the cluster's default disk template (the
+        first enabled one with storage on the nodes), as Ganeti reports
+        ``dtotal``/``dfree``: one pool, which htools plan with."""
+        c = self.cfg.cluster
+        for template in c.enabled_disk_templates:
+            if template == constants.DT_FILE:
+                if c.file_storage_dir:
+                    return [[constants.ST_FILE, c.file_storage_dir, []]]
+                return []
+            if template in (constants.DT_PLAIN, constants.DT_DRBD8):
+                if c.volume_group_name:
+                    return [[constants.ST_LVM_VG, c.volume_group_name, []]]
+                return []
+        return []
 
     @defer.inlineCallbacks
     def nodes_runtime(self, node_uuids):
-        c = self.cfg.cluster
-        units = []
-        if constants.DT_FILE in c.enabled_disk_templates and \
-                c.file_storage_dir:
-            units.append([constants.ST_FILE, c.file_storage_dir, []])
-        if constants.DT_PLAIN in c.enabled_disk_templates and \
-                c.volume_group_name:
-            units.append([constants.ST_LVM_VG, c.volume_group_name, []])
-        hv = c.default_hypervisor
-        results = yield self.rpc.call_many(
-            list(node_uuids), "node_info", [units, [hv]],
-            timeout=self.timeout)
+        hv = self.cfg.cluster.default_hypervisor
+        results = yield self._call(node_uuids, "node_info",
+                                   [self._storage_units(), [hv]])
         return _per_node(node_uuids, results, _node_info)
 
 

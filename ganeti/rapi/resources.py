@@ -37,8 +37,11 @@ RAPI_VERSION = 2
 FEATURES = ["instance-create-reqv1", "instance-reinstall-reqv1",
             "node-migrate-reqv1", "node-evac-res1"]
 
-#: fields of the bulk formats (Ganeti's); "forthcoming" is extra
-#: (htools read it when present)
+#: fields of the bulk formats (Ganeti's).  The instance list leaves out
+#: "forthcoming", as Ganeti's does: htools reading it would count
+#: reservations as not holding resources (and hspace fails to add up the
+#: instances); without it they count a forthcoming instance as a stopped
+#: one, holding its memory and disks, as the master does.
 I_FIELDS = ["name", "admin_state", "os", "pnode", "snodes", "disk_template",
             "nic.ips", "nic.macs", "nic.modes", "nic.uuids", "nic.names",
             "nic.links", "nic.networks", "nic.networks.names", "nic.bridges",
@@ -46,7 +49,10 @@ I_FIELDS = ["name", "admin_state", "os", "pnode", "snodes", "disk_template",
             "disk.uuids", "disk.names", "beparams", "hvparams", "oper_state",
             "oper_ram", "oper_vcpus", "status", "custom_hvparams",
             "custom_beparams", "custom_nicparams", "ctime", "mtime", "uuid",
-            "serial_no", "tags", "forthcoming"]
+            "serial_no", "tags"]
+#: one instance (GET /2/instances/{name}) also says whether it is
+#: forthcoming (this project's addition, for reservation clients)
+I_FIELDS_ONE = I_FIELDS + ["forthcoming"]
 N_FIELDS = ["name", "offline", "master_candidate", "drained", "dtotal",
             "dfree", "sptotal", "spfree", "mtotal", "mnode", "mfree",
             "pinst_cnt", "sinst_cnt", "ctotal", "cnos", "cnodes", "csockets",
@@ -642,8 +648,9 @@ resource("/2/instances-multi-alloc", "instances_multi_alloc",
                 query=(DRY_RUN, REASON), body="{instances: [...]}",
                 returns="job_id"))
 resource(_instance, "instances_name", "One instance (by name, or by UUID)",
-         Method("GET", _get("instance", I_FIELDS, _fix_instance),
-                "The instance (bulk format)"),
+         Method("GET", _get("instance", I_FIELDS_ONE, _fix_instance),
+                "The instance (bulk format, and whether it is"
+                " forthcoming)"),
          Method("DELETE", _instance_op("OP_INSTANCE_REMOVE"),
                 "Remove the instance", opcodes=("OP_INSTANCE_REMOVE",),
                 query=(DRY_RUN, REASON), body="OP_INSTANCE_REMOVE parameters",

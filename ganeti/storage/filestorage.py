@@ -18,6 +18,7 @@ daemon's thread pool); qemu-img runs as a command, on the reactor.
 import errno
 import json
 import os
+import stat
 
 from twisted.internet import defer
 from zope.interface import implementer
@@ -215,6 +216,27 @@ class FileDevice(BlockDevice):
         return (size, None)
 
 
+def _existing_parent(path):
+    while not os.path.isdir(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    return path
+
+
+def _unwritten(directory):
+    """Bytes the regular files below ``directory`` may still grow into
+    their apparent size (sparse images); symlinks are not followed."""
+    total = 0
+    for root, dirs, files in os.walk(directory):
+        for name in files:
+            try:
+                st = os.lstat(os.path.join(root, name))
+            except OSError:
+                continue        # removed meanwhile
+            if stat.S_ISREG(st.st_mode):
+                total += max(0, st.st_size - st.st_blocks * 512)
+    return total
+
+
 @implementer(IStorageUnitKind)
 class FileStorageKind(object):
     """File storage directories: a unit is a directory, its space is the
@@ -257,9 +279,22 @@ class FileStorageKind(object):
         return self._ctx.run_blocking(self._space_info, key)
 
     def _space_info(self, key):
+        """What the node reports for capacity: the filesystem's size and
+        free space, less what its sparse images were promised but have not
+        written yet (a file disk takes its full size sooner or later, as an
+        LVM volume does at once).  A directory not made yet (the first disk
+        makes it) reports the filesystem it will be made on."""
         unit = self._unit(key)
+        real = os.path.realpath(key)
+        size, free = unit.size, unit.free
+        if size is None:
+            st = os.statvfs(_existing_parent(real))
+            size = st.f_blocks * st.f_frsize // MiB
+            free = st.f_bavail * st.f_frsize // MiB
+        else:
+            free = max(0, free - _unwritten(real) // MiB)
         return {"type": self.storage_type, "name": key,
-                "storage_size": unit.size, "storage_free": unit.free}
+                "storage_size": size, "storage_free": free}
 
     def modify_unit(self, name, changes):
         return defer.fail(errors.ParameterError(

@@ -170,7 +170,7 @@ class InstanceTests(ClusterTestCase):
         self.init()
         code, out = self.gnt(
             "gnt-instance", "add", "-t", "file", "-o", "busybox+default",
-            "-n", NODE, "-s", "64M", "-B", "memory=128M", "--no-name-check",
+            "-n", NODE, "-s", "1G", "-B", "memory=128M", "--no-name-check",
             "--no-ip-check", "inst1")
         if code != 0 and "OP_INSTANCE_CREATE is not implemented" in out:
             raise unittest.SkipTest("instance logical units not available")
@@ -203,7 +203,7 @@ class InstanceTests(ClusterTestCase):
         self.assertIn("- Instance name: inst1\n", out)
         self.assertIn("  State: configured to be up, actual state is up\n",
                       out)
-        self.assertIn("    - disk/0: file, size 64M\n", out)
+        self.assertIn("    - disk/0: file, size 1.0G\n", out)
 
         out = self.ok("gnt-instance", "modify", "-B", "vcpus=2", "inst1")
         self.assertIn("Modified instance inst1", out)
@@ -249,7 +249,7 @@ class InstanceTests(ClusterTestCase):
         self.init()
         code, out = self.gnt(
             "gnt-instance", "add", "--forthcoming", "-t", "file", "-o",
-            "busybox", "-n", NODE, "-s", "32M", "--no-name-check",
+            "busybox", "-n", NODE, "-s", "1G", "--no-name-check",
             "--no-ip-check", "res1")
         if code != 0 and "OP_INSTANCE_CREATE is not implemented" in out:
             raise unittest.SkipTest("instance logical units not available")

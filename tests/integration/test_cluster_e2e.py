@@ -136,8 +136,8 @@ class ClusterEndToEndTest(GntCommandsMixin, unittest.TestCase):
         # --- instances on shared storage, one per node
         for name, node in zip(INSTANCES, vc.nodes):
             self.ok("gnt-instance", "add", "-t", "sharedfile", "--disk",
-                    "0:size=16", "-o", "busybox+default", "-B", "memory=32",
-                    "--no-nics", "--no-name-check", "--no-ip-check", "-n",
+                    "0:size=1G", "-o", "busybox+default", "-B",
+                    "memory=128", "--no-name-check", "--no-ip-check", "-n",
                     node.name, name)
         self.assertEqual(self.instances(), {
             name: (node.name, "running")

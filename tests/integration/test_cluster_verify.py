@@ -38,7 +38,7 @@ class RealDaemonsVerifyTests(DaemonsTestCase):
                                      if line.startswith("  - ")]
 
     def test_missing_disk_and_killed_guest(self):
-        self.run_job(self.create_op(disks=[{"size": 16}], nics=[]))
+        self.run_job(self.create_op())
         node = self.vc.master.name
         self.assertEqual(self.verify(), (True, True, []))
 
@@ -78,8 +78,7 @@ class RealDaemonsVerifyTests(DaemonsTestCase):
         self.assertIn("* Verifying group 'default'", out)
         # an instance whose guest is gone: exit 1 and a parseable line
         self.run_job(self.create_op(disk_template="diskless", disks=[],
-                                    nics=[], no_install=True,
-                                    pnode=node.name))
+                                    no_install=True, pnode=node.name))
         self.run_job({"OP_ID": "OP_INSTANCE_STARTUP",
                       "instance_name": INSTANCE})
         rt = state.RuntimeDir(node.root, "fake")

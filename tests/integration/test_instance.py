@@ -28,13 +28,13 @@ class DaemonsTestCase(RunningClusterTestCase):
         self.file_storage_dir = self.fsd
 
     def create_op(self, **params):
-        """OP_INSTANCE_CREATE of INSTANCE on the master node: a 64 MiB file
-        disk, one NIC, the busybox OS (``params`` change that)."""
+        """OP_INSTANCE_CREATE of INSTANCE on the master node: a 1 GiB file
+        disk (sparse), one NIC, the busybox OS (``params`` change that)."""
         op = {"OP_ID": "OP_INSTANCE_CREATE", "instance_name": INSTANCE,
               "mode": "create", "disk_template": "file",
-              "disks": [{"size": 64}], "nics": [{}],
+              "disks": [{"size": 1024}], "nics": [{}],
               "os_type": "busybox+default", "pnode": self.vc.master.name,
-              "beparams": {"memory": 64}, "name_check": False,
+              "beparams": {"memory": 128}, "name_check": False,
               "ip_check": False}
         op.update(params)
         return op
@@ -59,7 +59,7 @@ class InstanceLifeCycleTests(DaemonsTestCase):
         self.assertTrue(disk_file.startswith(self.file_storage_dir + "/"))
         self.assertEqual(info["disks"][0]["pstatus"][0], disk_file)
         self.assertTrue(os.path.isfile(disk_file))
-        self.assertEqual(os.path.getsize(disk_file), 64 * 1024 * 1024)
+        self.assertEqual(os.path.getsize(disk_file), 1024 * 1024 * 1024)
         with open(disk_file, "rb") as f:
             head = f.read(8192).decode("utf-8", "replace")
         # the OS create script ran on the node with the instance's data
@@ -153,8 +153,8 @@ class GanetiClientTests(DaemonsTestCase):
         self.assertIn("OS: busybox [global status: valid]", out)
         code, out = self.gnt(
             "gnt-instance", "add", "-t", "file", "-o", "busybox+default",
-            "-n", self.vc.master.name, "--disk", "0:size=64M",
-            "-B", "memory=64M", "--no-name-check", "--no-ip-check", INSTANCE)
+            "-n", self.vc.master.name, "--disk", "0:size=1G",
+            "-B", "memory=128M", "--no-name-check", "--no-ip-check", INSTANCE)
         self.assertEqual(code, 0, out)
         code, out = self.gnt("gnt-instance", "info", INSTANCE)
         self.assertEqual(code, 0, out)

@@ -101,7 +101,10 @@ class KvmClusterTests(RunningClusterTestCase):
                          "root_path": "", "kvm_flag": "disabled",
                          "kernel_args": "quiet ganeti_test=%s" % mode,
                          "serial_speed": 115200, "user_shutdown": True},
-            "name_check": False, "ip_check": False})
+            "name_check": False, "ip_check": False,
+            # no NIC (the kvm driver wants a bridge), a small disk: below
+            # the default instance policy
+            "ignore_ipolicy": True})
 
     def qemu_pid(self, name):
         pid = state.read_pid_file(self.rt.pid_path(name))

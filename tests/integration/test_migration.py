@@ -71,9 +71,9 @@ class ClusterTestCase(GntCommandsMixin, RunningClusterTestCase):
     def create(self, name=INSTANCE, template="sharedfile", node=0, **kw):
         op = {"OP_ID": "OP_INSTANCE_CREATE", "instance_name": name,
               "mode": "create", "disk_template": template,
-              "disks": [{"size": 16}] if template != "diskless" else [],
-              "nics": [], "os_type": "busybox+default",
-              "pnode": self.node(node).name, "beparams": {"memory": 32},
+              "disks": [{"size": 1024}] if template != "diskless" else [],
+              "nics": [{}], "os_type": "busybox+default",
+              "pnode": self.node(node).name, "beparams": {"memory": 128},
               "name_check": False, "ip_check": False}
         op.update(kw)
         return self.run_job(op)

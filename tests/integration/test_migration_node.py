@@ -30,7 +30,9 @@ class NodeEvacuationTests(ClusterTestCase):
         # node2 is the one emptied (the master's node cannot be drained)
         n1, n2, n3 = (self.node(i).name for i in (1, 2, 0))
         self.create("shared1.example.com", node=1)
-        self.create("file1.example.com", template="file", node=1)
+        # a small disk, quick to copy (below the policy's minimum size)
+        self.create("file1.example.com", template="file", node=1,
+                    disks=[{"size": 16}], ignore_ipolicy=True)
         path, head = self.disk_head("file1.example.com")
         self.assertTrue(head.startswith(b"GANETI-BUSYBOX-OS v1"), head)
 

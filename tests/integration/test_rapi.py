@@ -66,9 +66,9 @@ CLIENT_SCRIPT = textwrap.dedent("""
         anon.AddClusterTags(["x"])
     except client.GanetiApiError as err:
         out["anon_write"] = [err.code, str(err)]
-    job = c.CreateInstance("create", "%INSTANCE%", "file", [{"size": 64}],
+    job = c.CreateInstance("create", "%INSTANCE%", "file", [{"size": 1024}],
                            [{}], os="busybox+default", pnode=node,
-                           beparams={"memory": 64}, name_check=False,
+                           beparams={"memory": 128}, name_check=False,
                            ip_check=False)
     out["create_job_type"] = type(job).__name__
     out["create"] = wait(job)
@@ -229,7 +229,7 @@ class GanetiRapiClientTests(RapiDaemonTestCase):
         self.assertIn("* running the instance OS create scripts...",
                       out["create"]["log"])
         self.assertEqual(out["after_create"],
-                         ["up", "running", True, [64]])
+                         ["up", "running", True, [1024]])
         self.assertEqual(out["after_shutdown"], ["down", "ADMIN_down"])
         self.assertEqual(out["after_startup"], ["up", "running"])
         self.assertEqual(out["instances"], [INSTANCE])
@@ -298,7 +298,7 @@ class ForthcomingTests(RapiDaemonTestCase):
         resp, job = self.http("POST", "/2/instances", {
             "__version__": 1, "forthcoming": True, "pnode": node,
             "beparams": {"memory": 128}, "disk_template": "file",
-            "disks": [{"size": 64}], "hypervisor": "fake"}, user=auth)
+            "disks": [{"size": 1024}], "hypervisor": "fake"}, user=auth)
         self.assertEqual(resp.status, 200, job)
         result = self.wait_job(job)
         self.assertEqual(result["status"], "success", result)
