@@ -281,7 +281,24 @@ def _main(argv, out, err, luxi_client):
 
 
 def _g6(x):
-    return "%.6g" % x
+    """``%.6g`` as Haskell's printf renders it: fixed notation with six
+    decimals for 0 and 0.1 <= |x| < 10^7, else ``d.dddddde<exp>``."""
+    ax = abs(x)
+    if x == 0 or 0.1 <= ax < 1e7:
+        return "%.6f" % x
+    exp = 0
+    m = ax
+    while m >= 10:
+        m /= 10
+        exp += 1
+    while m < 1:
+        m *= 10
+        exp -= 1
+    m = round(m, 6)
+    if m >= 10:
+        m /= 10
+        exp += 1
+    return "%s%.6fe%d" % ("-" if x < 0 else "", m, exp)
 
 
 def format_stats(nodes, prefix):
