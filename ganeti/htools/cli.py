@@ -72,7 +72,9 @@ def load_raw(opts):
     if opts.rapi is not None:
         return backends.load_rapi(opts.rapi)
     sock = opts.luxi or default_luxi_socket()
-    return backends.load_luxi(sock, getattr(opts, "luxi_client", None))
+    client = getattr(opts, "luxi_client", None)
+    return backends.load_luxi(
+        sock, (lambda _path: client) if client is not None else None)
 
 
 def _split(v):
