@@ -107,6 +107,8 @@ class Balancer:
         self._cache = {}
         self._last_touched = []
         self._extended = False
+        #: how many moves each candidate level found (None: exhaustive)
+        self.level_hits = {}
         #: entries of the move-effect cache before it is emptied
         self.cache_limit = 300000
         self._refresh_base()
@@ -460,6 +462,7 @@ class Balancer:
         for k in levels:
             best, sc = self._best(self._candidates(k))
             if best is not None and self._acceptable(sc):
+                self.level_hits[k] = self.level_hits.get(k, 0) + 1
                 return self._apply(best[0], best[1], sc)
         # moves Ganeti does not know (both nodes of a forthcoming instance
         # at once) only once its moves are exhausted: the result is then
