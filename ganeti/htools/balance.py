@@ -110,7 +110,8 @@ class Balancer:
         #: how many moves each candidate level found (None: exhaustive)
         self.level_hits = {}
         #: entries of the move-effect cache before it is emptied
-        self.cache_limit = 300000
+        self.cache_limit = 1500000
+        self._start_level = 0
         self._refresh_base()
 
     # -- evaluating one candidate ---------------------------------------
@@ -399,11 +400,11 @@ class Balancer:
                         break
             if ent is None:
                 delta = self._delta(inst, move)
-                idxs = MV.touched_nodes(inst, move)
+                idxs = tuple(MV.touched_nodes(inst, move))
                 if len(cache) >= self.cache_limit:
                     cache.clear()
-                cache[key] = (idxs, [nodes[i].version for i in idxs],
-                              delta)
+                cache[key] = (idxs, tuple([nodes[i].version
+                                           for i in idxs]), delta)
             if delta is None:
                 continue
             items, dsum, off_all, off_pri, pairs = delta
@@ -459,10 +460,15 @@ class Balancer:
                 k *= 4
             if size <= opts.exhaustive_limit or not levels:
                 levels.append(None)
-        for k in levels:
+        # start one level below the one that found the last move: near
+        # the end only the wide searches still find moves
+        first = max(0, min(self._start_level, len(levels) - 1) - 1)
+        for pos in range(first, len(levels)):
+            k = levels[pos]
             best, sc = self._best(self._candidates(k))
             if best is not None and self._acceptable(sc):
                 self.level_hits[k] = self.level_hits.get(k, 0) + 1
+                self._start_level = pos
                 return self._apply(best[0], best[1], sc)
         # moves Ganeti does not know (both nodes of a forthcoming instance
         # at once) only once its moves are exhausted: the result is then

@@ -11,6 +11,7 @@ import sys
 from ganeti.htools import balance, cli, score as S
 from ganeti.htools import moves as MV
 from ganeti.htools import types as T
+from ganeti.htools.text import fixed
 
 SH_TEMPLATE = """#!/bin/sh
 
@@ -86,8 +87,9 @@ def _solution_line(pl, pos, nodes, imlen, nmlen):
         nstr = nodes[pl.new_p].alias
     else:
         nstr = "%s:%s" % (nodes[pl.new_p].alias, nodes[pl.new_s].alias)
-    return "  %3d. %-*s %-*s => %-*s %12.8f a=%s" % (
-        pos, imlen, inst.alias, pmlen, ostr, pmlen, nstr, pl.score, desc)
+    return "  %3d. %-*s %-*s => %-*s %12s a=%s" % (
+        pos, imlen, inst.alias, pmlen, ostr, pmlen, nstr,
+        fixed(pl.score, 8), desc)
 
 
 def jobset_commands(jobsets, nodes, with_check):
@@ -199,8 +201,11 @@ def _main(argv, out, err, luxi_client):
         fields = opts.show_nodes.split(",")
         if fields[0] == "+":
             fields = cli.NODE_FIELDS + fields[1:]
+    if opts.show_insts:
+        err.write("\nInitial instance map:\n")
+        err.write(cli.print_instances(cd.nodes, ginsts))
     if opts.show_nodes is not None:
-        err.write("Initial cluster status:\n")
+        err.write("\nInitial cluster status:\n")
         err.write(cli.print_nodes(gnodes, fields))
         err.write("\n")
 
@@ -215,10 +220,10 @@ def _main(argv, out, err, luxi_client):
     ini_cv = bal.initial_score
     opt_cv = balance.optimal_score(gnodes)
     if verbose > 2:
-        out.write("Initial coefficients: overall %.8f\n" % ini_cv)
+        out.write("Initial coefficients: overall %s\n" % fixed(ini_cv, 8))
         out.write(format_stats(gnodes, "  "))
     else:
-        out.write("Initial score: %.8f\n" % ini_cv)
+        out.write("Initial score: %s\n" % fixed(ini_cv, 8))
     if ini_cv - opt_cv < opts.min_score:
         out.write("Cluster is already well balanced (initial score %s,\n"
                   "optimum score due to N+1 reservations %s,\n"
@@ -245,11 +250,11 @@ def _main(argv, out, err, luxi_client):
     if not placements:
         out.write("No solution found\n")
     elif verbose > 2:
-        out.write("Final coefficients:   overall %.8f\n" % fin_cv)
+        out.write("Final coefficients:   overall %s\n" % fixed(fin_cv, 8))
         out.write(format_stats(gnodes, "  "))
     else:
-        out.write("Cluster score improved from %.8f to %.8f\n"
-                  % (ini_cv, fin_cv))
+        out.write("Cluster score improved from %s to %s\n"
+                  % (fixed(ini_cv, 8), fixed(fin_cv, 8)))
     if verbose >= 1:
         out.write("Solution length=%d\n" % len(placements))
     jobsets = balance.split_jobs(placements)
@@ -271,8 +276,11 @@ def _main(argv, out, err, luxi_client):
                       % opts.show_cmds)
     if opts.save:
         cli.save_cluster(cd, opts.save, "balanced", "after balancing", err)
+    if opts.show_insts:
+        err.write("\nFinal instance map:\n")
+        err.write(cli.print_instances(cd.nodes, ginsts))
     if opts.show_nodes is not None:
-        err.write("Final cluster status:\n")
+        err.write("\nFinal cluster status:\n")
         err.write(cli.print_nodes(gnodes, fields))
         err.write("\n")
     if opts.exec_jobs and placements:
@@ -303,7 +311,7 @@ def _g6(x):
 
 def format_stats(nodes, prefix):
     comps = S.components(nodes)
-    rows = [[name, "%.8f" % comps[name], "x%.2f" % S.WEIGHTS[name]]
+    rows = [[name, fixed(comps[name], 8), "x%.2f" % S.WEIGHTS[name]]
             for name in S.DISPLAY_ORDER]
     header = ["Field", "Value", "Weight"]
     widths = [max(len(r[i]) for r in rows + [header]) for i in range(3)]
