@@ -453,9 +453,14 @@ class Balancer:
         if size <= opts.full_budget:
             levels = [None]
         else:
+            # widening candidate sets, each at most exhaustive_limit
+            # candidates (estimated), the last one everything if that fits
             levels = []
+            n = max(1, len(self.online))
             k = opts.prune_nodes
-            while k < len(self.online):
+            while k < n:
+                if size * (k / n) ** 2 > opts.exhaustive_limit:
+                    break
                 levels.append(k)
                 k *= 4
             if size <= opts.exhaustive_limit or not levels:

@@ -131,7 +131,7 @@ def _main(argv, out, err, luxi_client):
     cd = cli.load_cluster(opts, err)
     if verbose > 1:
         out.write("Loaded cluster tags: %s\n" % ",".join(cd.tags))
-        out.write("Loaded cluster ipolicy: %r\n" % (cd.ipolicy,))
+        out.write("Loaded cluster ipolicy: %s\n" % show_ipolicy(cd.ipolicy))
     if not cd.instances:
         out.write("Cluster is empty, exiting.\n")
         return 0
@@ -216,12 +216,14 @@ def _main(argv, out, err, luxi_client):
         restricted_migration=opts.restricted_migration,
         min_gain=opts.min_gain, min_gain_limit=opts.min_gain_limit,
         max_length=opts.max_length, min_score=opts.min_score)
+    initial_free = (sum(n.f_mem for n in gnodes),
+                    sum(n.f_dsk for n in gnodes))
     bal = balance.Balancer(cd.nodes, gnodes, ginsts, bopts)
     ini_cv = bal.initial_score
     opt_cv = balance.optimal_score(gnodes)
     if verbose > 2:
         out.write("Initial coefficients: overall %s\n" % fixed(ini_cv, 8))
-        out.write(format_stats(gnodes, "  "))
+        out.write(format_stats(gnodes, "   "))
     else:
         out.write("Initial score: %s\n" % fixed(ini_cv, 8))
     if ini_cv - opt_cv < opts.min_score:
@@ -251,7 +253,7 @@ def _main(argv, out, err, luxi_client):
         out.write("No solution found\n")
     elif verbose > 2:
         out.write("Final coefficients:   overall %s\n" % fixed(fin_cv, 8))
-        out.write(format_stats(gnodes, "  "))
+        out.write(format_stats(gnodes, "   "))
     else:
         out.write("Cluster score improved from %s to %s\n"
                   % (fixed(ini_cv, 8), fixed(fin_cv, 8)))
@@ -283,9 +285,42 @@ def _main(argv, out, err, luxi_client):
         err.write("\nFinal cluster status:\n")
         err.write(cli.print_nodes(gnodes, fields))
         err.write("\n")
+    if verbose > 3:
+        out.write("Original: mem=%d disk=%d\n" % initial_free)
+        out.write("Final:    mem=%d disk=%d\n"
+                  % (sum(n.f_mem for n in gnodes),
+                     sum(n.f_dsk for n in gnodes)))
     if opts.exec_jobs and placements:
         return execute_jobsets(jobsets, cd.nodes, opts, out, err)
     return 0
+
+
+_DT_SHOW = {"diskless": "DTDiskless", "file": "DTFile",
+            "sharedfile": "DTSharedFile", "plain": "DTPlain",
+            "blockdev": "DTBlock", "drbd": "DTDrbd8", "rbd": "DTRbd",
+            "ext": "DTExt", "gluster": "DTGluster"}
+
+
+def show_ipolicy(pol):
+    """A policy as Ganeti's -v -v shows it (Haskell's ``show``)."""
+    from ganeti.htools.text import show_double
+
+    def spec(sp):
+        return ("ISpec {iSpecMemorySize = %d, iSpecCpuCount = %d,"
+                " iSpecDiskSize = %d, iSpecDiskCount = %d, iSpecNicCount"
+                " = %d, iSpecSpindleUse = %d}" % (
+                    sp.memory_size, sp.cpu_count, sp.disk_size,
+                    sp.disk_count, sp.nic_count, sp.spindle_use))
+    mm = ", ".join("MinMaxISpecs {minMaxISpecsMinSpec = %s,"
+                   " minMaxISpecsMaxSpec = %s}" % (spec(a), spec(b))
+                   for a, b in pol.minmax)
+    return ("IPolicy {iPolicyMinMaxISpecs = [%s], iPolicyStdSpec = %s,"
+            " iPolicyDiskTemplates = [%s], iPolicyVcpuRatio = %s,"
+            " iPolicySpindleRatio = %s}" % (
+                mm, spec(pol.std),
+                ",".join(_DT_SHOW[d] for d in pol.disk_templates),
+                show_double(pol.vcpu_ratio),
+                show_double(pol.spindle_ratio)))
 
 
 def _g6(x):
