@@ -92,3 +92,36 @@ class OracleTests(unittest.TestCase):
                 raw = f.read()
             self.assertEqual(text.serialize_cluster(text.parse_text(raw)),
                              raw, suffix)
+
+    def test_rapi_source_gives_ganeti_output(self):
+        import http.server
+        import io
+        import threading
+        from ganeti.htools import hbal
+        spec = generate.GenSpec(nodes=6, inst_per_node=4, seed=11,
+                                locations=2, excl_tags=0.4, offline=0.2)
+        cd = text.parse_text(generate.generate_text(spec))
+        answers = dict(zip(("/2/groups?bulk=1", "/2/nodes?bulk=1",
+                            "/2/instances?bulk=1", "/2/info"),
+                           backends.cluster_to_rapi(cd)))
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                body = json.dumps(answers[self.path]).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        self.addCleanup(srv.server_close)
+        self.addCleanup(srv.shutdown)
+        url = "127.0.0.1:%d" % srv.server_address[1]
+        _, _, r = _ganeti(["-m", url, "-C"])
+        out, err = io.StringIO(), io.StringIO()
+        self.assertEqual(hbal.main(["-m", url, "-C"], out, err), 0)
+        self.assertEqual(out.getvalue(), r.stdout)
