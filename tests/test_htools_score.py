@@ -82,6 +82,40 @@ class ScoreTests(unittest.TestCase):
         self.assertEqual(before, state())
 
 
+class MoveShareTests(unittest.TestCase):
+    """A move's effect computed from per-node shares equals the effect of
+    trying the whole move."""
+
+    def test_shares_equal_whole_move(self):
+        checked = 0
+        for fname in ("gen_location.txt", "gen_offline.txt",
+                      "gen_exclstorage.txt", "gen_forthcoming.txt"):
+            cd = load(fname)
+            b = balance.Balancer(cd.nodes, cd.group_nodes(0),
+                                 cd.group_instances(0))
+            for _ in range(2):
+                for inst, move in b._candidates(None):
+                    whole = b._delta(inst, move)
+                    parts = b._delta_parts(inst, move)
+                    self.assertEqual(whole is None, parts is None)
+                    checked += 1
+                    if whole is None:
+                        continue
+                    w = {k: (a, c) for k, a, c in whole[0]}
+                    p = {k: (a, c) for k, a, c in parts[0]}
+                    self.assertEqual(set(w), set(p))
+                    for k in w:
+                        self.assertAlmostEqual(w[k][0], p[k][0], places=12)
+                        self.assertAlmostEqual(w[k][1], p[k][1], places=12)
+                    self.assertAlmostEqual(whole[1], parts[1], places=12)
+                    self.assertEqual(whole[2:4], parts[2:4])
+                    self.assertEqual(
+                        {k: v for k, v in (whole[4] or {}).items() if v},
+                        parts[4] or {})
+                b.step()
+        self.assertGreater(checked, 1000)
+
+
 class BalanceTests(unittest.TestCase):
 
     def _balance(self, fname, gname, disk_moves):

@@ -105,6 +105,7 @@ class Balancer:
         self.placements = []
         self.evaluations = 0
         self._cache = {}
+        self._parts = {}
         self._last_touched = []
         self._extended = False
         #: how many moves each candidate level found (None: exhaustive)
@@ -168,6 +169,191 @@ class Balancer:
         items = [(k, d1[k], d2[k]) for k in range(_NSTD)
                  if d1[k] != 0.0 or d2[k] != 0.0]
         return items, dsum, off_all, off_pri, pair_d
+
+    # -- per-node shares of a move ----------------------------------------
+    #
+    # A move is a sequence of operations on each of its nodes, and what
+    # happens on one node depends only on that node and the instance
+    # (plus, for a new secondary, the reservation the node already holds
+    # for the new primary).  Each node's share is computed once and
+    # cached until the node changes: a candidate then costs at most one
+    # single-node trial (its target), not a trial of the whole move.
+
+    _FAIL = object()
+
+    def _part(self, nd, inst, role, force=False, newloc=None, pdx=None):
+        peer = nd.peers.get(pdx, 0) if pdx is not None else None
+        key = (nd.idx, inst.idx, role, force, newloc, peer)
+        ent = self._parts.get(key)
+        if ent is not None and ent[0] == nd.version:
+            return ent[1]
+        offline = nd.offline
+        if offline:
+            op_, os_ = len(nd.plist), len(nd.slist)
+        else:
+            ov = S.node_values(nd)
+        st = nd.save_for(inst)
+        loc = inst.location_score
+        res = None
+        try:
+            if role == "rm_p":
+                nd.remove_pri(inst)
+            elif role == "rm_s":
+                nd.remove_sec(inst)
+            elif role == "p_reloc":
+                nd.remove_pri(inst)
+                inst.location_score = newloc
+                res = nd.add_pri(inst, force=True)
+            elif role == "add_s":
+                res = nd.add_sec(inst, pdx, force=force)
+            elif role == "add_p":
+                inst.location_score = newloc
+                res = nd.add_pri(inst, force=force)
+            elif role == "rp_as":
+                nd.remove_pri(inst)
+                res = nd.add_sec(inst, pdx, force=force)
+            elif role == "rs_ap":
+                nd.remove_sec(inst)
+                inst.location_score = newloc
+                res = nd.add_pri(inst, force=force)
+            elif role == "rs_ap_rp_as":
+                nd.remove_sec(inst)
+                inst.location_score = newloc
+                res = nd.add_pri(inst, force=force)
+                if res is None:
+                    nd.remove_pri(inst)
+                    res = nd.add_sec(inst, pdx, force=force)
+            else:
+                raise ValueError(role)
+            if res is not None:
+                part = self._FAIL
+            elif offline:
+                np_ = len(nd.plist)
+                part = (None, None, 0.0, np_ + len(nd.slist) - op_ - os_,
+                        np_ - op_, None)
+            else:
+                nv = S.node_std_values(nd)
+                ns = S.node_sum_values(nd)
+                o = ov[0]
+                d1 = [b - a for a, b in zip(o, nv)]
+                d2 = [b * b - a * a for a, b in zip(o, nv)]
+                os2 = ov[1]
+                dsum = 0.0
+                for k in range(_NSUM):
+                    if ns[k] != os2[k]:
+                        dsum += _SUM_W[k] * (ns[k] - os2[k])
+                pairs = None
+                if self.has_pairs and st[-1] is not None:
+                    old_map = st[-1]
+                    pairs = {}
+                    for pk in set(old_map) | set(nd.instance_map):
+                        d = nd.instance_map.get(pk, 0) - old_map.get(pk, 0)
+                        if d:
+                            pairs[pk] = d
+                part = (d1, d2, dsum, 0, 0, pairs or None)
+        finally:
+            inst.location_score = loc
+            nd.restore_for(inst, st)
+        self.evaluations += 1
+        if len(self._parts) >= self.cache_limit:
+            self._parts.clear()
+        self._parts[key] = (nd.version, part)
+        return part
+
+    def _delta_parts(self, inst, move):
+        """``_delta`` from the per-node shares (same result)."""
+        kind, t, _t2 = move
+        nodes = self.nodes
+        force = self.opts.ignore_soft_errors
+        p = inst.pnode
+        s = inst.snode
+        pn = nodes[p]
+        part = self._part
+        if kind == MV.FAILOVER:
+            sn = nodes[s]
+            if not pn.mig_tags <= sn.rmig_tags:
+                return None
+            parts = (part(pn, inst, "rp_as", force, None, s),
+                     part(sn, inst, "rs_ap", pn.offline or force,
+                          inst.location_score))
+        elif kind == MV.REPLACE_SECONDARY:
+            sn = nodes[s]
+            tn = nodes[t]
+            loc = MV.location_score_for(nodes, inst, p, t)
+            parts = (part(pn, inst, "p_reloc", True, loc),
+                     part(sn, inst, "rm_s"),
+                     part(tn, inst, "add_s", sn.offline or force, None, p))
+        elif kind == MV.REPLACE_AND_FAILOVER:
+            sn = nodes[s]
+            tn = nodes[t]
+            if not pn.mig_tags <= tn.rmig_tags:
+                return None
+            loc = MV.location_score_for(nodes, inst, t, p)
+            parts = (part(pn, inst, "rp_as", sn.offline or force, None, t),
+                     part(sn, inst, "rm_s"),
+                     part(tn, inst, "add_p", force, loc))
+        elif kind == MV.FAILOVER_AND_REPLACE:
+            sn = nodes[s]
+            tn = nodes[t]
+            if not pn.mig_tags <= sn.rmig_tags:
+                return None
+            force_p = pn.offline or force
+            loc = MV.location_score_for(nodes, inst, s, t)
+            parts = (part(pn, inst, "rm_p"),
+                     part(sn, inst, "rs_ap", force_p, loc),
+                     part(tn, inst, "add_s", force_p, None, s))
+        elif kind == MV.REPLACE_PRIMARY:
+            sn = nodes[s]
+            tn = nodes[t]
+            if not (pn.mig_tags <= sn.rmig_tags and
+                    sn.mig_tags <= tn.rmig_tags):
+                return None
+            force_p = pn.offline or force
+            loc = MV.location_score_for(nodes, inst, t, s)
+            parts = (part(pn, inst, "rm_p"),
+                     part(sn, inst, "rs_ap_rp_as", force_p, loc, t),
+                     part(tn, inst, "add_p", force_p, loc))
+        elif kind == MV.FAILOVER_TO_ANY:
+            tn = nodes[t]
+            if not pn.mig_tags <= tn.rmig_tags:
+                return None
+            parts = (part(tn, inst, "add_p", pn.offline or force,
+                          inst.location_score),
+                     part(pn, inst, "rm_p"))
+        else:
+            return self._delta(inst, move)
+        fail = self._FAIL
+        d1 = None
+        dsum = 0.0
+        off_all = off_pri = 0
+        pairs = None
+        for pt in parts:
+            if pt is fail:
+                return None
+            a1, a2, ds, oa, op_, pp = pt
+            dsum += ds
+            off_all += oa
+            off_pri += op_
+            if a1 is not None:
+                if d1 is None:
+                    d1, d2 = a1, a2
+                else:
+                    d1 = [x + y for x, y in zip(d1, a1)]
+                    d2 = [x + y for x, y in zip(d2, a2)]
+            if pp:
+                if pairs is None:
+                    pairs = dict(pp)
+                else:
+                    for pk, d in pp.items():
+                        pairs[pk] = pairs.get(pk, 0) + d
+        if pairs is not None:
+            pairs = {pk: d for pk, d in pairs.items() if d} or None
+        if self.has_pairs and pairs is None:
+            pairs = {}
+        items = [] if d1 is None else \
+            [(k, d1[k], d2[k]) for k in range(_NSTD)
+             if d1[k] != 0.0 or d2[k] != 0.0]
+        return items, dsum, off_all, off_pri, pairs
 
     def evaluate(self, inst, move):
         """Score after ``move`` (None when the move is not possible); the
@@ -399,7 +585,7 @@ class Balancer:
                         ent = None
                         break
             if ent is None:
-                delta = self._delta(inst, move)
+                delta = self._delta_parts(inst, move)
                 idxs = tuple(MV.touched_nodes(inst, move))
                 if len(cache) >= self.cache_limit:
                     cache.clear()
