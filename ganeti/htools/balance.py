@@ -11,7 +11,6 @@ algorithm), made fast by
   exhaustive search would end too.
 """
 
-import heapq
 import math
 
 import attrs
@@ -106,7 +105,6 @@ class Balancer:
         self.evaluations = 0
         self._cache = {}
         self._parts = {}
-        self._last_touched = []
         self._extended = False
         #: how many moves each candidate level found (None: exhaustive)
         self.level_hits = {}
@@ -369,12 +367,12 @@ class Balancer:
                     ent = None
                     break
         if ent is None:
-            delta = self._delta(inst, move)
-            idxs = MV.touched_nodes(inst, move)
+            delta = self._delta_parts(inst, move)
+            idxs = tuple(MV.touched_nodes(inst, move))
             if len(self._cache) >= self.cache_limit:
                 self._cache.clear()
-            self._cache[key] = (idxs, [nodes[i].version for i in idxs],
-                                delta)
+            self._cache[key] = (idxs, tuple([nodes[i].version
+                                             for i in idxs]), delta)
         if delta is None:
             return None
         items, dsum, off_all, off_pri, pairs = delta
@@ -629,7 +627,6 @@ class Balancer:
         pl = Placement(inst, move, old_p, old_s, inst.pnode, inst.snode, sc)
         self.score = sc
         self.placements.append(pl)
-        self._last_touched = [old_p, old_s, inst.pnode, inst.snode]
         return pl
 
     def step(self):
