@@ -47,6 +47,7 @@ setup(
             "gnt-group = ganeti.cli.gnt_group:main",
             "gnt-job = ganeti.cli.gnt_job:main",
             "gnt-os = ganeti.cli.gnt_os:main",
+            "hbal = ganeti.htools.hbal:main",
         ],
     },
 )
