@@ -103,6 +103,24 @@ class ClusterData:
         return self.nodes[inst.pnode].group == self.nodes[inst.snode].group
 
 
+def longest_domain(names):
+    """The longest common suffix starting with a dot (Ganeti's rule for
+    the names shown without their domain)."""
+    names = list(names)
+    if not names:
+        return ""
+    first, rest = names[0], names[1:]
+    best = ""
+    for i, ch in enumerate(first):
+        if ch != ".":
+            continue
+        suffix = first[i:]
+        if all(n.endswith(suffix) for n in rest):
+            if len(suffix) > len(best):
+                best = suffix
+    return best
+
+
 def finalize(cdata, extags=(), selected=(), excluded=(), utils=None,
              mdsk=None, mcpu=None):
     """Turn freshly parsed data into a usable cluster (Ganeti's merge and
@@ -160,6 +178,13 @@ def finalize(cdata, extags=(), selected=(), excluded=(), utils=None,
     for inst in instances:
         if not cdata.instance_group_ok(inst):
             inst.movable = False
+    suffix = longest_domain([n.name for n in nodes]
+                            + [i.name for i in instances])
+    cdata.common_suffix = suffix
+    if suffix:
+        for obj in list(nodes) + list(instances):
+            if obj.name.endswith(suffix):
+                obj.alias = obj.name[:-len(suffix)]
     cdata.warnings = check_data(cdata)
     return cdata
 

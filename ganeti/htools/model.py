@@ -168,16 +168,6 @@ def _del_tags(tmap, keys):
             del tmap[k]
 
 
-# Node scalar fields that a trial move may change; save()/restore() copy
-# them so that trying a candidate and undoing it is exact.
-_NODE_STATE = ("i_mem", "f_mem_forth", "f_dsk", "f_dsk_forth", "u_cpu",
-               "u_cpu_forth", "f_spindles", "f_spindles_forth",
-               "inst_spindles", "inst_spindles_forth", "fail_n1", "r_mem",
-               "load_c", "load_m", "load_d", "load_n", "loadf_c",
-               "loadf_m", "loadf_d", "loadf_n", "location_score",
-               "n_ptags_conflicts")
-
-
 class Node:
     """A node with its resources and the instances placed on it."""
 
@@ -460,7 +450,8 @@ class Node:
     # -- moves -----------------------------------------------------------
 
     def save(self):
-        """The node's mutable scalar state, for ``restore``."""
+        """A snapshot of everything a placement can change, for
+        ``restore`` (copies of the small per-node containers)."""
         return (self.i_mem, self.f_mem_forth, self.f_dsk, self.f_dsk_forth,
                 self.u_cpu, self.u_cpu_forth, self.f_spindles,
                 self.f_spindles_forth, self.inst_spindles,
@@ -468,7 +459,9 @@ class Node:
                 self.load_c, self.load_m, self.load_d, self.load_n,
                 self.loadf_c, self.loadf_m, self.loadf_d, self.loadf_n,
                 self.location_score, self.n_ptags_conflicts,
-                self.metrics_cache)
+                self.metrics_cache, set(self.plist), set(self.plist_forth),
+                set(self.slist), set(self.slist_forth), dict(self.peers),
+                dict(self.ptags), dict(self.instance_map))
 
     def restore(self, st):
         (self.i_mem, self.f_mem_forth, self.f_dsk, self.f_dsk_forth,
@@ -478,7 +471,9 @@ class Node:
          self.load_c, self.load_m, self.load_d, self.load_n,
          self.loadf_c, self.loadf_m, self.loadf_d, self.loadf_n,
          self.location_score, self.n_ptags_conflicts,
-         self.metrics_cache) = st
+         self.metrics_cache, self.plist, self.plist_forth, self.slist,
+         self.slist_forth, self.peers, self.ptags,
+         self.instance_map) = st
 
     def _forth_violation_pri(self, inst, new_mem_forth, new_dsk_forth,
                              new_free_sp_forth, new_inst_sp_forth,
