@@ -297,6 +297,12 @@ def _collect(sol, cands, checker, nodes, inst):
     """Ganeti's collection step: the best candidate that keeps the
     cluster N+1 redundant; the ones dropped before it count as FailN1.
     ``cands`` are (score, -order, pdx, sdx)."""
+    if checker is not None and not checker.base_redundant():
+        # an instance more never makes a node easier to evacuate: when
+        # the cluster is not redundant now, no solution is
+        sol.add_failure(M.FAIL_N1, sol.allocs)
+        sol.allocs = 0
+        return sol
     cands.sort()
     dropped = 0
     for score, _o, pdx, sdx in cands:
@@ -334,47 +340,82 @@ def try_alloc_single(ctx, inst, cands, scope_idxs):
 
 def try_alloc_pairs(ctx, inst, pairs, scope_idxs):
     """Ganeti's allocation on a primary/secondary pair. ``pairs`` is
-    [(primary, [secondaries])], all in one group per primary."""
+    [(primary, secondaries)]: the secondaries list may contain the
+    primary itself, which is skipped (groups share one list)."""
     nodes = ctx.nodes
     opts = ctx.opts
     sol = Solution()
     ev = Evaluator(nodes, [nodes[i] for i in scope_idxs], opts)
     has_loc = any(nodes[i].location_tags for i in scope_idxs)
-    npairs = sum(len(ss) for _p, ss in pairs)
     # primaries: failure or values (without location score)
     prim = {}
     for pdx, _ss in pairs:
         inst.pnode = pdx
         prim[pdx] = ev.primary(inst, pdx)
     # secondaries for a primary they hold no instance of
-    all_secs = sorted({s for _p, ss in pairs for s in ss})
     GENERIC = -2
     sec = {}
-    for sdx in all_secs:
-        sec[sdx] = ev.secondary(inst, sdx, GENERIC)
-    # exact failure counts and number of valid pairs
+    lists = {}
+    for _p, ss in pairs:
+        if id(ss) not in lists:
+            lists[id(ss)] = ss
+            for sdx in ss:
+                if sdx not in sec:
+                    sec[sdx] = ev.secondary(inst, sdx, GENERIC)
+    # exact failure counts and number of valid pairs, per secondaries
+    # list: the generic counts, less the primary itself, corrected for
+    # the secondaries that already hold instances of the primary
+    generic = {}
+    for key, ss in lists.items():
+        cnt = {}
+        for sdx in ss:
+            f = sec[sdx][0]
+            cnt[f] = cnt.get(f, 0) + 1
+        generic[key] = cnt
+    peer_fix = {}
+    for key, ss in lists.items():
+        members = set(ss)
+        for sdx in ss:
+            for pdx in nodes[sdx].peers:
+                if pdx in members and pdx != sdx and pdx in prim:
+                    peer_fix.setdefault((key, pdx), []).append(sdx)
     valid = 0
+    npairs = 0
     for pdx, ss in pairs:
+        key = id(ss)
+        cnt = dict(generic[key])
+        n_ss = len(ss)
+        if pdx in ss:
+            g = sec[pdx][0]
+            cnt[g] -= 1
+            n_ss -= 1
+        npairs += n_ss
         f = prim[pdx][0]
         if f is not None:
-            sol.add_failure(f, len(ss))
+            sol.add_failure(f, n_ss)
             continue
-        for sdx in ss:
-            sf = sec[sdx][0] if pdx not in nodes[sdx].peers else \
-                ev.secondary(inst, sdx, pdx)[0]
-            if sf is not None:
-                sol.add_failure(sf)
+        for sdx in peer_fix.get((key, pdx), ()):
+            cnt[sec[sdx][0]] -= 1
+            sf = ev.secondary(inst, sdx, pdx)[0]
+            cnt[sf] = cnt.get(sf, 0) + 1
+        for mode, c in cnt.items():
+            if mode is None:
+                valid += c
             else:
-                valid += 1
+                sol.add_failure(mode, c)
     sol.allocs = valid
     if not valid:
         return sol
-    order_of = {}
-    k = 0
-    for pdx, ss in pairs:
-        for sdx in ss:
-            order_of[(pdx, sdx)] = k
-            k += 1
+    pos_p = {pdx: i for i, (pdx, _ss) in enumerate(pairs)}
+    pos_s = {}
+    for key, ss in lists.items():
+        pos_s[key] = {sdx: i for i, sdx in enumerate(ss)}
+    secs_of = {pdx: ss for pdx, ss in pairs}
+
+    def order_of(pdx, sdx):
+        ss = secs_of[pdx]
+        return pos_p[pdx] * (len(ss) + 1) + pos_s[id(ss)][sdx]
+
     prim_cache = {}
 
     def pvals(pdx, sdx):
@@ -396,6 +437,8 @@ def try_alloc_pairs(ctx, inst, pairs, scope_idxs):
     evaluated = {}
 
     def evaluate(pdx, sdx):
+        if pdx == sdx:
+            return None
         key = (pdx, sdx)
         if key in evaluated:
             return evaluated[key]
@@ -411,28 +454,31 @@ def try_alloc_pairs(ctx, inst, pairs, scope_idxs):
         evaluated[key] = sc
         return sc
 
-    secs_of = {pdx: ss for pdx, ss in pairs}
-    if npairs <= opts.exhaustive_pairs:
+    def all_pairs():
         for pdx, ss in pairs:
+            if prim[pdx][0] is not None:
+                continue
             for sdx in ss:
                 evaluate(pdx, sdx)
+
+    if npairs <= opts.exhaustive_pairs:
+        all_pairs()
     else:
         _pruned_search(ev, pairs, secs_of, prim, sec, evaluate, opts)
-    cands = [(sc, -order_of[key], key[0], key[1])
-             for key, sc in evaluated.items() if sc is not None]
+
+    def cands():
+        return [(sc, -order_of(p_, s_), p_, s_)
+                for (p_, s_), sc in evaluated.items() if sc is not None]
+
     checker = ctx.n1_predicate(scope_idxs)
-    _collect(sol, cands, checker, nodes, inst)
-    if sol.best is None and checker is not None and \
+    _collect(sol, cands(), checker, nodes, inst)
+    if sol.best is None and sol.allocs and checker is not None and \
             len(evaluated) < npairs:
         # every pruned candidate broke redundancy: look at all of them
-        for pdx, ss in pairs:
-            for sdx in ss:
-                evaluate(pdx, sdx)
-        sol = Solution(failures=dict(sol.failures), allocs=valid)
+        all_pairs()
         sol.failures.pop(M.FAIL_N1, None)
-        cands = [(sc, -order_of[key], key[0], key[1])
-                 for key, sc in evaluated.items() if sc is not None]
-        _collect(sol, cands, checker, nodes, inst)
+        sol.allocs = valid
+        _collect(sol, cands(), checker, nodes, inst)
     return sol
 
 
@@ -447,7 +493,7 @@ def _pruned_search(ev, pairs, secs_of, prim, sec, evaluate, opts):
     best = None
     for pdx in top_p:
         for sdx in secs_of[pdx]:
-            if sdx in top_s:
+            if sdx in top_s and sdx != pdx:
                 sc = evaluate(pdx, sdx)
                 if sc is not None and (best is None or sc < best[0]):
                     best = (sc, pdx, sdx)
@@ -461,10 +507,13 @@ def _pruned_search(ev, pairs, secs_of, prim, sec, evaluate, opts):
                     best = (sc, pdx, sdx)
     if best is None:
         return
-    prims_of = {}
-    for pdx, ss in pairs:
-        for sdx in ss:
-            prims_of.setdefault(sdx, []).append(pdx)
+    members = {}
+    for _p, ss in pairs:
+        if id(ss) not in members:
+            members[id(ss)] = set(ss)
+
+    def prims_for(sdx):
+        return [p for p, ss in pairs if p != sdx and sdx in members[id(ss)]]
     for _round in range(4):
         old = best
         _sc, bp, bs = best
@@ -473,7 +522,7 @@ def _pruned_search(ev, pairs, secs_of, prim, sec, evaluate, opts):
             if sc is not None and sc < best[0]:
                 best = (sc, bp, sdx)
         _sc, bp, bs = best
-        for pdx in prims_of.get(bs, ()):
+        for pdx in prims_for(bs):
             sc = evaluate(pdx, bs)
             if sc is not None and sc < best[0]:
                 best = (sc, pdx, bs)
@@ -489,13 +538,12 @@ def alloc_targets(ctx, group_node_idxs, count):
         return cands
     if count == 2:
         nodes = ctx.nodes
-        res = []
-        for p in cands:
-            ss = [s for s in cands if s != p
-                  and nodes[s].group == nodes[p].group]
-            if ss:
-                res.append((p, ss))
-        return res
+        by_group = {}
+        for i in cands:
+            by_group.setdefault(nodes[i].group, []).append(i)
+        # one shared secondaries list per group (the primary is skipped)
+        return [(p, by_group[nodes[p].group]) for p in cands
+                if len(by_group[nodes[p].group]) > 1]
     raise AllocError("Unsupported number of nodes, only one or two "
                      " supported")
 

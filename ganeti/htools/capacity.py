@@ -37,9 +37,17 @@ class Checker:
                         if self.nodes[i].group not in ign
                         and not (opts.accept_existing
                                  and self.nodes[i].offline)]
+        self.last_bad = None
+        self._base = None
         self.by_group = {}
         for i in self.scope:
             self.by_group.setdefault(self.nodes[i].group, []).append(i)
+
+    def base_redundant(self):
+        """Redundancy before the candidate is placed (computed once)."""
+        if self._base is None:
+            self._base = self.redundant()
+        return self._base
 
     def redundant(self):
         # memory-sorted escape nodes per group (upper bounds for the scan)
@@ -48,8 +56,13 @@ class Checker:
             self.sorted_by_mem[g] = sorted(
                 ((self.nodes[i].unallocated_mem(), i) for i in idxs),
                 reverse=True)
+        # the node that failed last time is the likeliest to fail again
+        last = self.last_bad
+        if last is not None and not self.can_evacuate(last):
+            return False
         for ndx in self.checked:
-            if not self.can_evacuate(ndx):
+            if ndx != last and not self.can_evacuate(ndx):
+                self.last_bad = ndx
                 return False
         return True
 
