@@ -46,6 +46,8 @@ setup(
             "gnt-group = ganeti.cli.gnt_group:main",
             "gnt-job = ganeti.cli.gnt_job:main",
             "gnt-os = ganeti.cli.gnt_os:main",
+            "hail = ganeti.htools.hail:main",
+            "hspace = ganeti.htools.hspace:main",
         ],
     },
 )
