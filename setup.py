@@ -46,6 +46,7 @@ setup(
             "gnt-group = ganeti.cli.gnt_group:main",
             "gnt-job = ganeti.cli.gnt_job:main",
             "gnt-os = ganeti.cli.gnt_os:main",
+            "hbal = ganeti.htools.hbal:main",
             "hail = ganeti.htools.hail:main",
             "hspace = ganeti.htools.hspace:main",
         ],

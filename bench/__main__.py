@@ -14,6 +14,7 @@ BENCHMARKS = {
     "rapi": "bench.rapi",
     "config": "bench.config",
     "noded": "bench.noded",
+    "htools": "bench.htools",
 }
 
 

@@ -109,3 +109,36 @@ class NodeAccountingTests(unittest.TestCase):
         self.assertEqual(n3.add_pri(big), "FailMem")
         self.assertEqual(n3.save(), before)
         self.assertNotIn(99, n3.plist)
+
+
+class AllocationStyleTests(unittest.TestCase):
+    """How an allocator uses the model: place a new instance on a pair
+    of nodes, read the incremental score, undo."""
+
+    def test_incremental_score_of_a_new_instance(self):
+        from ganeti.htools.model import Instance
+        cd = load("tiny.txt")
+        nodes = cd.nodes
+        state = score.ScoreState(nodes)
+        before = [n.save() for n in nodes]
+        seen = 0
+        for p in nodes:
+            for s in nodes:
+                if p is s:
+                    continue
+                inst = Instance("new", 1024, 10240, 1, "running", [],
+                                True, p.idx, s.idx, "drbd",
+                                idx=len(cd.instances))
+                old = [score.node_values(p), score.node_values(s)]
+                saved = [p.save(), s.save()]
+                if p.add_pri(inst) is None and \
+                        s.add_sec(inst, p.idx) is None:
+                    new = [score.node_values(p), score.node_values(s)]
+                    self.assertAlmostEqual(
+                        state.score_after(list(zip(old, new))),
+                        score.compute_score(nodes), places=9)
+                    seen += 1
+                p.restore(saved[0])
+                s.restore(saved[1])
+        self.assertEqual(seen, 6)
+        self.assertEqual([n.save() for n in nodes], before)

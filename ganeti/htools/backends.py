@@ -501,3 +501,121 @@ def load_luxi(socket_path, client_factory=None):
                       _rows(nodes, LUXI_NODE_FIELDS, "node"),
                       _rows(insts, LUXI_INSTANCE_FIELDS, "instance"),
                       info or {})
+
+
+# -- writers (tests, tools that hand a cluster on) -------------------------
+
+def _status_to_admin(status):
+    if status == "ADMIN_offline":
+        return "offline"
+    if status in ("running", "ERROR_up", "ERROR_down", "ERROR_nodedown",
+                  "ERROR_nodeoffline", "ERROR_wrongnode"):
+        return "up"
+    return "down"
+
+
+def cluster_to_ialloc(cdata, request=None):
+    """An iallocator input describing ``cdata`` (Ganeti's layout); the
+    instances' run state is reduced to the admin state the format has."""
+    groups = {g.uuid: {"name": g.name, "alloc_policy": g.alloc_policy,
+                       "networks": list(g.networks),
+                       "ipolicy": ipolicy_to_json(g.ipolicy),
+                       "tags": list(g.tags)} for g in cdata.groups}
+    nodes = {}
+    for nd in cdata.nodes:
+        d = {"tags": list(nd.tags), "offline": nd.offline and not
+             nd.drained, "drained": nd.drained,
+             "master_candidate": True, "group": cdata.groups[nd.group].uuid,
+             "master_capable": True, "vm_capable": nd.vm_capable,
+             "ndparams": {"exclusive_storage": nd.excl_storage,
+                          "spindle_count": nd.t_spindles,
+                          "cpu_speed": nd.cpu_speed}}
+        if not nd.offline:
+            d.update({"total_memory": int(nd.t_mem),
+                      "reserved_memory": nd.n_mem,
+                      "free_memory": nd.f_mem,
+                      "total_disk": int(nd.t_dsk), "free_disk": nd.f_dsk,
+                      "total_spindles": nd.t_spindles,
+                      "free_spindles": nd.f_spindles,
+                      "total_cpus": int(nd.t_cpu),
+                      "reserved_cpus": nd.n_cpu})
+        nodes[nd.name] = d
+    insts = {}
+    for inst in cdata.instances:
+        nn = [cdata.nodes[inst.pnode].name]
+        if inst.snode != NO_SECONDARY:
+            nn.append(cdata.nodes[inst.snode].name)
+        sizes = inst.disk_sizes or [inst.dsk]
+        sp = inst.disk_spindles or [None]
+        insts[inst.name] = {
+            "tags": list(inst.tags),
+            "admin_state": _status_to_admin(inst.status),
+            "vcpus": inst.vcpus, "memory": inst.mem,
+            "spindle_use": inst.spindle_use, "os": "debian",
+            "nodes": nn, "nics": list(inst.nics),
+            "disks": [{"size": s, "mode": "rw", "spindles": p}
+                      for s, p in zip(sizes, sp + [None] * len(sizes))],
+            "disk_template": inst.disk_template,
+            "disk_space_total": inst.dsk, "hypervisor": "kvm",
+            "forthcoming": inst.forthcoming}
+    return {"version": 2, "cluster_name": "cluster",
+            "cluster_tags": list(cdata.tags),
+            "enabled_hypervisors": ["kvm"],
+            "ipolicy": ipolicy_to_json(cdata.ipolicy),
+            "nodegroups": groups, "nodes": nodes, "instances": insts,
+            "request": request or {"type": "allocate", "name": "new",
+                                   "disk_template": "plain", "tags": [],
+                                   "os": "debian", "vcpus": 1,
+                                   "memory": 128, "spindle_use": 1,
+                                   "disks": [{"size": 1024, "mode": "rw"}],
+                                   "disk_space_total": 1024, "nics": [],
+                                   "required_nodes": 1,
+                                   "hypervisor": "kvm"}}
+
+
+def cluster_to_rapi(cdata):
+    """The four RAPI answers (groups, nodes, instances, info) describing
+    ``cdata`` with the fields htools read."""
+    groups = [{"name": g.name, "uuid": g.uuid, "alloc_policy":
+               g.alloc_policy, "ipolicy": ipolicy_to_json(g.ipolicy),
+               "tags": list(g.tags), "networks": list(g.networks)}
+              for g in cdata.groups]
+    nodes = []
+    for nd in cdata.nodes:
+        live = not nd.offline
+
+        def lv(v):
+            return v if live else None
+        nodes.append({
+            "name": nd.name, "offline": nd.offline and not nd.drained,
+            "drained": nd.drained, "vm_capable": nd.vm_capable,
+            "ndparams": {"exclusive_storage": nd.excl_storage,
+                         "spindle_count": nd.t_spindles,
+                         "cpu_speed": nd.cpu_speed},
+            "group.uuid": cdata.groups[nd.group].uuid,
+            "mtotal": lv(int(nd.t_mem)), "mnode": lv(nd.n_mem),
+            "mfree": lv(nd.f_mem), "dtotal": lv(int(nd.t_dsk)),
+            "dfree": lv(nd.f_dsk), "ctotal": lv(int(nd.t_cpu)),
+            "cnos": lv(nd.n_cpu), "sptotal": lv(nd.t_spindles),
+            "spfree": lv(nd.f_spindles), "tags": list(nd.tags)})
+    insts = []
+    for inst in cdata.instances:
+        insts.append({
+            "name": inst.name, "disk_usage": inst.dsk,
+            "disk.sizes": list(inst.disk_sizes),
+            "disk.spindles": list(inst.disk_spindles),
+            "beparams": {"vcpus": inst.vcpus, "memory": inst.mem,
+                         "auto_balance": inst.auto_balance,
+                         "spindle_use": inst.spindle_use},
+            "oper_ram": None, "pnode": cdata.nodes[inst.pnode].name,
+            "snodes": [] if inst.snode == NO_SECONDARY
+            else [cdata.nodes[inst.snode].name],
+            "status": inst.status, "tags": list(inst.tags),
+            "disk_template": inst.disk_template,
+            "forthcoming": inst.forthcoming})
+    master = [nd.name for nd in cdata.nodes if nd.is_master]
+    info = {"master": master[0] if master else None,
+            "tags": list(cdata.tags),
+            "ipolicy": ipolicy_to_json(cdata.ipolicy),
+            "default_hypervisor": "xen-pvm"}
+    return groups, nodes, insts, info

@@ -20,6 +20,10 @@ from ganeti.htools import score as S
 from ganeti.htools.model import NO_SECONDARY
 from ganeti.htools.types import MIRROR_EXTERNAL, MIRROR_INTERNAL
 
+_NSTD = len(S.STD_COMPONENTS)
+_NSUM = len(S.SUM_COMPONENTS)
+_SUM_W = tuple(w for _, w in S.SUM_COMPONENTS)
+
 
 @attrs.define
 class BalanceOptions:
@@ -35,7 +39,9 @@ class BalanceOptions:
     #: first candidate set: this many most/least loaded nodes
     prune_nodes: int = 8
     #: candidate evaluations below which a step simply tries everything
-    full_budget: int = 4000
+    full_budget: int = 60000
+    #: largest exhaustive search done when pruned searches find nothing
+    exhaustive_limit: int = 2000000
 
 
 @attrs.define
@@ -97,12 +103,23 @@ class Balancer:
             any(i.excl_tags for i in self.instances)
         self.placements = []
         self.evaluations = 0
+        self._cache = {}
+        self._parts = {}
+        self._extended = False
+        #: how many moves each candidate level found (None: exhaustive)
+        self.level_hits = {}
+        #: entries of the move-effect cache before it is emptied
+        self.cache_limit = 1500000
+        self._start_level = 0
+        self._refresh_base()
 
     # -- evaluating one candidate ---------------------------------------
 
-    def evaluate(self, inst, move):
-        """Score after ``move`` (None when the move is not possible);
-        the model is left unchanged."""
+    def _delta(self, inst, move):
+        """The effect of ``move`` on the running sums, computed by trying
+        it on the touched nodes and undoing it: None when the move is
+        not possible, else (std items, weighted sum-components delta,
+        offline all/primary deltas, pair changes)."""
         nodes = self.nodes
         idxs = MV.touched_nodes(inst, move)
         olds = []
@@ -116,30 +133,255 @@ class Balancer:
         self.evaluations += 1
         if not tr.ok:
             return None
-        changes = []
+        d1 = [0.0] * _NSTD
+        d2 = [0.0] * _NSTD
+        dsum = 0.0
         off_all = off_pri = 0
-        map_delta = 0
         pair_d = {} if self.has_pairs else None
         for (nd, st), (op, os_, ov) in zip(tr.saved, olds):
             if ov is None:
                 np_ = len(nd.plist)
                 off_all += np_ + len(nd.slist) - op - os_
                 off_pri += np_ - op
-            else:
-                changes.append((ov, (S.node_std_values(nd),
-                                     S.node_sum_values(nd))))
-                if pair_d is not None:
-                    old_map = st[-1]
-                    for k in set(old_map) | set(nd.instance_map):
-                        d = nd.instance_map.get(k, 0) - old_map.get(k, 0)
-                        if d:
-                            pair_d[k] = pair_d.get(k, 0) + d
-        if pair_d:
-            for k, d in pair_d.items():
-                map_delta += self.state.pair_map_delta(k, d)
+                continue
+            nv = S.node_std_values(nd)
+            ns = S.node_sum_values(nd)
+            o = ov[0]
+            for k in range(_NSTD):
+                a = o[k]
+                b = nv[k]
+                if a != b:
+                    d1[k] += b - a
+                    d2[k] += b * b - a * a
+            os2 = ov[1]
+            for k in range(_NSUM):
+                if ns[k] != os2[k]:
+                    dsum += _SUM_W[k] * (ns[k] - os2[k])
+            if pair_d is not None and st[-1] is not None:
+                old_map = st[-1]
+                for key in set(old_map) | set(nd.instance_map):
+                    d = nd.instance_map.get(key, 0) - old_map.get(key, 0)
+                    if d:
+                        pair_d[key] = pair_d.get(key, 0) + d
         tr.undo()
-        return self.state.score_after(changes, (off_all, off_pri),
-                                      map_delta)
+        items = [(k, d1[k], d2[k]) for k in range(_NSTD)
+                 if d1[k] != 0.0 or d2[k] != 0.0]
+        return items, dsum, off_all, off_pri, pair_d
+
+    # -- per-node shares of a move ----------------------------------------
+    #
+    # A move is a sequence of operations on each of its nodes, and what
+    # happens on one node depends only on that node and the instance
+    # (plus, for a new secondary, the reservation the node already holds
+    # for the new primary).  Each node's share is computed once and
+    # cached until the node changes: a candidate then costs at most one
+    # single-node trial (its target), not a trial of the whole move.
+
+    _FAIL = object()
+
+    def _part(self, nd, inst, role, force=False, newloc=None, pdx=None):
+        peer = nd.peers.get(pdx, 0) if pdx is not None else None
+        key = (nd.idx, inst.idx, role, force, newloc, peer)
+        ent = self._parts.get(key)
+        if ent is not None and ent[0] == nd.version:
+            return ent[1]
+        offline = nd.offline
+        if offline:
+            op_, os_ = len(nd.plist), len(nd.slist)
+        else:
+            ov = S.node_values(nd)
+        st = nd.save_for(inst)
+        loc = inst.location_score
+        res = None
+        try:
+            if role == "rm_p":
+                nd.remove_pri(inst)
+            elif role == "rm_s":
+                nd.remove_sec(inst)
+            elif role == "p_reloc":
+                nd.remove_pri(inst)
+                inst.location_score = newloc
+                res = nd.add_pri(inst, force=True)
+            elif role == "add_s":
+                res = nd.add_sec(inst, pdx, force=force)
+            elif role == "add_p":
+                inst.location_score = newloc
+                res = nd.add_pri(inst, force=force)
+            elif role == "rp_as":
+                nd.remove_pri(inst)
+                res = nd.add_sec(inst, pdx, force=force)
+            elif role == "rs_ap":
+                nd.remove_sec(inst)
+                inst.location_score = newloc
+                res = nd.add_pri(inst, force=force)
+            elif role == "rs_ap_rp_as":
+                nd.remove_sec(inst)
+                inst.location_score = newloc
+                res = nd.add_pri(inst, force=force)
+                if res is None:
+                    nd.remove_pri(inst)
+                    res = nd.add_sec(inst, pdx, force=force)
+            else:
+                raise ValueError(role)
+            if res is not None:
+                part = self._FAIL
+            elif offline:
+                np_ = len(nd.plist)
+                part = (None, None, 0.0, np_ + len(nd.slist) - op_ - os_,
+                        np_ - op_, None)
+            else:
+                nv = S.node_std_values(nd)
+                ns = S.node_sum_values(nd)
+                o = ov[0]
+                d1 = [b - a for a, b in zip(o, nv)]
+                d2 = [b * b - a * a for a, b in zip(o, nv)]
+                os2 = ov[1]
+                dsum = 0.0
+                for k in range(_NSUM):
+                    if ns[k] != os2[k]:
+                        dsum += _SUM_W[k] * (ns[k] - os2[k])
+                pairs = None
+                if self.has_pairs and st[-1] is not None:
+                    old_map = st[-1]
+                    pairs = {}
+                    for pk in set(old_map) | set(nd.instance_map):
+                        d = nd.instance_map.get(pk, 0) - old_map.get(pk, 0)
+                        if d:
+                            pairs[pk] = d
+                part = (d1, d2, dsum, 0, 0, pairs or None)
+        finally:
+            inst.location_score = loc
+            nd.restore_for(inst, st)
+        self.evaluations += 1
+        if len(self._parts) >= self.cache_limit:
+            self._parts.clear()
+        self._parts[key] = (nd.version, part)
+        return part
+
+    def _delta_parts(self, inst, move):
+        """``_delta`` from the per-node shares (same result)."""
+        kind, t, _t2 = move
+        nodes = self.nodes
+        force = self.opts.ignore_soft_errors
+        p = inst.pnode
+        s = inst.snode
+        pn = nodes[p]
+        part = self._part
+        if kind == MV.FAILOVER:
+            sn = nodes[s]
+            if not pn.mig_tags <= sn.rmig_tags:
+                return None
+            parts = (part(pn, inst, "rp_as", force, None, s),
+                     part(sn, inst, "rs_ap", pn.offline or force,
+                          inst.location_score))
+        elif kind == MV.REPLACE_SECONDARY:
+            sn = nodes[s]
+            tn = nodes[t]
+            loc = MV.location_score_for(nodes, inst, p, t)
+            parts = (part(pn, inst, "p_reloc", True, loc),
+                     part(sn, inst, "rm_s"),
+                     part(tn, inst, "add_s", sn.offline or force, None, p))
+        elif kind == MV.REPLACE_AND_FAILOVER:
+            sn = nodes[s]
+            tn = nodes[t]
+            if not pn.mig_tags <= tn.rmig_tags:
+                return None
+            loc = MV.location_score_for(nodes, inst, t, p)
+            parts = (part(pn, inst, "rp_as", sn.offline or force, None, t),
+                     part(sn, inst, "rm_s"),
+                     part(tn, inst, "add_p", force, loc))
+        elif kind == MV.FAILOVER_AND_REPLACE:
+            sn = nodes[s]
+            tn = nodes[t]
+            if not pn.mig_tags <= sn.rmig_tags:
+                return None
+            force_p = pn.offline or force
+            loc = MV.location_score_for(nodes, inst, s, t)
+            parts = (part(pn, inst, "rm_p"),
+                     part(sn, inst, "rs_ap", force_p, loc),
+                     part(tn, inst, "add_s", force_p, None, s))
+        elif kind == MV.REPLACE_PRIMARY:
+            sn = nodes[s]
+            tn = nodes[t]
+            if not (pn.mig_tags <= sn.rmig_tags and
+                    sn.mig_tags <= tn.rmig_tags):
+                return None
+            force_p = pn.offline or force
+            loc = MV.location_score_for(nodes, inst, t, s)
+            parts = (part(pn, inst, "rm_p"),
+                     part(sn, inst, "rs_ap_rp_as", force_p, loc, t),
+                     part(tn, inst, "add_p", force_p, loc))
+        elif kind == MV.FAILOVER_TO_ANY:
+            tn = nodes[t]
+            if not pn.mig_tags <= tn.rmig_tags:
+                return None
+            parts = (part(tn, inst, "add_p", pn.offline or force,
+                          inst.location_score),
+                     part(pn, inst, "rm_p"))
+        else:
+            return self._delta(inst, move)
+        fail = self._FAIL
+        d1 = None
+        dsum = 0.0
+        off_all = off_pri = 0
+        pairs = None
+        for pt in parts:
+            if pt is fail:
+                return None
+            a1, a2, ds, oa, op_, pp = pt
+            dsum += ds
+            off_all += oa
+            off_pri += op_
+            if a1 is not None:
+                if d1 is None:
+                    d1, d2 = a1, a2
+                else:
+                    d1 = [x + y for x, y in zip(d1, a1)]
+                    d2 = [x + y for x, y in zip(d2, a2)]
+            if pp:
+                if pairs is None:
+                    pairs = dict(pp)
+                else:
+                    for pk, d in pp.items():
+                        pairs[pk] = pairs.get(pk, 0) + d
+        if pairs is not None:
+            pairs = {pk: d for pk, d in pairs.items() if d} or None
+        if self.has_pairs and pairs is None:
+            pairs = {}
+        items = [] if d1 is None else \
+            [(k, d1[k], d2[k]) for k in range(_NSTD)
+             if d1[k] != 0.0 or d2[k] != 0.0]
+        return items, dsum, off_all, off_pri, pairs
+
+    def evaluate(self, inst, move):
+        """Score after ``move`` (None when the move is not possible); the
+        model is left unchanged.  The move's effect is cached until one
+        of the nodes it touches changes."""
+        nodes = self.nodes
+        key = (inst.idx, move)
+        ent = self._cache.get(key)
+        if ent is not None:
+            idxs, vers, delta = ent
+            for i, v in zip(idxs, vers):
+                if nodes[i].version != v:
+                    ent = None
+                    break
+        if ent is None:
+            delta = self._delta_parts(inst, move)
+            idxs = tuple(MV.touched_nodes(inst, move))
+            if len(self._cache) >= self.cache_limit:
+                self._cache.clear()
+            self._cache[key] = (idxs, tuple([nodes[i].version
+                                             for i in idxs]), delta)
+        if delta is None:
+            return None
+        items, dsum, off_all, off_pri, pairs = delta
+        return self.state.score_delta(self._base_total, self._terms,
+                                      items, dsum, off_all, off_pri, pairs)
+
+    def _refresh_base(self):
+        self._base_total = self.state.score()
+        self._terms = self.state.base_terms()
 
     def commit(self, inst, move):
         """Apply ``move`` for good and update the running sums."""
@@ -170,6 +412,9 @@ class Balancer:
                     if d:
                         pairs.append((k, d))
         self.state.commit(changes, (off_all, off_pri), pairs)
+        for nd, _, _, _, _ in olds:
+            nd.version += 1
+        self._refresh_base()
         return old_p, old_s
 
     # -- candidates -------------------------------------------------------
@@ -247,7 +492,8 @@ class Balancer:
                         continue
                     for k in kinds:
                         res.append((k, t, None))
-                if inst.forthcoming and opts.inst_moves:
+                if inst.forthcoming and opts.inst_moves and \
+                        self._extended:
                     tl = [t for t in targets]
                     for t in tl:
                         for t2 in tl:
@@ -310,22 +556,64 @@ class Balancer:
 
     # -- the search -------------------------------------------------------
 
-    def _best(self, cands):
+    def _best(self, cands, record=None):
+        """The best (instance, move) among ``cands`` and its score
+        (Ganeti's choice: the first lowest score; on a tie a forthcoming
+        instance's move is preferred, it costs nothing)."""
+        nodes = self.nodes
+        cache = self._cache
+        state = self.state
+        n = state.n
+        s1 = state.s1
+        s2 = state.s2
+        terms = self._terms
+        wts = S._STD_W
+        sqrt = math.sqrt
+        base = self._base_total
         best = None
         best_score = self.score
-        best_cost = None
+        best_forth = False
         for inst, move in cands:
-            sc = self.evaluate(inst, move)
-            if sc is None:
+            key = (inst.idx, move)
+            ent = cache.get(key)
+            if ent is not None:
+                idxs, vers, delta = ent
+                for i, v in zip(idxs, vers):
+                    if nodes[i].version != v:
+                        ent = None
+                        break
+            if ent is None:
+                delta = self._delta_parts(inst, move)
+                idxs = tuple(MV.touched_nodes(inst, move))
+                if len(cache) >= self.cache_limit:
+                    cache.clear()
+                cache[key] = (idxs, tuple([nodes[i].version
+                                           for i in idxs]), delta)
+            if delta is None:
                 continue
-            cost = 0 if inst.forthcoming else MV.COST[move[0]]
-            if best is None:
-                if sc < best_score:
-                    best, best_score, best_cost = (inst, move), sc, cost
-                continue
-            if sc < best_score - 1e-12 or (sc <= best_score + 1e-12 and
-                                           cost < best_cost):
-                best, best_score, best_cost = (inst, move), sc, cost
+            items, dsum, off_all, off_pri, pairs = delta
+            sc = base + dsum + 4.0 * off_all + 16.0 * off_pri
+            for k, d1, d2 in items:
+                m = (s1[k] + d1) / n
+                var = (s2[k] + d2) / n - m * m
+                if var > 0:
+                    sc += wts[k] * sqrt(var) - terms[k]
+                else:
+                    sc -= terms[k]
+            if pairs:
+                for pk, d in pairs.items():
+                    sc += state.pair_map_delta(pk, d)
+            if record is not None:
+                record.append((sc, inst, move))
+            if sc < best_score:
+                if best is None or sc < best_score - 1e-12 or \
+                        (inst.forthcoming and not best_forth):
+                    best, best_score = (inst, move), sc
+                    best_forth = inst.forthcoming
+            elif best is not None and inst.forthcoming and \
+                    not best_forth and sc <= best_score + 1e-12:
+                best, best_score = (inst, move), sc
+                best_forth = True
         return best, best_score
 
     def _acceptable(self, new_score):
@@ -334,27 +622,57 @@ class Balancer:
         return new_score < ini and (ini > opts.min_gain_limit or
                                     ini - new_score >= opts.min_gain)
 
+    def _apply(self, inst, move, sc):
+        old_p, old_s = self.commit(inst, move)
+        pl = Placement(inst, move, old_p, old_s, inst.pnode, inst.snode, sc)
+        self.score = sc
+        self.placements.append(pl)
+        return pl
+
     def step(self):
         """Find and apply one move; returns the Placement or None."""
         opts = self.opts
-        full = self._full_size() <= opts.full_budget
-        levels = [None] if full else []
-        if not full:
+        size = self._full_size()
+        if size <= opts.full_budget:
+            levels = [None]
+        else:
+            # widening candidate sets, each at most exhaustive_limit
+            # candidates (estimated), the last one everything if that fits
+            levels = []
+            n = max(1, len(self.online))
             k = opts.prune_nodes
-            while k < len(self.online):
+            while k < n:
+                if size * (k / n) ** 2 > opts.exhaustive_limit:
+                    break
                 levels.append(k)
                 k *= 4
-            levels.append(None)
-        for k in levels:
+            if size <= opts.exhaustive_limit or not levels:
+                levels.append(None)
+        # start one level below the one that found the last move: near
+        # the end only the wide searches still find moves
+        first = max(0, min(self._start_level, len(levels) - 1) - 1)
+        for pos in range(first, len(levels)):
+            k = levels[pos]
             best, sc = self._best(self._candidates(k))
             if best is not None and self._acceptable(sc):
-                inst, move = best
-                old_p, old_s = self.commit(inst, move)
-                pl = Placement(inst, move, old_p, old_s, inst.pnode,
-                               inst.snode, sc)
-                self.score = sc
-                self.placements.append(pl)
-                return pl
+                self.level_hits[k] = self.level_hits.get(k, 0) + 1
+                self._start_level = pos
+                return self._apply(best[0], best[1], sc)
+        # moves Ganeti does not know (both nodes of a forthcoming instance
+        # at once) only once its moves are exhausted: the result is then
+        # never worse than Ganeti's
+        if self.opts.disk_moves and any(i.forthcoming
+                                        for i in self._movable()):
+            self._extended = True
+            try:
+                for k in levels:
+                    cands = [(i, m) for i, m in self._candidates(k)
+                             if m[0] == MV.CHANGE_ALL]
+                    best, sc = self._best(cands)
+                    if best is not None and self._acceptable(sc):
+                        return self._apply(best[0], best[1], sc)
+            finally:
+                self._extended = False
         return None
 
     def run(self, on_move=None):

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from ganeti.htools import backends, cluster, text
+from ganeti.htools.text import fixed
 from ganeti.htools import types as T
 
 
@@ -72,7 +73,9 @@ def load_raw(opts):
     if opts.rapi is not None:
         return backends.load_rapi(opts.rapi)
     sock = opts.luxi or default_luxi_socket()
-    return backends.load_luxi(sock, getattr(opts, "luxi_client", None))
+    client = getattr(opts, "luxi_client", None)
+    return backends.load_luxi(
+        sock, (lambda _path: client) if client is not None else None)
 
 
 def _split(v):
@@ -150,13 +153,13 @@ def _node_field(nd, f):
     if f == "scnt":
         return "%3d" % len(nd.slist)
     if f == "pfmem":
-        return "%6.4f" % nd.p_mem()
+        return fixed(nd.p_mem(), 4).rjust(6)
     if f == "pfdsk":
-        return "%6.4f" % nd.p_dsk()
+        return fixed(nd.p_dsk(), 4).rjust(6)
     if f == "rcpu":
-        return "%5.2f" % nd.p_cpu()
+        return fixed(nd.p_cpu(), 2).rjust(5)
     if f in ("cload", "mload", "dload", "nload"):
-        return "%5.3f" % getattr(nd, "load_" + f[0])
+        return fixed(getattr(nd, "load_" + f[0]), 3).rjust(5)
     raise T.HtoolsError("Unknown field '%s'" % f)
 
 
@@ -182,6 +185,24 @@ def print_nodes(nodes, fields=None):
     numeric = [f not in ("status", "name") for f in fields]
     return format_table([_HEADERS.get(f, f) for f in fields], rows,
                         numeric)
+
+
+def print_instances(nodes, instances):
+    """Ganeti's instance map table."""
+    header = ["F", "Name", "Pri_node", "Sec_node", "Auto_bal", "vcpu",
+              "mem", "dsk", "lCpu", "lMem", "lDsk", "lNet"]
+    rows = []
+    for inst in sorted(instances, key=lambda i: i.idx):
+        u = inst.util
+        rows.append([
+            "R" if inst.is_running() else " ", inst.name,
+            nodes[inst.pnode].name,
+            nodes[inst.snode].name if inst.snode >= 0 else "",
+            "Y" if inst.auto_balance else "N", "%3d" % inst.vcpus,
+            "%5d" % inst.mem, "%5d" % (inst.dsk // 1024),
+            fixed(u.cpu, 3), fixed(u.mem, 3), fixed(u.dsk, 3),
+            fixed(u.net, 3)])
+    return format_table(header, rows, [False] * 5 + [True] * 7)
 
 
 def save_cluster(cdata, prefix, suffix, what, err):

@@ -11,6 +11,7 @@ import sys
 from ganeti.htools import balance, cli, score as S
 from ganeti.htools import moves as MV
 from ganeti.htools import types as T
+from ganeti.htools.text import fixed
 
 SH_TEMPLATE = """#!/bin/sh
 
@@ -86,8 +87,9 @@ def _solution_line(pl, pos, nodes, imlen, nmlen):
         nstr = nodes[pl.new_p].alias
     else:
         nstr = "%s:%s" % (nodes[pl.new_p].alias, nodes[pl.new_s].alias)
-    return "  %3d. %-*s %-*s => %-*s %12.8f a=%s" % (
-        pos, imlen, inst.alias, pmlen, ostr, pmlen, nstr, pl.score, desc)
+    return "  %3d. %-*s %-*s => %-*s %12s a=%s" % (
+        pos, imlen, inst.alias, pmlen, ostr, pmlen, nstr,
+        fixed(pl.score, 8), desc)
 
 
 def jobset_commands(jobsets, nodes, with_check):
@@ -129,7 +131,7 @@ def _main(argv, out, err, luxi_client):
     cd = cli.load_cluster(opts, err)
     if verbose > 1:
         out.write("Loaded cluster tags: %s\n" % ",".join(cd.tags))
-        out.write("Loaded cluster ipolicy: %r\n" % (cd.ipolicy,))
+        out.write("Loaded cluster ipolicy: %s\n" % show_ipolicy(cd.ipolicy))
     if not cd.instances:
         out.write("Cluster is empty, exiting.\n")
         return 0
@@ -199,8 +201,11 @@ def _main(argv, out, err, luxi_client):
         fields = opts.show_nodes.split(",")
         if fields[0] == "+":
             fields = cli.NODE_FIELDS + fields[1:]
+    if opts.show_insts:
+        err.write("\nInitial instance map:\n")
+        err.write(cli.print_instances(cd.nodes, ginsts))
     if opts.show_nodes is not None:
-        err.write("Initial cluster status:\n")
+        err.write("\nInitial cluster status:\n")
         err.write(cli.print_nodes(gnodes, fields))
         err.write("\n")
 
@@ -211,14 +216,16 @@ def _main(argv, out, err, luxi_client):
         restricted_migration=opts.restricted_migration,
         min_gain=opts.min_gain, min_gain_limit=opts.min_gain_limit,
         max_length=opts.max_length, min_score=opts.min_score)
+    initial_free = (sum(n.f_mem for n in gnodes),
+                    sum(n.f_dsk for n in gnodes))
     bal = balance.Balancer(cd.nodes, gnodes, ginsts, bopts)
     ini_cv = bal.initial_score
     opt_cv = balance.optimal_score(gnodes)
     if verbose > 2:
-        out.write("Initial coefficients: overall %.8f\n" % ini_cv)
-        out.write(format_stats(gnodes, "  "))
+        out.write("Initial coefficients: overall %s\n" % fixed(ini_cv, 8))
+        out.write(format_stats(gnodes, "   "))
     else:
-        out.write("Initial score: %.8f\n" % ini_cv)
+        out.write("Initial score: %s\n" % fixed(ini_cv, 8))
     if ini_cv - opt_cv < opts.min_score:
         out.write("Cluster is already well balanced (initial score %s,\n"
                   "optimum score due to N+1 reservations %s,\n"
@@ -245,11 +252,11 @@ def _main(argv, out, err, luxi_client):
     if not placements:
         out.write("No solution found\n")
     elif verbose > 2:
-        out.write("Final coefficients:   overall %.8f\n" % fin_cv)
-        out.write(format_stats(gnodes, "  "))
+        out.write("Final coefficients:   overall %s\n" % fixed(fin_cv, 8))
+        out.write(format_stats(gnodes, "   "))
     else:
-        out.write("Cluster score improved from %.8f to %.8f\n"
-                  % (ini_cv, fin_cv))
+        out.write("Cluster score improved from %s to %s\n"
+                  % (fixed(ini_cv, 8), fixed(fin_cv, 8)))
     if verbose >= 1:
         out.write("Solution length=%d\n" % len(placements))
     jobsets = balance.split_jobs(placements)
@@ -271,22 +278,75 @@ def _main(argv, out, err, luxi_client):
                       % opts.show_cmds)
     if opts.save:
         cli.save_cluster(cd, opts.save, "balanced", "after balancing", err)
+    if opts.show_insts:
+        err.write("\nFinal instance map:\n")
+        err.write(cli.print_instances(cd.nodes, ginsts))
     if opts.show_nodes is not None:
-        err.write("Final cluster status:\n")
+        err.write("\nFinal cluster status:\n")
         err.write(cli.print_nodes(gnodes, fields))
         err.write("\n")
+    if verbose > 3:
+        out.write("Original: mem=%d disk=%d\n" % initial_free)
+        out.write("Final:    mem=%d disk=%d\n"
+                  % (sum(n.f_mem for n in gnodes),
+                     sum(n.f_dsk for n in gnodes)))
     if opts.exec_jobs and placements:
         return execute_jobsets(jobsets, cd.nodes, opts, out, err)
     return 0
 
 
+_DT_SHOW = {"diskless": "DTDiskless", "file": "DTFile",
+            "sharedfile": "DTSharedFile", "plain": "DTPlain",
+            "blockdev": "DTBlock", "drbd": "DTDrbd8", "rbd": "DTRbd",
+            "ext": "DTExt", "gluster": "DTGluster"}
+
+
+def show_ipolicy(pol):
+    """A policy as Ganeti's -v -v shows it (Haskell's ``show``)."""
+    from ganeti.htools.text import show_double
+
+    def spec(sp):
+        return ("ISpec {iSpecMemorySize = %d, iSpecCpuCount = %d,"
+                " iSpecDiskSize = %d, iSpecDiskCount = %d, iSpecNicCount"
+                " = %d, iSpecSpindleUse = %d}" % (
+                    sp.memory_size, sp.cpu_count, sp.disk_size,
+                    sp.disk_count, sp.nic_count, sp.spindle_use))
+    mm = ", ".join("MinMaxISpecs {minMaxISpecsMinSpec = %s,"
+                   " minMaxISpecsMaxSpec = %s}" % (spec(a), spec(b))
+                   for a, b in pol.minmax)
+    return ("IPolicy {iPolicyMinMaxISpecs = [%s], iPolicyStdSpec = %s,"
+            " iPolicyDiskTemplates = [%s], iPolicyVcpuRatio = %s,"
+            " iPolicySpindleRatio = %s}" % (
+                mm, spec(pol.std),
+                ",".join(_DT_SHOW[d] for d in pol.disk_templates),
+                show_double(pol.vcpu_ratio),
+                show_double(pol.spindle_ratio)))
+
+
 def _g6(x):
-    return "%.6g" % x
+    """``%.6g`` as Haskell's printf renders it: fixed notation with six
+    decimals for 0 and 0.1 <= |x| < 10^7, else ``d.dddddde<exp>``."""
+    ax = abs(x)
+    if x == 0 or 0.1 <= ax < 1e7:
+        return "%.6f" % x
+    exp = 0
+    m = ax
+    while m >= 10:
+        m /= 10
+        exp += 1
+    while m < 1:
+        m *= 10
+        exp -= 1
+    m = round(m, 6)
+    if m >= 10:
+        m /= 10
+        exp += 1
+    return "%s%.6fe%d" % ("-" if x < 0 else "", m, exp)
 
 
 def format_stats(nodes, prefix):
     comps = S.components(nodes)
-    rows = [[name, "%.8f" % comps[name], "x%.2f" % S.WEIGHTS[name]]
+    rows = [[name, fixed(comps[name], 8), "x%.2f" % S.WEIGHTS[name]]
             for name in S.DISPLAY_ORDER]
     header = ["Field", "Value", "Weight"]
     widths = [max(len(r[i]) for r in rows + [header]) for i in range(3)]

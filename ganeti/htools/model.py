@@ -184,6 +184,7 @@ class Node:
         "loadf_d", "loadf_n", "ptags", "n_ptags_conflicts", "ipolicy",
         "excl_storage", "mig_tags", "rmig_tags", "location_tags",
         "location_score", "instance_map", "hypervisor", "metrics_cache",
+        "version",
     )
 
     def __init__(self, name, t_mem, n_mem, f_mem, t_dsk, f_dsk, t_cpu,
@@ -242,6 +243,8 @@ class Node:
         self.instance_map = {}
         self.hypervisor = None
         self.metrics_cache = None
+        #: bumped by the balancer whenever a move changes the node
+        self.version = 0
 
     def __repr__(self):
         return "<Node %s>" % self.name
@@ -474,6 +477,48 @@ class Node:
          self.metrics_cache, self.plist, self.plist_forth, self.slist,
          self.slist_forth, self.peers, self.ptags,
          self.instance_map) = st
+
+    def save_for(self, inst):
+        """A cheaper snapshot, enough to undo placing or removing ``inst``
+        (and only it) on this node: see ``restore_for``."""
+        iid = inst.idx
+        return (self.i_mem, self.f_mem_forth, self.f_dsk, self.f_dsk_forth,
+                self.u_cpu, self.u_cpu_forth, self.f_spindles,
+                self.f_spindles_forth, self.inst_spindles,
+                self.inst_spindles_forth, self.fail_n1, self.r_mem,
+                self.load_c, self.load_m, self.load_d, self.load_n,
+                self.loadf_c, self.loadf_m, self.loadf_d, self.loadf_n,
+                self.location_score, self.n_ptags_conflicts,
+                self.metrics_cache, iid in self.plist,
+                iid in self.plist_forth, iid in self.slist,
+                iid in self.slist_forth,
+                dict(self.peers) if self.peers else None,
+                dict(self.ptags) if inst.excl_tags else None,
+                dict(self.instance_map) if inst.excl_tags and
+                self.location_tags else None)
+
+    def restore_for(self, inst, st):
+        (self.i_mem, self.f_mem_forth, self.f_dsk, self.f_dsk_forth,
+         self.u_cpu, self.u_cpu_forth, self.f_spindles,
+         self.f_spindles_forth, self.inst_spindles,
+         self.inst_spindles_forth, self.fail_n1, self.r_mem,
+         self.load_c, self.load_m, self.load_d, self.load_n,
+         self.loadf_c, self.loadf_m, self.loadf_d, self.loadf_n,
+         self.location_score, self.n_ptags_conflicts,
+         self.metrics_cache, inp, inpf, ins, insf, peers, ptags,
+         imap) = st
+        iid = inst.idx
+        for flag, cont in ((inp, self.plist), (inpf, self.plist_forth),
+                           (ins, self.slist), (insf, self.slist_forth)):
+            if flag:
+                cont.add(iid)
+            else:
+                cont.discard(iid)
+        self.peers = peers if peers is not None else {}
+        if ptags is not None:
+            self.ptags = ptags
+        if imap is not None:
+            self.instance_map = imap
 
     def _forth_violation_pri(self, inst, new_mem_forth, new_dsk_forth,
                              new_free_sp_forth, new_inst_sp_forth,

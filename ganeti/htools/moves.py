@@ -161,7 +161,7 @@ class Trial:
         self.nodes = nodes
         self.inst = inst
         idxs = touched_nodes(inst, move)
-        self.saved = [(nodes[i], nodes[i].save()) for i in idxs]
+        self.saved = [(nodes[i], nodes[i].save_for(inst)) for i in idxs]
         self.inst_saved = (inst.pnode, inst.snode, inst.location_score)
         try:
             apply_move(nodes, inst, move, force)
@@ -173,8 +173,9 @@ class Trial:
             self.undo()
 
     def undo(self):
+        inst = self.inst
         for nd, st in self.saved:
-            nd.restore(st)
+            nd.restore_for(inst, st)
         (self.inst.pnode, self.inst.snode,
          self.inst.location_score) = self.inst_saved
 

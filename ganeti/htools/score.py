@@ -264,6 +264,40 @@ class ScoreState:
         total += self.map_value + map_delta
         return total
 
+    def base_terms(self):
+        """Per std component, its current weighted std-dev, and the
+        total score (used by ``score_delta``)."""
+        n = self.n
+        terms = []
+        for k in range(_NSTD):
+            m = self.s1[k] / n
+            var = self.s2[k] / n - m * m
+            terms.append(_STD_W[k] * math.sqrt(var) if var > 0 else 0.0)
+        return terms
+
+    def score_delta(self, base_total, terms, std_items, sum_delta,
+                    off_all, off_pri, pairs):
+        """Score after a change given as deltas: ``std_items`` is a list
+        of (component, delta of sum, delta of sum of squares) for the
+        std components that change, ``sum_delta`` the weighted change of
+        the sum components, ``pairs`` the exclusion/location pair count
+        changes (or None).  ``base_total`` and ``terms`` come from
+        ``score()`` and ``base_terms()`` of the current state."""
+        n = self.n
+        s1 = self.s1
+        s2 = self.s2
+        total = base_total + sum_delta + 4.0 * off_all + 16.0 * off_pri
+        for k, d1, d2 in std_items:
+            m = (s1[k] + d1) / n
+            var = (s2[k] + d2) / n - m * m
+            total -= terms[k]
+            if var > 0:
+                total += _STD_W[k] * math.sqrt(var)
+        if pairs:
+            for key, d in pairs.items():
+                total += self.pair_map_delta(key, d)
+        return total
+
     def commit(self, changes, off_delta=(0, 0), pair_changes=()):
         """Apply a change: ``changes`` as for ``score_after``;
         ``pair_changes`` are (key, delta) of exclusion/location pairs."""

@@ -6,6 +6,7 @@ cluster tags and (optionally) instance policies; columns by ``|``.
 Writing what was read gives back Ganeti's own files byte for byte.
 """
 
+import decimal
 import math
 
 from ganeti.htools import types as T
@@ -35,6 +36,21 @@ def show_double(x):
         return "%s%s.%s" % (sign, digits[:exp], digits[exp:])
     frac = digits[1:] or "0"
     return "%s%s.%se%d" % (sign, digits[0], frac, exp - 1)
+
+
+def fixed(x, prec):
+    """``%.<prec>f`` as Haskell's printf renders it: the shortest decimal
+    form of the float, rounded half to even (Python rounds the exact binary
+    value: 0.95775 is just below the tie in binary)."""
+    x = float(x)
+    if math.isnan(x) or math.isinf(x):
+        return "%.*f" % (prec, x)
+    d = decimal.Decimal(repr(x)).quantize(decimal.Decimal(1).scaleb(-prec),
+                                          rounding=decimal.ROUND_HALF_EVEN)
+    res = "%.*f" % (prec, d)
+    if res.startswith("-") and decimal.Decimal(res) == 0:
+        res = res[1:] if x > -0.5 * 10 ** -prec else res
+    return res
 
 
 def _shortest_digits(ax):
