@@ -147,9 +147,6 @@ def parse_ialloc(data):
                             parse_ipolicy(_get(g, "ipolicy", gown, None),
                                           gown)))
     gidx = {g.uuid: i for i, g in enumerate(groups)}
-    hvs = _strlist(data, "enabled_hypervisors", owner, [])
-    # Ganeti's hail takes a fixed node memory with kvm, as for RAPI
-    kvm = bool(hvs) and hvs[0] == "kvm"
     nodes = []
     for name, n in _get(data, "nodes", owner).items():
         nown = "invalid data for node '%s'" % name
@@ -181,8 +178,6 @@ def parse_ialloc(data):
             _num(ndp, "cpu_speed", nown + "/ndparams", float, 1.0))
         nd.is_master = bool(n.get("master", False))
         nd.vm_capable = vm_cap
-        if kvm and live:
-            nd.n_mem = STATIC_KVM_NODE_MEMORY
         nodes.append(nd)
     for i, nd in enumerate(nodes):
         nd.idx = i

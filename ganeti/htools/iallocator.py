@@ -143,6 +143,12 @@ def load(document):
     _need(document, "cluster_tags", "iallocator input", (list,), "a list")
     try:
         cd = backends.parse_ialloc(document)
+        hvs = document.get("enabled_hypervisors") or []
+        if hvs and hvs[0] == "kvm":
+            # hail takes a fixed node memory with kvm (as for RAPI)
+            for nd in cd.nodes:
+                if not nd.offline:
+                    nd.n_mem = backends.STATIC_KVM_NODE_MEMORY
         cluster.finalize(cd)
     except T.HtoolsError as e:
         raise BadRequest(str(e))
