@@ -48,6 +48,8 @@ setup(
             "gnt-job = ganeti.cli.gnt_job:main",
             "gnt-os = ganeti.cli.gnt_os:main",
             "hbal = ganeti.htools.hbal:main",
+            "hail = ganeti.htools.hail:main",
+            "hspace = ganeti.htools.hspace:main",
         ],
     },
 )

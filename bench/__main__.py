@@ -15,6 +15,7 @@ BENCHMARKS = {
     "config": "bench.config",
     "noded": "bench.noded",
     "htools": "bench.htools",
+    "htools_alloc": "bench.htools_alloc",
 }
 
 

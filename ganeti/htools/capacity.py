@@ -1,0 +1,223 @@
+"""Global N+1 redundancy (Ganeti's capacity checks).
+
+A cluster is globally N+1 redundant when every node can be evacuated:
+its drbd primaries failed over to their secondaries, its shared-storage
+instances moved to the best other node of the group, and its other
+instances (plain, file, diskless) re-created on other nodes of the group,
+largest memory first, each on the node with the best score, all ignoring
+soft errors.
+
+The check runs for every allocation solution, so it has a fast path: the
+failovers only need, per secondary, the memory of the instances it
+receives; and the re-creation surely succeeds when at least as many other
+nodes of the group as there are instances to re-create can each take the
+largest of them (then whatever node the score picks, a free one is left
+for the next instance).  Only when that does not hold is the evacuation
+simulated exactly, with the score choosing the targets.
+"""
+
+from ganeti.htools import model as M
+from ganeti.htools import moves as MV
+from ganeti.htools import score as S
+from ganeti.htools import types as T
+
+
+class Checker:
+    """``redundant()`` for the current state of ``ctx``'s model, over
+    the nodes ``scope_idxs``."""
+
+    def __init__(self, ctx, scope_idxs):
+        self.ctx = ctx
+        self.nodes = ctx.nodes
+        self.instances = ctx.instances
+        self.scope = list(scope_idxs)
+        opts = ctx.opts
+        ign = set(opts.capacity_ignore_groups)
+        self.checked = [i for i in self.scope
+                        if self.nodes[i].group not in ign
+                        and not (opts.accept_existing
+                                 and self.nodes[i].offline)]
+        self.last_bad = None
+        self._base = None
+        self.by_group = {}
+        for i in self.scope:
+            self.by_group.setdefault(self.nodes[i].group, []).append(i)
+
+    def base_redundant(self):
+        """Redundancy before the candidate is placed (computed once)."""
+        if self._base is None:
+            self._base = self.redundant()
+        return self._base
+
+    def redundant(self):
+        # memory-sorted escape nodes per group (upper bounds for the scan)
+        self.sorted_by_mem = {}
+        for g, idxs in self.by_group.items():
+            self.sorted_by_mem[g] = sorted(
+                ((self.nodes[i].unallocated_mem(), i) for i in idxs),
+                reverse=True)
+        # the node that failed last time is the likeliest to fail again
+        last = self.last_bad
+        if last is not None and not self.can_evacuate(last):
+            return False
+        for ndx in self.checked:
+            if ndx != last and not self.can_evacuate(ndx):
+                self.last_bad = ndx
+                return False
+        return True
+
+    def can_evacuate(self, ndx):
+        nodes = self.nodes
+        n = nodes[ndx]
+        drbd, shared, other = [], [], []
+        for i in n.plist:
+            inst = self.instances[i]
+            if inst.disk_template == T.DT_DRBD:
+                drbd.append(inst)
+            elif inst.disk_template in T.MOVABLE_TEMPLATES:
+                shared.append(inst)
+            else:
+                other.append(inst)
+        if shared:
+            return self._exact(ndx, drbd, shared, other)
+        # failovers: each secondary runs what it receives
+        need = {}
+        for inst in drbd:
+            s = nodes[inst.snode]
+            if not n.mig_tags <= s.rmig_tags:
+                return False
+            if s.excl_storage and inst.uses_local_storage and \
+                    (inst.total_spindles is None or s.f_spindles < 0):
+                return False
+            if inst.uses_local_storage and s.f_dsk <= 0:
+                return False
+            need[inst.snode] = need.get(inst.snode, 0) + \
+                (inst.mem if inst.uses_memory else 0)
+        for sdx, mem in need.items():
+            if nodes[sdx].unallocated_mem() - mem <= 0:
+                return False
+        if not other:
+            return True
+        # re-creation: the policy is the group's, the same for all targets
+        escape = [i for i in self.by_group[n.group] if i != ndx]
+        if not escape:
+            return False
+        pol = nodes[escape[0]].ipolicy
+        from ganeti.htools.alloc import policy_failure
+        for inst in other:
+            if policy_failure(inst, pol, nodes[escape[0]].excl_storage):
+                return False
+        if any(nodes[i].excl_storage for i in escape):
+            return self._exact(ndx, drbd, shared, other)
+        req_mem = max((i.mem for i in other if i.uses_memory), default=0)
+        req_dsk = max((i.dsk for i in other if i.uses_local_storage),
+                      default=None)
+        k = len(other)
+        found = 0
+        for mem_bound, i in self.sorted_by_mem[n.group]:
+            if mem_bound - req_mem <= 0:
+                break
+            if i == ndx:
+                continue
+            nd = nodes[i]
+            if nd.unallocated_mem() - need.get(i, 0) - req_mem <= 0:
+                continue
+            if req_dsk is not None and nd.f_dsk - req_dsk <= 0:
+                continue
+            found += 1
+            if found >= k:
+                return True
+        return self._exact(ndx, drbd, shared, other)
+
+    # -- the exact simulation ---------------------------------------------
+
+    def _exact(self, ndx, drbd, shared, other):
+        nodes = self.nodes
+        n = nodes[ndx]
+        gidx = self.by_group[n.group]
+        escape = [i for i in gidx if i != ndx]
+        saved_nodes = {}
+        saved_insts = {}
+
+        def touch(idxs):
+            for i in idxs:
+                if i not in saved_nodes:
+                    saved_nodes[i] = nodes[i].save()
+
+        def keep(inst):
+            if inst.idx not in saved_insts:
+                saved_insts[inst.idx] = (inst.pnode, inst.snode,
+                                         inst.location_score)
+
+        try:
+            for inst in drbd:
+                touch([inst.pnode, inst.snode])
+                keep(inst)
+                try:
+                    MV.apply_move(nodes, inst, (MV.FAILOVER, None, None),
+                                  force=True)
+                except MV.MoveFailed:
+                    return False
+            if shared:
+                gstate = None
+                for inst in shared:
+                    gstate = S.ScoreState([nodes[i] for i in gidx])
+                    best = None
+                    for t in escape:
+                        if t == inst.pnode:
+                            continue
+                        touch([inst.pnode, t])
+                        keep(inst)
+                        trial = MV.Trial(nodes, inst,
+                                         (MV.FAILOVER_TO_ANY, t, None),
+                                         force=True)
+                        if trial.ok:
+                            sc = S.compute_score([nodes[i] for i in gidx])
+                            if best is None or not best[0] < sc:
+                                best = (sc, t)
+                            trial.undo()
+                    if best is None:
+                        return False
+                    MV.apply_move(nodes, inst,
+                                  (MV.FAILOVER_TO_ANY, best[1], None),
+                                  force=True)
+                del gstate
+            if other:
+                from ganeti.htools.alloc import policy_failure
+                scope_nodes = [nodes[i] for i in self.scope]
+                state = S.ScoreState(scope_nodes)
+                for inst in sorted(other, key=lambda x: -x.mem):
+                    best = None
+                    for t in escape:
+                        nd = nodes[t]
+                        if policy_failure(inst, nd.ipolicy,
+                                          nd.excl_storage):
+                            continue
+                        old = S.node_values(nd)
+                        st = nd.save()
+                        if nd.add_pri(inst, force=True) is not None:
+                            continue
+                        new = S.node_values(nd)
+                        sc = state.score_after([(old, new)])
+                        nd.restore(st)
+                        if best is None or not best[0] < sc:
+                            best = (sc, t, old)
+                    if best is None:
+                        return False
+                    _sc, t, old = best
+                    touch([t])
+                    nodes[t].add_pri(inst, force=True)
+                    state.commit([(old, S.node_values(nodes[t]))])
+            return True
+        finally:
+            for i, st in saved_nodes.items():
+                nodes[i].restore(st)
+            for idx, st in saved_insts.items():
+                inst = self.instances[idx]
+                inst.pnode, inst.snode, inst.location_score = st
+
+
+def redundant(ctx, scope_idxs=None):
+    if scope_idxs is None:
+        scope_idxs = range(len(ctx.nodes))
+    return Checker(ctx, scope_idxs).redundant()
