@@ -355,3 +355,6 @@ UIDPOOL_UID_MAX = 2 ** 32 - 1
 
 UUID_RE = re.compile(
     r"^[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}$")
+
+#: the allocator a new cluster uses by default (the built-in one)
+DEFAULT_IALLOCATOR = "hail"

@@ -22,6 +22,7 @@ class ScriptedAllocator(object):
     def __init__(self, name):
         self.name = name
         self.inputs = []
+        self.params = []   # the allocator parameters of each call
         self._answers = []
 
     def reply(self, result, success=True, info="scripted answer"):
@@ -42,8 +43,9 @@ class ScriptedAllocator(object):
     def requests(self):
         return [doc["request"] for doc in self.inputs]
 
-    def __call__(self, document):
+    def __call__(self, document, params=None):
         self.inputs.append(document)
+        self.params.append(params or {})
         if not self._answers:
             raise AssertionError("allocator %s was asked but has no answer"
                                  % self.name)
@@ -56,12 +58,12 @@ class ScriptedAllocator(object):
         return answer
 
 
-def fake(document):
-    return ACTIVE["fake"](document)
+def fake(document, params=None):
+    return ACTIVE["fake"](document, params)
 
 
-def spare(document):
-    return ACTIVE["spare"](document)
+def spare(document, params=None):
+    return ACTIVE["spare"](document, params)
 
 
 def sync_runner(function, *args):

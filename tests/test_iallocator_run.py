@@ -193,3 +193,22 @@ class BuiltinAllocatorTests(unittest.TestCase):
         hail = reg.lookup("hail")
         self.assertEqual(hail.where, "ganeti.htools.iallocator:answer")
         self.assertIsInstance(reg.run_in_thread, ThreadRunner)
+
+    @defer.inlineCallbacks
+    def test_builtin_hail_takes_hails_options(self):
+        """The master's allocator parameters reach the built-in hail as
+        Ganeti's hail takes them on its command line."""
+        from tests import htools_requests as R
+        from tests.test_htools_alloc import cluster_doc
+        doc = cluster_doc("tiny", R.alloc_request("r", 512, 1024, 1, "plain"))
+        allocator = self.builtin("ganeti.htools.iallocator:answer")
+        free = parse_answer("hail", (yield allocator.run(
+            doc, json.dumps(doc), {})))
+        self.assertNotEqual(free["result"], ["node1"])
+        pinned = parse_answer("hail", (yield allocator.run(
+            doc, json.dumps(doc), {"restrict-allocation-to": "node1"})))
+        self.assertEqual(pinned["result"], ["node1"])
+        wrong = parse_answer("hail", (yield allocator.run(
+            doc, json.dumps(doc), {"no-such-option": None})))
+        self.assertFalse(wrong["success"])
+        self.assertIn("allocator parameter 'no-such-option'", wrong["info"])

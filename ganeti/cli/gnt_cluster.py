@@ -76,7 +76,8 @@ NETMASK_OPT = Opt("--master-netmask", type=int, metavar="BITS",
 VG_OPT = Opt("--vg-name", metavar="VG", help="LVM volume group for disks")
 IALLOC_OPT = Opt("-I", "--default-iallocator", metavar="NAME[,NAME...]",
                  help="default instance allocators, tried in order, for"
-                 " every request type ('' for none)")
+                 " every request type ('' for none; a new cluster uses"
+                 " 'hail', the built-in allocator)")
 IALLOC_FOR_OPT = Opt("--default-iallocator-for", action="append",
                      dest="default_iallocator_for",
                      metavar="TYPE=NAME[,NAME...]",
@@ -374,7 +375,10 @@ def init(ctx, opts):
         "candidate_pool_size": opts.candidate_pool_size,
         "maintain_node_health": opts.maintain_node_health,
         "prealloc_wipe_disks": opts.prealloc_wipe_disks,
-        "default_iallocator": opts.default_iallocator,
+        # as Ganeti's init: the built-in allocator unless told otherwise
+        "default_iallocator": (constants.DEFAULT_IALLOCATOR
+                               if opts.default_iallocator is None
+                               else opts.default_iallocator),
         "default_iallocator_params": (common.parse_keyval(
             opts.default_iallocator_params, "--default-iallocator-params")
             if opts.default_iallocator_params is not None else None),

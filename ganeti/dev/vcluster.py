@@ -138,7 +138,9 @@ class VirtualCluster(object):
             file_storage_dir=os.path.join(m.root, "srv", "ganeti",
                                           "file-storage"),
             shared_file_storage_dir=os.path.join(self.base, "shared"),
-            master_netdev="lo")
+            master_netdev="lo",
+            # as gnt-cluster init: the built-in allocator by default
+            default_iallocator=constants.DEFAULT_IALLOCATOR)
         params.update(cluster_params)
         store = config.ConfigStore.create(
             m.paths.config_file, self.cluster_name, m.name, m.ip,

@@ -4,7 +4,6 @@ takes the parsed input document and returns the parsed answer, never
 raising for bad input (``success`` false and an ``info`` naming the
 field and the reason)."""
 
-import zope.interface
 
 from ganeti.htools import alloc as A
 from ganeti.htools import backends, cluster
@@ -14,15 +13,6 @@ from ganeti.htools.model import Instance
 
 MODES = ("allocate", "relocate", "change-group", "node-evacuate",
          "multi-allocate", "allocate-secondary")
-
-
-class IAllocator(zope.interface.Interface):
-    """Something that answers iallocator requests."""
-
-    name = zope.interface.Attribute("the allocator's name")
-
-    def answer(request):
-        """The answer document (dict) for an input document (dict)."""
 
 
 class BadRequest(Exception):
@@ -262,19 +252,45 @@ def run(document, opts=None):
         return _fail("invalid request: %s" % e), cd, cd.warnings
 
 
-def answer(request, opts=None):
+#: the allocator parameters the built-in takes: Ganeti's hail options
+PARAMS = ("ignore-soft-errors", "no-capacity-checks", "restrict-allocation-to")
+
+
+def options_from_params(params):
+    """AllocOptions from the master's allocator parameters (``{"key":
+    value}``, value None or True for a flag), as hail takes them on its
+    command line; BadRequest names an unknown one."""
+    opts = A.AllocOptions()
+    for key, value in sorted((params or {}).items()):
+        flag = value is None or value is True
+        if key == "ignore-soft-errors" and flag:
+            opts.ignore_soft_errors = True
+        elif key == "no-capacity-checks" and flag:
+            opts.capacity = False
+        elif key == "restrict-allocation-to" and isinstance(value, str):
+            opts.restrict_to_nodes = [x for x in value.split(",") if x]
+        elif value is False:
+            continue
+        else:
+            raise BadRequest(
+                "allocator parameter '%s': not one of the built-in"
+                " allocator's (%s), or a wrong value %r"
+                % (key, ", ".join(PARAMS), value))
+    return opts
+
+
+def answer(request, opts=None, params=None):
     """The built-in allocator: the answer document for an iallocator
-    input document (both parsed JSON)."""
+    input document (both parsed JSON).  ``params`` are the master's
+    allocator parameters (Ganeti's hail options); ``opts`` AllocOptions
+    for callers in this package."""
+    if params:
+        try:
+            opts = options_from_params(params)
+        except BadRequest as e:
+            return _fail(str(e))
     try:
         return run(request, opts)[0]
     except Exception as e:  # an internal error must not kill the caller
         return _fail("internal error in the allocator: %s: %s"
                      % (type(e).__name__, e))
-
-
-@zope.interface.implementer(IAllocator)
-class BuiltinHail:
-    name = "hail"
-
-    def answer(self, request):
-        return answer(request)

@@ -255,7 +255,7 @@ class BuiltinAllocator(object):
             return defer.fail()
         # the function gets a document of its own (parsed in the thread:
         # a big cluster's document takes a while), which it may change
-        d = self.run_in_thread(_call, function, text)
+        d = self.run_in_thread(_call, function, text, dict(params or {}))
         d.addErrback(self._failed)
         return d
 
@@ -273,9 +273,13 @@ class _Unusable(Exception):
     """The built-in function answered something that is not a document."""
 
 
-def _call(function, text):
-    """In the thread: the answer to the document ``text``, serialised."""
-    answer = function(json.loads(text))
+def _call(function, text, params):
+    """In the thread: the answer to the document ``text``, serialised;
+    the allocator parameters go to functions that take them."""
+    if params:
+        answer = function(json.loads(text), params=params)
+    else:
+        answer = function(json.loads(text))
     if not isinstance(answer, dict):
         raise _Unusable("the answer is %s, not an object"
                         % type(answer).__name__)
