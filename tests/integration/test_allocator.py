@@ -12,13 +12,21 @@ OS; the master daemon finds Ganeti's hail on the directory given with
   node hail chose for it.
 
 Skipped (with the reason) where Ganeti's hail is not installed.
+
+The same cluster with our own tools, no search path: the built-in hail
+(a new cluster's default allocator) places instances, and our hbal
+balances the cluster through the master's socket (``hbal -L SOCKET -X``),
+after which ``hbal -C`` finds nothing left to do.
 """
 
 import json
 import os
+import subprocess
+import sys
 
 from twisted.trial import unittest
 
+from tests.integration.daemons import command_env
 from tests.integration.test_migration import ClusterTestCase
 
 HAIL_DIR = "/usr/lib/ganeti/3.0/usr/lib/ganeti/iallocators"
@@ -62,6 +70,7 @@ class HailPlacementTests(ClusterTestCase):
         drained = self.node(1).name       # the master cannot be drained
 
         # no node, no allocator: told what to give
+        self.ok("gnt-cluster", "modify", "--default-iallocator", "")
         code, out = self.gnt("gnt-instance", "add", "-o", "busybox+default",
                              "-t", "sharedfile", "-s", "16M",
                              "--no-name-check", "--no-ip-check",
@@ -110,3 +119,62 @@ class HailPlacementTests(ClusterTestCase):
         answer = self.client.call("Query", "node", ["name", "pinst_cnt"],
                                   ["=", "name", drained])
         self.assertEqual(answer["data"][0][1][1], 0)
+
+
+class BuiltinPlacementTests(ClusterTestCase):
+    """Our own hail and hbal against the running master."""
+
+    BASE_PREFIX = "gnt-ib-"
+
+    def add(self, name, *args):
+        return self.ok("gnt-instance", "add", "-o", "busybox+default",
+                       "-t", "sharedfile", "-s", "1G", "-B",
+                       "memory=128M,vcpus=1", "--no-name-check",
+                       "--no-ip-check", *(args + (name,)))
+
+    def hbal(self, *args):
+        proc = subprocess.run(
+            [sys.executable, "-m", "ganeti.htools.hbal", "-L", self.socket]
+            + list(args), env=command_env(self.gnt_root),
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            timeout=self.GNT_TIMEOUT)
+        out = proc.stdout.decode("utf-8", "replace")
+        self.assertEqual(proc.returncode, 0, "hbal %s:\n%s"
+                         % (" ".join(args), out))
+        return out
+
+    def primaries(self):
+        answer = self.client.call("Query", "node", ["name", "pinst_cnt"],
+                                  None)
+        return {row[0][1]: row[1][1] for row in answer["data"]}
+
+    def test_builtin_hail_places_and_hbal_balances(self):
+        names = [n.name for n in self.vc.nodes]
+        self.assertIn("default instance allocator: hail",
+                      self.ok("gnt-cluster", "info"))
+        # no node, no -I: the cluster's default, our built-in hail
+        out = self.add("placed.example.com")
+        self.assertIn("Selected nodes for instance placed.example.com via"
+                      " iallocator hail", out)
+        self.assertIn(self.query("placed.example.com")["pnode"], names)
+
+        # crowd the master's node, then let hbal spread the instances
+        crowded = self.node(0).name
+        for i in range(4):
+            self.add("crowd%d.example.com" % i, "-n", crowded)
+        before = self.primaries()[crowded]
+        self.assertGreaterEqual(before, 4)
+        out = self.hbal("-X")
+        self.assertIn("Initial score:", out)
+        self.assertIn("Cluster score improved from", out)
+        self.assertIn("Executing jobset for instances", out)
+        after = self.primaries()
+        self.assertLess(after[crowded], before, out)
+        self.assertEqual(sum(after.values()), 5)
+        for i in range(4):
+            info = self.query("crowd%d.example.com" % i)
+            self.assertEqual(info["run_state"], "up", info)
+        # balanced: nothing left to do
+        out = self.hbal("-C")
+        self.assertIn("No solution found", out)
+        self.assertIn("Solution length=0", out)
