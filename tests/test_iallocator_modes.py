@@ -317,7 +317,7 @@ class TestAllocatorModesTests(AllocatorLUTestCase):
         self.assertTrue(answer["success"], answer["info"])
         self.assertIn("score", answer["info"])
         answer = json.loads(self.ok(self.op(
-            "capacity", direction="out", iallocator="hail", memory=128,
+            "capacity", direction="out", iallocator="hail", memory=2048,
             vcpus=1, disk_template="file",
             disks=[{"size": 1024, "mode": "rw"}])))
         self.assertTrue(answer["success"], answer["info"])
