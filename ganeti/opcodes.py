@@ -118,7 +118,7 @@ OOB_COMMANDS = frozenset(["power-on", "power-off", "power-cycle",
 IALLOCATOR_DIRECTIONS = frozenset(["in", "out"])
 IALLOCATOR_MODES = frozenset(["allocate", "allocate-secondary",
                               "multi-allocate", "relocate", "change-group",
-                              "node-evacuate"])
+                              "node-evacuate", "balance", "capacity"])
 QUERY_KINDS = frozenset(["cluster", "export", "extstorage", "filter", "group",
                          "instance", "job", "lock", "network", "node", "os"])
 SSH_KEY_TYPES = frozenset(["dsa", "ecdsa", "rsa"])
@@ -867,7 +867,12 @@ _op("OP_TEST_ALLOCATOR", "iallocator",
     P("spindle_use", NONNEG_INT, 1),
     P("count", NONNEG_INT, 1),
     P("group_name", maybe(NESTR)),
-    X("iallocator_params", maybe(IALLOCATOR_PARAMS)))
+    X("iallocator_params", maybe(IALLOCATOR_PARAMS)),
+    # the balance request's options (hbal's -l, --no-disk-moves and
+    # --evac-mode)
+    X("max_moves", maybe(NONNEG_INT)),
+    X("disk_moves", maybe(BOOL)),
+    X("balance_evac", maybe(BOOL)))
 _op("OP_TEST_DELAY", "duration",
     R("duration", FLOAT),
     P("on_master", BOOL, True),

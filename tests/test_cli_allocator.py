@@ -94,10 +94,17 @@ class ClusterDefaultsTests(unittest.TestCase):
         self.assertEqual(op["default_iallocators"], {
             "relocate": ["spare"], "node-evacuate": [], "allocate": None})
         code, _, err = run(gnt_cluster.commands, [
-            "modify", "--default-iallocator-for", "balance=x"], client)
+            "modify", "--default-iallocator-for", "rebalance=x"], client)
         self.assertNotEqual(code, 0)
         self.assertIn("--default-iallocator-for", err)
-        self.assertIn("'balance=x' is not TYPE=NAME", err)
+        self.assertIn("'rebalance=x' is not TYPE=NAME", err)
+        # the request types this master added take defaults too
+        code, _, err = run(gnt_cluster.commands, [
+            "modify", "--default-iallocator-for", "balance=hail",
+            "--default-iallocator-for", "capacity=hail"], client)
+        self.assertEqual(code, 0, err)
+        self.assertEqual(client.op()["default_iallocators"],
+                         {"balance": ["hail"], "capacity": ["hail"]})
 
     def test_info_shows_the_lists(self):
         client = FakeClient()

@@ -518,7 +518,8 @@ class RegistryTests(unittest.TestCase):
         self.assertRaises(AllocatorNotFound, reg.lookup, "plain")
 
     def test_constants_match_ganeti(self):
-        self.assertEqual(set(rq.MODES), {
+        self.assertEqual(set(rq.MODES) - rq.EXTENSION_MODES, {
             "allocate", "multi-allocate", "relocate", "change-group",
             "node-evacuate", "allocate-secondary"})
+        self.assertEqual(rq.EXTENSION_MODES, {"balance", "capacity"})
         self.assertEqual(constants.DRBD_META_SIZE, 128)

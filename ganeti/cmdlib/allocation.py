@@ -17,6 +17,7 @@ quoting what it said.  Either way nothing was changed.
 """
 
 import json
+import re
 
 import attr
 from twisted.logger import Logger
@@ -213,6 +214,30 @@ def parse_answer(name, text):
     return answer
 
 
+#: how allocators say they do not know a request type (Ganeti's hail:
+#: "Invalid request type 'balance'")
+_NO_SUCH_TYPE = re.compile(
+    r"\b(invalid|unknown|unsupported|not supported)\b.*\btype\b|"
+    r"\btype\b.*\b(invalid|unknown|unsupported|not supported)\b",
+    re.IGNORECASE | re.DOTALL)
+
+
+def unsupported_type(mode, name, message):
+    """The clear refusal when allocator ``name`` does not know a request
+    type this master added to the protocol (``message``, what it said,
+    calls the type invalid or unknown); None otherwise."""
+    if mode not in ia_requests.EXTENSION_MODES or not message:
+        return None
+    if mode not in message or not _NO_SUCH_TYPE.search(message):
+        return None
+    return ("iallocator '%s' does not support %s requests: %s"
+            % (name, mode, message.strip()))
+
+
+def _said(err):
+    return getattr(err, "said", None) or err.args[0]
+
+
 class _Outcome(object):
 
     def __init__(self):
@@ -229,11 +254,16 @@ async def _try_one(lu, name, request, data, text, params, outcome):
         outcome.errors.append((name, err.args[0]))
         return None
     except AllocatorError as err:
-        outcome.errors.append((name, err.args[0]))
+        outcome.errors.append((name, unsupported_type(
+            request.MODE, name, _said(err)) or err.args[0]))
         return None
     info = answer.get("info")
     if not answer["success"]:
-        outcome.no_solution.append((name, info))
+        refusal = unsupported_type(request.MODE, name, str(info))
+        if refusal:
+            outcome.errors.append((name, refusal))
+        else:
+            outcome.no_solution.append((name, info))
         return None
     try:
         result = request.check_result(answer["result"], data)
@@ -300,9 +330,20 @@ async def run_for_test(lu, request, name, op_params=None, hypervisor=None):
     data = await input_data(lu, request, hypervisor)
     try:
         allocator = registry(lu).lookup(name)
-        return await allocator.run(data, json.dumps(data), params)
+        text = await allocator.run(data, json.dumps(data), params)
     except AllocatorError as err:
-        raise errors.OpExecError(err.args[0])
+        raise errors.OpExecError(unsupported_type(
+            request.MODE, name, _said(err)) or err.args[0])
+    try:
+        answer = parse_answer(name, text)
+    except AllocatorError:
+        return text
+    if not answer["success"]:
+        refusal = unsupported_type(request.MODE, name,
+                                   str(answer.get("info")))
+        if refusal:
+            raise errors.OpExecError(refusal)
+    return text
 
 
 # --- requests built from the configuration -----------------------------------

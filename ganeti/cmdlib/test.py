@@ -57,12 +57,17 @@ class LUTestAllocator(LogicalUnit):
         op = self.op
         cfg = self.cfg
         mode = op.mode
-        if mode in (ia_requests.MODE_ALLOC, ia_requests.MODE_MULTI_ALLOC):
-            for inst in cfg.instances.values():
-                if inst.name == op.name:
-                    raise errors.OpPrereqError(
-                        "Instance '%s' already in the cluster" % op.name,
-                        errors.ECODE_EXISTS)
+        if mode == ia_requests.MODE_BALANCE:
+            if op.group_name is not None:
+                self.group_name = cfg.get_nodegroup(op.group_name).name
+        elif mode in (ia_requests.MODE_ALLOC, ia_requests.MODE_MULTI_ALLOC,
+                      ia_requests.MODE_CAPACITY):
+            if mode != ia_requests.MODE_CAPACITY:
+                for inst in cfg.instances.values():
+                    if inst.name == op.name:
+                        raise errors.OpPrereqError(
+                            "Instance '%s' already in the cluster" % op.name,
+                            errors.ECODE_EXISTS)
             for idx, row in enumerate(op.disks or []):
                 if not (isinstance(row, dict) and
                         isinstance(row.get("size"), int) and
@@ -133,6 +138,22 @@ class LUTestAllocator(LogicalUnit):
                 d.dev_type in constants.DTS_INT_MIRROR for d in disks) \
                 else [inst.primary_node]
             return allocation.relocate_request(cfg, inst, source)
+        if mode == ia_requests.MODE_BALANCE:
+            return ia_requests.BalanceRequest(
+                max_moves=op.max_moves,
+                group=(self.group_name if op.group_name is not None
+                       else None),
+                disk_moves=op.disk_moves is not False,
+                evac_mode=bool(op.balance_evac))
+        if mode == ia_requests.MODE_CAPACITY:
+            return ia_requests.CapacityRequest(
+                disk_template=op.disk_template, memory=op.memory,
+                vcpus=op.vcpus, spindle_use=op.spindle_use, name=op.name,
+                disks=[{"size": d["size"],
+                        "mode": d.get("mode", constants.DISK_RDWR)}
+                       for d in op.disks or []],
+                hypervisor=(op.hypervisor or
+                            self.cfg.cluster.default_hypervisor))
         if mode == ia_requests.MODE_ALLOC_SECONDARY:
             return ia_requests.AllocateSecondaryRequest(
                 name=self.instance.name,
@@ -146,7 +167,8 @@ class LUTestAllocator(LogicalUnit):
 
     def _hypervisor(self):
         request = self.request
-        if isinstance(request, ia_requests.AllocateRequest):
+        if isinstance(request, (ia_requests.AllocateRequest,
+                                ia_requests.CapacityRequest)):
             return request.hypervisor
         if self.op.mode == ia_requests.MODE_RELOC:
             return self.instance.hypervisor

@@ -7,12 +7,15 @@ field and the reason)."""
 
 from ganeti.htools import alloc as A
 from ganeti.htools import backends, cluster
+from ganeti.htools import balance as B
+from ganeti.htools import capplan as P
 from ganeti.htools import evacuate as E
+from ganeti.htools import score as S
 from ganeti.htools import types as T
 from ganeti.htools.model import Instance
 
 MODES = ("allocate", "relocate", "change-group", "node-evacuate",
-         "multi-allocate", "allocate-secondary")
+         "multi-allocate", "allocate-secondary", "balance", "capacity")
 
 
 class BadRequest(Exception):
@@ -49,6 +52,12 @@ def _strlist(obj, key, owner):
         raise BadRequest("%s: field '%s' must be a list of strings"
                          % (owner, key))
     return v
+
+
+def _opt_bool(obj, key, owner, default):
+    if obj.get(key) is None:
+        return default
+    return _need(obj, key, owner, (bool,), "true or false")
 
 
 def new_instance(req, owner, extags_cdata):
@@ -226,6 +235,10 @@ def process(cd, req, opts):
             gidxs.append(grp.idx)
         res = E.change_group(ctx, insts, gidxs)
         return _ok(res.info(), res.to_json(ctx))
+    if rtype == "balance":
+        return balance(cd, req, opts)
+    if rtype == "capacity":
+        return capacity(cd, req, opts)
     # allocate-secondary
     inst = _instance(cd, _str(req, "name", "request"), "request")
     try:
@@ -236,6 +249,104 @@ def process(cd, req, opts):
         return _fail(", ".join(sol.log))
     _score, _pdx, sdx = sol.best
     return _ok(", ".join(sol.log), cd.nodes[sdx].name)
+
+
+def balance(cd, req, opts):
+    """The balance request: hbal's moves for each selected group (all
+    groups, one after the other, when ``group`` is null), at most
+    ``max_moves`` in all, as the jobs hbal -X submits, in its order."""
+    max_moves = req.get("max_moves")
+    if max_moves is not None:
+        max_moves = _int(req, "max_moves", "request")
+    bopts = B.BalanceOptions(
+        disk_moves=_opt_bool(req, "disk_moves", "request", True),
+        evac_mode=_opt_bool(req, "evac_mode", "request", False),
+        ignore_soft_errors=opts.ignore_soft_errors)
+    if req.get("group") is None:
+        groups = [g for g, _, _ in cd.split_groups()]
+    else:
+        grp = cd.find_group(_str(req, "group", "request"))
+        if grp is None:
+            raise BadRequest("request: unknown node group '%s' in group"
+                             % req["group"])
+        groups = [grp.idx]
+    moved = {}      # instance name -> [name, group, nodes], first move order
+    jobs = []
+    parts = []
+    nmoves = nsets = 0
+    for gidx in groups:
+        gnodes = cd.group_nodes(gidx)
+        gname = cd.groups[gidx].name
+        left = -1 if max_moves is None else max_moves - nmoves
+        if left == 0 or not gnodes:
+            continue
+        bopts.max_length = left
+        bal = B.Balancer(cd.nodes, gnodes, cd.group_instances(gidx), bopts)
+        placements = bal.run()
+        final = S.compute_score(gnodes)
+        parts.append("group %s: score %.8f -> %.8f, %d moves"
+                     % (gname, bal.initial_score, final, len(placements)))
+        nmoves += len(placements)
+        for jobset in B.split_jobs(placements):
+            nsets += 1
+            for pl in jobset:
+                jobs.append(E.move_opcodes(pl.inst, pl.move, cd.nodes))
+        for pl in placements:
+            moved[pl.inst.name] = [pl.inst.name, gname, None]
+    for entry in moved.values():
+        inst = cd.instance_by_name[entry[0]]
+        entry[2] = [cd.nodes[i].name for i in inst.all_nodes()]
+    info = "%d moves in %d job sets; %s" % (nmoves, nsets,
+                                            "; ".join(parts) or "no groups")
+    return _ok(info, [list(moved.values()), [], jobs])
+
+
+def capacity(cd, req, opts):
+    """The capacity request: how many instances of the spec hspace's
+    standard allocation places, and where, in allocation order."""
+    dt = _str(req, "disk_template", "request")
+    if dt not in T.DISK_TEMPLATES:
+        raise BadRequest("request: unknown disk template '%s'" % dt)
+    mem = _int(req, "memory", "request", 1)
+    vcpus = _int(req, "vcpus", "request", 1)
+    disks = _need(req, "disks", "request", (list,), "a list")
+    dsk = 0
+    spn = None
+    for k, d in enumerate(disks):
+        down = "request/disks[%d]" % k
+        dsk += _int(d, "size", down)
+        if d.get("spindles") is not None:
+            spn = (spn or 0) + _int(d, "spindles", down)
+    su = cd.ipolicy.std.spindle_use if req.get("spindle_use") is None \
+        else _int(req, "spindle_use", "request")
+    if req.get("name") is not None:
+        _str(req, "name", "request")
+    spec = P.RSpec(mem=mem, dsk=dsk, cpu=vcpus,
+                   spn=1 if spn is None else spn)
+    # hspace's rules: unallocable groups and groups that already fail
+    # N+1 get nothing, and existing N+1 failures stop the planning
+    bad = [nd for nd in cd.nodes if not nd.offline and nd.fail_n1]
+    unalloc = {g.idx for g in cd.groups if g.alloc_policy == "unallocable"}
+    unalloc.update(nd.group for nd in bad)
+    placed = []
+    if bad:
+        reason = "the cluster is not N+1 happy (%s)" % ", ".join(
+            nd.name for nd in bad)
+    else:
+        planner = P.Planner(cd, opts, dt, {g.idx for g in cd.groups
+                                           if g.idx not in unalloc})
+        try:
+            stats = planner.iterate(P.make_instance(spec, dt, su), None,
+                                    placed)
+        except A.AllocError as e:
+            return _fail(str(e))
+        stats = sorted(stats, key=lambda mc: -mc[1])
+        reason = "most likely failure reason: %s" % stats[0][0]
+    allocs = [[cd.nodes[i].name for i in inst.all_nodes()]
+              for inst in placed]
+    return _ok("%d instances of %d MiB memory, %d MiB disk, %d vcpus"
+               " (%s) fit; %s" % (len(placed), mem, dsk, vcpus, dt, reason),
+               {"count": len(placed), "allocations": allocs})
 
 
 def run(document, opts=None):

@@ -4,9 +4,10 @@ Ganeti's iallocator protocol is a JSON document in (the cluster as the
 master sees it, plus one request) and a JSON document out (``success``,
 ``info``, ``result``).  This package speaks it on the master's side:
 
-* :mod:`~ganeti.iallocator.requests`: the six request types (allocate,
+* :mod:`~ganeti.iallocator.requests`: the request types (allocate,
   multi-allocate, relocate, change-group, node-evacuate,
-  allocate-secondary) and how each one's answer is checked;
+  allocate-secondary, and the added balance and capacity) and how each
+  one's answer is checked;
 * :mod:`~ganeti.iallocator.cluster_data`: the input document, built from
   the configuration and what the nodes report;
 * :mod:`~ganeti.iallocator.allocators`: the allocators themselves, external

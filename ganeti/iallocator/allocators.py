@@ -166,10 +166,13 @@ class ExternalAllocator(object):
                 % (self.name, self.path, result.signal,
                    _said(stdout, stderr)))
         if result.exit_code != 0:
-            raise AllocatorError(
+            err = AllocatorError(
                 "iallocator '%s' (%s) failed with exit code %s%s"
                 % (self.name, self.path, result.exit_code,
                    _said(stdout, stderr)))
+            # what the script itself said, for messages about the request
+            err.said = (stderr.strip() or stdout.strip())
+            raise err
         if stderr.strip():
             log.info("iallocator {name} said on stderr: {err}",
                      name=self.name, err=_quote(stderr))

@@ -25,7 +25,9 @@ __all__ = ["MODES", "MODE_ALLOC", "MODE_MULTI_ALLOC", "MODE_RELOC",
            "EVAC_JOB_OPS", "InvalidAnswer", "disk_space_total",
            "AllocateRequest", "MultiAllocateRequest", "RelocateRequest",
            "NodeEvacuateRequest", "ChangeGroupRequest",
-           "AllocateSecondaryRequest", "EvacuationPlan"]
+           "AllocateSecondaryRequest", "EvacuationPlan", "MODE_BALANCE",
+           "MODE_CAPACITY", "EXTENSION_MODES", "BalanceRequest",
+           "CapacityRequest", "CapacityPlan"]
 
 MODE_ALLOC = "allocate"
 MODE_MULTI_ALLOC = "multi-allocate"
@@ -33,9 +35,14 @@ MODE_RELOC = "relocate"
 MODE_CHG_GROUP = "change-group"
 MODE_NODE_EVAC = "node-evacuate"
 MODE_ALLOC_SECONDARY = "allocate-secondary"
+MODE_BALANCE = "balance"
+MODE_CAPACITY = "capacity"
 #: every request type, in the order documentation lists them
 MODES = (MODE_ALLOC, MODE_MULTI_ALLOC, MODE_RELOC, MODE_CHG_GROUP,
-         MODE_NODE_EVAC, MODE_ALLOC_SECONDARY)
+         MODE_NODE_EVAC, MODE_ALLOC_SECONDARY, MODE_BALANCE, MODE_CAPACITY)
+#: the types Ganeti's own allocators do not know (its design named them,
+#: it never shipped them)
+EXTENSION_MODES = frozenset([MODE_BALANCE, MODE_CAPACITY])
 assert frozenset(MODES) == opcodes.IALLOCATOR_MODES
 
 #: the only opcodes an evacuation plan may contain
@@ -375,6 +382,10 @@ class EvacuationPlan(object):
 
 class _EvacuationRequest(object):
 
+    def _wanted(self, data):
+        """The instances the answer may name."""
+        return set(self.instances)
+
     def _check_target_node(self, data, name, what):
         _check_target(data, name, what)
 
@@ -386,7 +397,7 @@ class _EvacuationRequest(object):
                 all(isinstance(part, list) for part in result)):
             raise InvalidAnswer("expected [moved, failed, jobs] (three"
                                 " lists), got %s" % _show(result))
-        wanted = set(self.instances)
+        wanted = self._wanted(data)
         moved = []
         for idx, item in enumerate(result[0]):
             what = "moved/%d" % idx
@@ -438,7 +449,7 @@ class _EvacuationRequest(object):
                                 % (what, _show(op_id),
                                    ", ".join(sorted(EVAC_JOB_OPS))))
         name = op.get("instance_name")
-        if name not in self.instances:
+        if name not in self._wanted(data):
             raise InvalidAnswer("%s: instance %s was not part of the request"
                                 % (what, _show(name)))
         for param in _OP_NODE_PARAMS:
@@ -516,3 +527,147 @@ class ChangeGroupRequest(_EvacuationRequest):
                 group not in self.target_groups:
             raise InvalidAnswer("%s: group %s is not a target group"
                                 % (what, group))
+
+
+# --- balance -----------------------------------------------------------------
+
+@attr.s(frozen=True)
+class BalanceRequest(_EvacuationRequest):
+    """A better balanced cluster: the moves hbal would make (in ``group``,
+    or in every group one after the other), at most ``max_moves``; the
+    answer is node-evacuate's ``[moved, failed, jobs]``, one job per move,
+    to run in order."""
+    MODE = MODE_BALANCE
+
+    max_moves = attr.ib(default=None)
+    group = attr.ib(default=None)       # group name, None: every group
+    disk_moves = attr.ib(default=True)
+    evac_mode = attr.ib(default=False)
+
+    def to_dict(self):
+        request = {"type": self.MODE, "group": self.group,
+                   "disk_moves": bool(self.disk_moves),
+                   "evac_mode": bool(self.evac_mode)}
+        if self.max_moves is not None:
+            request["max_moves"] = int(self.max_moves)
+        return request
+
+    def extra_params(self):
+        return {}
+
+    @property
+    def template_for_data(self):
+        return None
+
+    def _wanted(self, data):
+        return set(data["instances"])
+
+    def _check_target_node(self, data, name, what):
+        _EvacuationRequest._check_target_node(self, data, name, what)
+        if self.group is not None and \
+                _group_names(data, [name]) != {self.group}:
+            raise InvalidAnswer("%s: node '%s' is not in node group %s"
+                                % (what, name, self.group))
+
+    def _check_moved_group(self, data, group, what):
+        if self.group is not None and group != self.group:
+            raise InvalidAnswer("%s: group %s is not the requested group %s"
+                                % (what, group, self.group))
+
+    def check_result(self, result, data):
+        plan = _EvacuationRequest.check_result(self, result, data)
+        if self.max_moves is not None and len(plan.jobs) > self.max_moves:
+            raise InvalidAnswer("%d moves (jobs) for at most %d asked"
+                                % (len(plan.jobs), self.max_moves))
+        moved = [name for name, _, _ in plan.moved]
+        if len(set(moved)) != len(moved):
+            raise InvalidAnswer("an instance is listed twice as moved")
+        in_jobs = set(op.instance_name for job in plan.jobs for op in job)
+        if in_jobs != set(moved):
+            raise InvalidAnswer(
+                "the jobs move %s but the answer lists %s as moved"
+                % (", ".join(sorted(in_jobs)) or "nothing",
+                   ", ".join(sorted(moved)) or "nothing"))
+        for name, group, nodes in plan.moved:
+            _same_group(data, nodes, "moved instance %s" % name)
+            if _group_names(data, nodes) - {group}:
+                raise InvalidAnswer("moved instance %s: nodes %s are not in"
+                                    " group %s" % (name, ", ".join(nodes),
+                                                   group))
+        return plan
+
+
+# --- capacity ----------------------------------------------------------------
+
+@attr.s(frozen=True)
+class CapacityPlan(object):
+    """A checked capacity answer."""
+    count = attr.ib()
+    #: [[node names of the first instance], ...], in allocation order
+    allocations = attr.ib()
+
+
+@attr.s(frozen=True)
+class CapacityRequest(object):
+    """How many instances of one spec fit on the cluster, and where they
+    would go in order (hspace's standard allocation)."""
+    MODE = MODE_CAPACITY
+
+    disk_template = attr.ib()
+    memory = attr.ib()
+    vcpus = attr.ib()
+    disks = attr.ib()           # [{"size", "mode"?, "spindles"?}]
+    spindle_use = attr.ib(default=1)
+    name = attr.ib(default=None)
+    hypervisor = attr.ib(default=None)
+
+    @property
+    def required_nodes(self):
+        return 2 if self.disk_template in constants.DTS_INT_MIRROR else 1
+
+    def to_dict(self):
+        disks = []
+        for disk in self.disks:
+            entry = {"size": int(disk.get("size") or 0),
+                     "mode": disk.get("mode") or constants.DISK_RDWR,
+                     "dev_type": self.disk_template}
+            if disk.get("spindles") is not None:
+                entry["spindles"] = disk["spindles"]
+            disks.append(entry)
+        request = {"type": self.MODE, "disk_template": self.disk_template,
+                   "memory": int(self.memory), "vcpus": int(self.vcpus),
+                   "spindle_use": int(self.spindle_use), "disks": disks,
+                   "disk_space_total": disk_space_total(disks),
+                   "required_nodes": self.required_nodes}
+        if self.name is not None:
+            request["name"] = self.name
+        if self.hypervisor is not None:
+            request["hypervisor"] = self.hypervisor
+        return request
+
+    def extra_params(self):
+        return {}
+
+    @property
+    def template_for_data(self):
+        return self.disk_template
+
+    def check_result(self, result, data):
+        if not (isinstance(result, dict) and
+                isinstance(result.get("count"), int) and
+                not isinstance(result.get("count"), bool) and
+                isinstance(result.get("allocations"), list)):
+            raise InvalidAnswer("expected {\"count\": N, \"allocations\":"
+                                " [[nodes], ...]}, got %s" % _show(result))
+        count = result["count"]
+        allocations = result["allocations"]
+        if count < 0 or count != len(allocations):
+            raise InvalidAnswer("count %d does not match the %d allocations"
+                                " listed" % (count, len(allocations)))
+        checked = []
+        for idx, nodes in enumerate(allocations):
+            what = "allocations/%d" % idx
+            nodes = _check_node_list(data, nodes, self.required_nodes, what)
+            _same_group(data, nodes, what)
+            checked.append(nodes)
+        return CapacityPlan(count=count, allocations=checked)
