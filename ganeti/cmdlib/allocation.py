@@ -416,7 +416,7 @@ def relocate_request(cfg, instance, relocate_from):
     template = _template(disks)
     sizes = [{"dev_type": d.dev_type, "size": d.size or 0} for d in disks]
     return ia_requests.RelocateRequest(
-        name=instance.name, disk_template=template,
+        name=instance.name or instance.uuid, disk_template=template,
         disk_space_total=ia_requests.disk_space_total(sizes),
         relocate_from=node_names(cfg, relocate_from),
         instance_nodes=node_names(cfg, instance.all_nodes))
