@@ -345,3 +345,130 @@ class RecreateDisksTests(ReservationTestCase):
         self.ok(recreate(name="nowhere", nodes=[NODE2]))
         self.assertEqual(self.placed("nowhere"), (NODE2, [], [[NODE2]]))
         self.assert_config_only()
+
+
+class EvacuationTests(ReservationTestCase):
+    """Evacuations planned by the built-in hail; their jobs then run one
+    after the other, as the job queue would run them."""
+
+    def setUp(self):
+        ReservationTestCase.setUp(self)
+        self.ctx.allocators = AllocatorRegistry(
+            self.clock, root=self.mktemp(),
+            builtins={"hail": "ganeti.htools.iallocator:answer",
+                      "fake": "tests.allocator_fakes:fake"},
+            run_in_thread=allocator_fakes.sync_runner)
+
+    def run_jobs(self):
+        jobs, self.queue.jobs = self.queue.jobs, []
+        for ops in jobs:
+            for op in ops:
+                op = dict(op)
+                op.pop("depends", None)
+                self.ok(op)
+        return jobs
+
+    def evacuate_node(self, mode, **kw):
+        op = {"OP_ID": "OP_NODE_EVACUATE", "node_name": NODE1, "mode": mode,
+              "iallocator": "hail"}
+        op.update(kw)
+        self.ok(op)
+        return self.run_jobs()
+
+    def test_node_evacuation_moves_reservations(self):
+        self.reservation("f1", [NODE2, NODE1])
+        self.reservation("f2", [NODE1], template="file")
+        self.reservation("f3", [NODE1, NODE2])
+        self.rpc.calls = []
+        jobs = self.evacuate_node("secondary-only")
+        self.assertEqual([[op["OP_ID"] for op in ops] for ops in jobs],
+                         [["OP_INSTANCE_REPLACE_DISKS"]])
+        self.assertEqual(self.placed("f1"),
+                         (NODE2, [NODE3], [[NODE2, NODE3]]))
+        jobs = self.evacuate_node("primary-only")
+        # the plan's failover of f3, then the move of the file instance
+        self.assertEqual([(ops[0]["OP_ID"], ops[0]["instance_name"])
+                          for ops in jobs],
+                         [("OP_INSTANCE_MIGRATE", "f3"),
+                          ("OP_INSTANCE_MOVE", "f2")])
+        self.assertEqual(self.placed("f3"),
+                         (NODE2, [NODE1], [[NODE2, NODE1]]))
+        self.assertEqual(self.placed("f2"), (NODE3, [], [[NODE3]]))
+        self.assertIn("Instance is forthcoming, just updating the"
+                      " configuration", self.log)
+        self.assert_config_only()
+
+    def test_reservations_leave_an_offline_node(self):
+        self.reservation("f2", [NODE1], template="file")
+        self.set_offline(NODE1)
+        self.rpc.calls = []
+        self.evacuate_node("primary-only")
+        self.assertEqual(self.placed("f2"), (NODE3, [], [[NODE3]]))
+        self.assert_config_only()
+
+    def test_given_target_full(self):
+        self.reservation("f1", [NODE2, NODE1])
+        self.rpc.disk_free_at[NODE3] = 1000
+        self.ok({"OP_ID": "OP_NODE_EVACUATE", "node_name": NODE1,
+                 "mode": "secondary-only", "remote_node": NODE3})
+        (ops,) = self.queue.jobs
+        before = self.cfg.to_dict()
+        err = self.fails(ops[0])
+        self.assertIn("Not enough disk on node %s for instance f1: needed"
+                      " 1152 MiB, available 1000 MiB" % NODE3, str(err))
+        self.assertEqual(self.cfg.to_dict(), before)
+
+    def test_group_evacuation_moves_reservations(self):
+        self.reservation("f1", [NODE1, NODE2])
+        self.create_shared("real.example.com", start=False)
+        self.rpc.calls = []
+        self.ok({"OP_ID": "OP_GROUP_EVACUATE", "group_name": "default",
+                 "iallocator": "hail"})
+        jobs = self.queue.jobs
+        # the reservation moves in one step; the real instance as planned
+        byname = dict((ops[0]["instance_name"], ops) for ops in jobs)
+        (op,) = byname["f1"]
+        self.assertEqual(op["OP_ID"], "OP_INSTANCE_RECREATE_DISKS")
+        self.assertEqual(sorted(op["nodes"]), [NODE4, NODE5])
+        self.assertEqual(byname["real.example.com"][0]["OP_ID"],
+                         "OP_INSTANCE_MIGRATE")
+        self.queue.jobs = [byname["f1"]]
+        self.run_jobs()
+        primary, secondaries, disk_nodes = self.placed("f1")
+        self.assertEqual((primary, secondaries), tuple(op["nodes"][:1]) +
+                         (op["nodes"][1:],))
+        self.assertEqual(disk_nodes, [op["nodes"]])
+        self.assert_config_only()
+
+    def test_group_evacuation_target_full(self):
+        self.reservation("f1", [NODE1, NODE2])
+        # the allocator's plan, but node5 is full when the job runs
+        self.fake.reply([[["f1", "other", [NODE4, NODE5]]], [],
+                         [[{"OP_ID": "OP_INSTANCE_REPLACE_DISKS",
+                            "instance_name": "f1", "disks": [],
+                            "mode": "replace_new_secondary",
+                            "remote_node": NODE4}]]])
+        self.ok({"OP_ID": "OP_GROUP_EVACUATE", "group_name": "default",
+                 "iallocator": "fake"})
+        (ops,) = self.queue.jobs
+        self.rpc.disk_free_at[NODE5] = 1000
+        before = self.cfg.to_dict()
+        err = self.fails(ops[0])
+        self.assertEqual(err.args[1], errors.ECODE_NORES)
+        self.assertIn("Not enough disk on node %s for instance f1" % NODE5,
+                      str(err))
+        self.assertEqual(self.cfg.to_dict(), before)
+
+    def test_change_group_of_a_reservation(self):
+        self.reservation("f1", [NODE1, NODE2])
+        self.rpc.calls = []
+        self.ok({"OP_ID": "OP_INSTANCE_CHANGE_GROUP", "instance_name": "f1",
+                 "iallocator": "hail"})
+        self.run_jobs()
+        self.assertEqual(sorted(self.placed("f1")[2][0]), [NODE4, NODE5])
+        self.assert_config_only()
+        self.reservation("nowhere", [], template="file")
+        self.refused({"OP_ID": "OP_INSTANCE_CHANGE_GROUP",
+                      "instance_name": "nowhere", "iallocator": "hail"},
+                     "Instance 'nowhere' is forthcoming and not placed on"
+                     " any node: it is in no group yet")

@@ -182,7 +182,9 @@ def _by_name(names, results):
 
 async def input_data(lu, request, hypervisor=None):
     """The input document for ``request``, with what the nodes report."""
-    live = await collect_live(lu, request.template_for_data, hypervisor)
+    # the nodes are asked about the storage the input document reports
+    live = await collect_live(
+        lu, cluster_data.data_template(lu.cfg.cluster, request), hypervisor)
     return cluster_data.build_input(lu.cfg, request, live,
                                     warn=lu.log_warning)
 
