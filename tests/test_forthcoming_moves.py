@@ -5,9 +5,12 @@ configuration after the job, at the node calls (only the live data the
 capacity checks ask for), and at the refusals (target full, wrong
 target), which change nothing."""
 
+from types import SimpleNamespace
+
 from ganeti import errors
 from ganeti import locking
 from ganeti import objects
+from ganeti.htools import moves as hbal_moves
 from ganeti.iallocator.allocators import AllocatorRegistry
 
 from tests import allocator_fakes
@@ -157,6 +160,21 @@ class ReplaceDisksTests(ReservationTestCase):
         self.assertEqual((request["type"], request["name"],
                           request["relocate_from"]),
                          ("relocate", "f1", [NODE2]))
+        self.assert_config_only()
+
+    def test_both_nodes_change_as_hbal_submits_it(self):
+        # hbal's "change all" move of a reservation: r:node3 f r:node2
+        nodes = [SimpleNamespace(name=n) for n in (NODE1, NODE2, NODE3)]
+        inst = SimpleNamespace(name="f1")
+        ops = hbal_moves.move_opcodes(inst, (hbal_moves.CHANGE_ALL, 2, 1),
+                                      nodes)
+        self.assertEqual([op["OP_ID"] for op in ops],
+                         ["OP_INSTANCE_REPLACE_DISKS", "OP_INSTANCE_MIGRATE",
+                          "OP_INSTANCE_REPLACE_DISKS"])
+        for op in ops:
+            self.ok(op)
+        self.assertEqual(self.placed("f1"),
+                         (NODE3, [NODE2], [[NODE3, NODE2]]))
         self.assert_config_only()
 
     def test_target_full_changes_nothing(self):

@@ -19,6 +19,10 @@
   storage under the mirror on the primary or the secondary (DRBD resyncs
   from the other side), or a new secondary node altogether (``remote_node``,
   or what a relocate request to an allocator answers).
+
+A forthcoming instance has no data: moving it (move, recreate-disks with
+new nodes, replace-disks with a new secondary) changes the configuration
+only (:mod:`ganeti.cmdlib.reservations`).
 """
 
 import copy

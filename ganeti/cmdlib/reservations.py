@@ -22,7 +22,6 @@ reservation checks:
 from ganeti import constants
 from ganeti import errors
 from ganeti import ipolicy
-from ganeti import objects
 from ganeti.cmdlib import capacity
 from ganeti.cmdlib import instance_disks
 from ganeti.cmdlib import node_calls
@@ -159,11 +158,3 @@ def place(lu, instance, node_uuids):
                 cfg.modify_disk(disk.uuid, logical_id=new)
     cfg.modify_instance(instance.uuid, primary_node=primary,
                         secondary_nodes=secondaries)
-
-
-def same_nodes(instance, node_uuids):
-    return list(instance.all_nodes) == list(node_uuids)
-
-
-def template_of(cfg, instance):
-    return objects.disk_template_of(cfg.instance_disks(instance))
