@@ -414,7 +414,7 @@ class LUInstanceRecreateDisks(_InstanceLU):
             self.op.iallocator_params, hypervisor=request.hypervisor)
         self.new_nodes = [cfg.get_node(n).uuid for n in found.result]
         self.log_info("Selected nodes for instance %s via iallocator %s: %s",
-                      inst.name, found.allocator, ", ".join(found.result))
+                      inst.display_name, found.allocator, ", ".join(found.result))
         allocation.release_other_nodes(
             self, set(self.new_nodes) | set(inst.all_nodes))
 
@@ -611,7 +611,7 @@ class LUInstanceReplaceDisks(_InstanceLU):
                 hypervisor=inst.hypervisor)
             self.remote_uuid = self.cfg.get_node(found.result[0]).uuid
             self.log_info("Selected new secondary for instance '%s': %s"
-                          " (via iallocator %s)", inst.name,
+                          " (via iallocator %s)", inst.display_name,
                           found.result[0], found.allocator)
             allocation.release_other_nodes(
                 self, set(inst.all_nodes) | {self.remote_uuid})
