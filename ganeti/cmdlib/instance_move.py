@@ -414,7 +414,8 @@ class LUInstanceRecreateDisks(_InstanceLU):
             self.op.iallocator_params, hypervisor=request.hypervisor)
         self.new_nodes = [cfg.get_node(n).uuid for n in found.result]
         self.log_info("Selected nodes for instance %s via iallocator %s: %s",
-                      inst.display_name, found.allocator, ", ".join(found.result))
+                      inst.display_name, found.allocator,
+                      ", ".join(found.result))
         allocation.release_other_nodes(
             self, set(self.new_nodes) | set(inst.all_nodes))
 
