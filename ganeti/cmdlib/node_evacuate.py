@@ -201,24 +201,27 @@ class LUNodeEvacuate(_NodeJobsLU):
             kind = template_kind(cfg.instance_disks(inst))
             primary = inst.primary_node == self.node_uuid
             if kind == "mixed":
-                self.failed.append((inst.display_name, "it mixes drbd and shared"
-                                    " disks"))
+                self.failed.append((inst.display_name, "it mixes drbd and"
+                                    " shared disks"))
                 continue
             if not primary:
                 if kind != INT:
                     continue    # only drbd instances have secondaries
                 self.jobs.append([self._op(
-                    "OP_INSTANCE_REPLACE_DISKS", instance_name=inst.display_name,
+                    "OP_INSTANCE_REPLACE_DISKS",
+                    instance_name=inst.display_name,
                     mode="replace_new_secondary", remote_node=tname,
                     disks=[], early_release=early)])
-                self.moved.append((inst.display_name, [tname], "new secondary"))
+                self.moved.append((inst.display_name, [tname],
+                                   "new secondary"))
                 continue
             if kind == INT:
                 secondary = inst.secondary_nodes[0] \
                     if inst.secondary_nodes else None
                 if secondary != target:
-                    self.failed.append((inst.display_name, "drbd instances can only"
-                                        " go to their secondary node"))
+                    self.failed.append((inst.display_name, "drbd instances"
+                                        " can only go to their secondary"
+                                        " node"))
                     continue
             if kind in (EXT, INT):
                 self._migrate_job(inst, node, kind, tname)
@@ -263,8 +266,8 @@ class LUNodeEvacuate(_NodeJobsLU):
         for inst in self.instances:
             kind = template_kind(cfg.instance_disks(inst))
             if kind == "mixed":
-                self.failed.append((inst.display_name, "it mixes drbd and shared"
-                                    " disks"))
+                self.failed.append((inst.display_name, "it mixes drbd and"
+                                    " shared disks"))
             elif kind in (EXT, INT):
                 relocatable.append(inst)
             elif inst.primary_node == self.node_uuid:
@@ -300,8 +303,8 @@ class LUNodeEvacuate(_NodeJobsLU):
                          if n.uuid != self.node_uuid and not n.offline
                          and not n.drained and n.vm_capable)
         if not allowed:
-            self.failed.append((inst.display_name, "no other node of its group can"
-                                " take it"))
+            self.failed.append((inst.display_name, "no other node of its"
+                                " group can take it"))
             return data
         request = allocation.instance_spec_request(
             cfg, inst, restrict_to_nodes=allowed,
