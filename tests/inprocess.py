@@ -17,17 +17,20 @@ __all__ = ["start_master"]
 
 
 @defer.inlineCallbacks
-def start_master(testcase, prefix):
+def start_master(testcase, prefix, prepare=None):
     """``(master service, luxi client)``; both stopped when the test ends.
 
     The root is right below /tmp (``prefix``: a short name, since a UNIX
-    socket path has at most 107 bytes).
+    socket path has at most 107 bytes).  ``prepare(store)``, if given,
+    fills the configuration (nodes, instances) before the master loads it.
     """
     root = tempfile.mkdtemp(prefix=prefix)
     testcase.addCleanup(shutil.rmtree, root, True)
     paths = pathutils.Paths(root)
     paths.ensure_dirs()
-    make_store(testcase, path=paths.config_file)
+    store = make_store(testcase, path=paths.config_file)
+    if prepare is not None:
+        prepare(store)
     options = masterd.Options()
     options.parseOptions(["--root", root])
     master = masterd.makeService(options, reactor=reactor)

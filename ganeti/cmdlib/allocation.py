@@ -182,7 +182,9 @@ def _by_name(names, results):
 
 async def input_data(lu, request, hypervisor=None):
     """The input document for ``request``, with what the nodes report."""
-    live = await collect_live(lu, request.template_for_data, hypervisor)
+    # the nodes are asked about the storage the input document reports
+    live = await collect_live(
+        lu, cluster_data.data_template(lu.cfg.cluster, request), hypervisor)
     return cluster_data.build_input(lu.cfg, request, live,
                                     warn=lu.log_warning)
 
@@ -416,7 +418,7 @@ def relocate_request(cfg, instance, relocate_from):
     template = _template(disks)
     sizes = [{"dev_type": d.dev_type, "size": d.size or 0} for d in disks]
     return ia_requests.RelocateRequest(
-        name=instance.name, disk_template=template,
+        name=instance.name or instance.uuid, disk_template=template,
         disk_space_total=ia_requests.disk_space_total(sizes),
         relocate_from=node_names(cfg, relocate_from),
         instance_nodes=node_names(cfg, instance.all_nodes))

@@ -10,6 +10,13 @@ those jobs and return ``{"jobs": [[true, job id], ...]}``; an instance the
 allocator cannot move fails the opcode before any job is submitted.
 ``force_failover`` turns the migrations into failovers, ``sequential``
 makes each job wait for the one before it.  A dry run asks the allocator and submits nothing.
+
+A forthcoming instance (a reservation) changes group in one step: the
+plan's jobs for it, which would pass it through both groups (a new
+secondary in the target group, a failover, another new secondary), become
+one OP_INSTANCE_RECREATE_DISKS with the nodes the plan gives it, a change
+of the configuration only (:mod:`ganeti.cmdlib.reservations`) that checks
+the target group's policy and the new nodes' free resources.
 """
 
 from ganeti import errors
@@ -81,6 +88,7 @@ class _ChangeGroupLU(LogicalUnit):
         self.moved = plan.moved
         self.failed = plan.failed
         jobs = evacuation_jobs(plan, op.early_release, op.reason)
+        jobs = self._reservation_jobs(instances, jobs)
         if getattr(op, "force_failover", False):
             jobs = [[_to_failover(o) for o in ops] for ops in jobs]
         if getattr(op, "sequential", False):
@@ -89,6 +97,28 @@ class _ChangeGroupLU(LogicalUnit):
                     o.depends = [[-1, ["success", "error"]]]
         self.jobs = jobs
         self.allocator = found.allocator
+
+    def _reservation_jobs(self, instances, jobs):
+        """``jobs`` with those of forthcoming instances replaced by one
+        re-placement each (see the module's doc)."""
+        reserved = set(i.name for i in instances if i.forthcoming)
+        if not reserved:
+            return jobs
+        targets = dict((name, nodes) for name, _, nodes in self.moved)
+        result = []
+        done = set()
+        for ops in jobs:
+            name = ops[0].instance_name
+            if name not in reserved or name not in targets:
+                result.append(ops)
+                continue
+            if name in done:
+                continue
+            done.add(name)
+            result.append([opcodes.OpInstanceRecreateDisks(
+                instance_name=name, nodes=list(targets[name]),
+                reason=list(ops[0].reason or []))])
+        return result
 
     def dry_run_result(self):
         return {"jobs": [],
@@ -179,10 +209,14 @@ class LUInstanceChangeGroup(_ChangeGroupLU):
     async def check_prereq(self):
         cfg = self.cfg
         inst = cfg.get_instance(self.instance_uuid)
-        if inst.forthcoming or not inst.primary_node:
+        if not inst.primary_node:
             raise errors.OpPrereqError(
-                "Instance '%s' is forthcoming; change its nodes with"
-                " gnt-instance modify" % inst.display_name,
+                "Instance '%s' is forthcoming and not placed on any node: it"
+                " is in no group yet" % inst.display_name, errors.ECODE_STATE)
+        if not inst.name:
+            raise errors.OpPrereqError(
+                "Instance '%s' is forthcoming without a name; name it first"
+                " (the allocator's plan names instances)" % inst.display_name,
                 errors.ECODE_STATE)
         current = set(cfg.nodes[n].group for n in inst.all_nodes
                       if n in cfg.nodes)

@@ -166,6 +166,25 @@ def disk_path(disk):
     return None
 
 
+def free_drbd_minor(cfg, node_uuid):
+    """The lowest DRBD minor no drbd disk of the configuration uses on
+    ``node_uuid``."""
+    used = set()
+    for disk in cfg.disks.values():
+        if disk.dev_type != constants.DT_DRBD8 or \
+                len(disk.logical_id or []) != 6:
+            continue
+        lid = disk.logical_id
+        if lid[0] == node_uuid:
+            used.add(lid[3])
+        if lid[1] == node_uuid:
+            used.add(lid[4])
+    minor = 0
+    while minor in used:
+        minor += 1
+    return minor
+
+
 def disk_nodes(instance, disk):
     return list(disk.nodes or instance.all_nodes)
 

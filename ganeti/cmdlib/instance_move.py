@@ -19,6 +19,10 @@
   storage under the mirror on the primary or the secondary (DRBD resyncs
   from the other side), or a new secondary node altogether (``remote_node``,
   or what a relocate request to an allocator answers).
+
+A forthcoming instance has no data: moving it (move, recreate-disks with
+new nodes, replace-disks with a new secondary) changes the configuration
+only (:mod:`ganeti.cmdlib.reservations`).
 """
 
 import copy
@@ -34,6 +38,7 @@ from ganeti.cmdlib import checks
 from ganeti.cmdlib import instance_disks
 from ganeti.cmdlib import instance_params
 from ganeti.cmdlib import node_calls
+from ganeti.cmdlib import reservations
 from ganeti.cmdlib.base import LogicalUnit
 from ganeti.cmdlib.instance_migration import (
     assemble_instance_disks, check_target_node, disk_for_node,
@@ -147,10 +152,10 @@ class LUInstanceMove(_InstanceLU):
     async def check_prereq(self):
         cfg = self.cfg
         inst = self.instance
-        checks.check_not_forthcoming(inst, "move it")
         disks = cfg.instance_disks(inst)
         bad = sorted(set(d.dev_type for d in disks
-                         if d.dev_type not in COPYABLE | SHARED))
+                         if d.dev_type not in COPYABLE | SHARED and
+                         (d.dev_type or not inst.forthcoming)))
         if bad:
             raise errors.OpPrereqError(
                 "Instance '%s' has %s disks, which cannot be moved (%s:"
@@ -158,6 +163,15 @@ class LUInstanceMove(_InstanceLU):
                 % (inst.name, ", ".join(bad),
                    "copyable: %s" % ", ".join(sorted(COPYABLE))),
                 errors.ECODE_STATE)
+        if inst.forthcoming:
+            # nothing to copy: the reservation changes its node
+            reservations.check_placed(inst, "move it")
+            reservations.check_node(cfg, inst, self.target_uuid,
+                                    "target_node", "primary")
+            await reservations.check_placement(self, inst,
+                                               [self.target_uuid],
+                                               self.op.ignore_ipolicy)
+            return
         check_target_node(cfg, self.target_uuid, inst)
         ipolicy.check_target_group(self, inst, self.target_uuid,
                                    self.op.ignore_ipolicy)
@@ -181,6 +195,9 @@ class LUInstanceMove(_InstanceLU):
         op = self.op
         cfg = self.cfg
         inst = self.instance
+        if inst.forthcoming:
+            reservations.place(self, inst, [self.target_uuid])
+            return None
         src, dst = inst.primary_node, self.target_uuid
         src_name = node_calls.node_name(cfg, src)
         dst_name = node_calls.node_name(cfg, dst)
@@ -330,12 +347,59 @@ class LUInstanceRecreateDisks(_InstanceLU):
         return self.new_nodes
 
     async def check_prereq(self):
-        cfg = self.cfg
         inst = self.instance
-        checks.check_not_forthcoming(inst, "recreate its disks")
+        if inst.forthcoming:
+            self._check_forthcoming_args(inst)
         if self.allocator:
             await self._allocate(inst)
-        self._check(inst)
+        if inst.forthcoming:
+            await self._check_forthcoming(inst)
+        else:
+            self._check(inst)
+
+    def _check_forthcoming_args(self, inst):
+        if self.changes:
+            idx = sorted(self.changes)[0]
+            raise errors.OpPrereqError(
+                "disks/%d: instance %s is forthcoming, its disks exist only"
+                " in the configuration: there is no disk to recreate with"
+                " another size or mode" % (idx, inst.display_name),
+                errors.ECODE_INVAL)
+        if not self.new_nodes and not self.allocator:
+            raise errors.OpPrereqError(
+                "Instance '%s' is forthcoming, its disks exist only in the"
+                " configuration: there is nothing to recreate (give nodes"
+                " or an allocator to place its reservation elsewhere)"
+                % inst.display_name, errors.ECODE_STATE)
+
+    async def _check_forthcoming(self, inst):
+        """Re-placing a reservation: the new nodes must be able to
+        take it, as when it was placed."""
+        cfg = self.cfg
+        disks = cfg.instance_disks(inst)
+        needed = 2 if any(d.dev_type == constants.DT_DRBD8
+                          for d in disks) else 1
+        if len(self.new_nodes) != needed:
+            raise errors.OpPrereqError(
+                "nodes: instance %s needs %d node%s, %d given"
+                % (inst.display_name, needed, "s" if needed > 1 else "",
+                   len(self.new_nodes)), errors.ECODE_INVAL)
+        if len(set(self.new_nodes)) != len(self.new_nodes):
+            raise errors.OpPrereqError("nodes: a node is given twice",
+                                       errors.ECODE_INVAL)
+        if self.indices and sorted(self.indices) != list(range(len(disks))):
+            raise errors.OpPrereqError(
+                "disks: when changing nodes, all disks must be recreated",
+                errors.ECODE_INVAL)
+        for idx, node_uuid in enumerate(self.new_nodes):
+            reservations.check_node(
+                cfg, inst, node_uuid, "nodes/%d" % idx,
+                "primary" if idx == 0 else "secondary", allow_current=True)
+        reservations.check_one_group(cfg, inst, self.new_nodes, "nodes",
+                                     keep_group=False)
+        self.wanted = list(range(len(disks)))
+        if self.new_nodes != inst.all_nodes:
+            await reservations.check_placement(self, inst, self.new_nodes)
 
     async def _allocate(self, inst):
         cfg = self.cfg
@@ -350,7 +414,8 @@ class LUInstanceRecreateDisks(_InstanceLU):
             self.op.iallocator_params, hypervisor=request.hypervisor)
         self.new_nodes = [cfg.get_node(n).uuid for n in found.result]
         self.log_info("Selected nodes for instance %s via iallocator %s: %s",
-                      inst.name, found.allocator, ", ".join(found.result))
+                      inst.display_name, found.allocator,
+                      ", ".join(found.result))
         allocation.release_other_nodes(
             self, set(self.new_nodes) | set(inst.all_nodes))
 
@@ -407,6 +472,14 @@ class LUInstanceRecreateDisks(_InstanceLU):
     async def exec_(self):
         cfg = self.cfg
         inst = self.instance
+        if inst.forthcoming:
+            if self.new_nodes == inst.all_nodes:
+                self.log_info("Instance %s is forthcoming and already on"
+                              " these nodes: nothing changes",
+                              inst.display_name)
+            else:
+                reservations.place(self, inst, self.new_nodes)
+            return None
         if not cfg.get_node(inst.primary_node).offline:
             await checks.check_not_running(self, inst,
                                            "cannot recreate disks")
@@ -426,8 +499,8 @@ class LUInstanceRecreateDisks(_InstanceLU):
                     if disk.dev_type == constants.DT_DRBD8:
                         lid = list(disk.logical_id)
                         lid[0], lid[1] = self.new_nodes[0], self.new_nodes[1]
-                        lid[3], lid[4] = _free_minor(cfg, lid[0]), \
-                            _free_minor(cfg, lid[1])
+                        lid[3] = instance_disks.free_drbd_minor(cfg, lid[0])
+                        lid[4] = instance_disks.free_drbd_minor(cfg, lid[1])
                         cfg.modify_disk(disk.uuid, logical_id=lid)
                 cfg.modify_instance(inst.uuid, **changes)
                 inst = self.instance
@@ -489,28 +562,6 @@ class LUInstanceRecreateDisks(_InstanceLU):
         return None
 
 
-def _used_minors(cfg, node_uuid):
-    used = set()
-    for disk in cfg.disks.values():
-        if disk.dev_type != constants.DT_DRBD8 or \
-                len(disk.logical_id or []) != 6:
-            continue
-        lid = disk.logical_id
-        if lid[0] == node_uuid:
-            used.add(lid[3])
-        if lid[1] == node_uuid:
-            used.add(lid[4])
-    return used
-
-
-def _free_minor(cfg, node_uuid):
-    used = _used_minors(cfg, node_uuid)
-    minor = 0
-    while minor in used:
-        minor += 1
-    return minor
-
-
 # --- replace-disks (drbd) ----------------------------------------------------
 
 class LUInstanceReplaceDisks(_InstanceLU):
@@ -561,7 +612,7 @@ class LUInstanceReplaceDisks(_InstanceLU):
                 hypervisor=inst.hypervisor)
             self.remote_uuid = self.cfg.get_node(found.result[0]).uuid
             self.log_info("Selected new secondary for instance '%s': %s"
-                          " (via iallocator %s)", inst.name,
+                          " (via iallocator %s)", inst.display_name,
                           found.result[0], found.allocator)
             allocation.release_other_nodes(
                 self, set(inst.all_nodes) | {self.remote_uuid})
@@ -576,7 +627,18 @@ class LUInstanceReplaceDisks(_InstanceLU):
         cfg = self.cfg
         op = self.op
         inst = self.instance
-        checks.check_not_forthcoming(inst, "replace its disks")
+        if inst.forthcoming:
+            if op.mode in ("replace_on_primary", "replace_on_secondary"):
+                raise errors.OpPrereqError(
+                    "Instance '%s' is forthcoming, it exists only in the"
+                    " configuration: it has no data and no disks on its"
+                    " nodes, so there is nothing to replace on its %s node"
+                    " (mode replace_new_secondary moves its reservation to"
+                    " another node)" % (inst.display_name, "primary"
+                                        if op.mode == "replace_on_primary"
+                                        else "secondary"),
+                    errors.ECODE_STATE)
+            reservations.check_placed(inst, "replace its disks")
         disks = cfg.instance_disks(inst)
         if not disks or any(d.dev_type != constants.DT_DRBD8 for d in disks):
             raise errors.OpPrereqError(
@@ -600,6 +662,17 @@ class LUInstanceReplaceDisks(_InstanceLU):
         cfg = self.cfg
         op = self.op
         inst = self.instance
+        if inst.forthcoming:
+            # a configuration change: only the new secondary matters
+            if self.remote_uuid is not None:
+                reservations.check_node(cfg, inst, self.remote_uuid,
+                                        "remote_node", "secondary")
+                reservations.check_one_group(cfg, inst, [self.remote_uuid],
+                                             "remote_node", keep_group=True)
+                await reservations.check_placement(
+                    self, inst, [inst.primary_node, self.remote_uuid],
+                    op.ignore_ipolicy)
+            return
         if self.remote_uuid is not None:
             if self.remote_uuid in inst.all_nodes:
                 raise errors.OpPrereqError(
@@ -630,6 +703,15 @@ class LUInstanceReplaceDisks(_InstanceLU):
     async def exec_(self):
         op = self.op
         inst = self.instance
+        if inst.forthcoming:
+            if op.mode == "replace_new_secondary":
+                reservations.place(self, inst,
+                                   [inst.primary_node, self.remote_uuid])
+            else:
+                self.log_info("Instance '%s' is forthcoming, it has no data:"
+                              " no disks need replacement",
+                              inst.display_name)
+            return None
         if op.mode == "replace_new_secondary":
             return await self._change_secondary()
         if op.mode == "replace_auto":
@@ -766,7 +848,7 @@ class LUInstanceReplaceDisks(_InstanceLU):
                                              else st.get("details")))
         self.log_info("STEP 2/6 Allocate new storage and mirrors on %s",
                       new_name)
-        minor = _free_minor(cfg, new)
+        minor = instance_disks.free_drbd_minor(cfg, new)
         new_disks = []
         for disk in disks:
             nd = copy.deepcopy(disk)

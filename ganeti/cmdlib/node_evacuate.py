@@ -29,6 +29,10 @@ file, plain        move (copy); impossible     --
                    when the node is offline
 =================  ==========================  =============================
 
+Forthcoming instances (reservations) get the same jobs; each of them only
+changes the configuration (see :mod:`ganeti.cmdlib.reservations`), so a
+forthcoming ``file`` or ``plain`` instance leaves an offline node too.
+
 Node migration submits a migration per primary instance; a shared-storage
 instance's target is ``target_node`` or, in each migration job, what a
 relocate request answers.
@@ -173,7 +177,7 @@ class LUNodeEvacuate(_NodeJobsLU):
                         "remote_node: node %s is the primary node of"
                         " instance %s, cannot use it as a target"
                         % (node_calls.node_name(cfg, self.remote_uuid),
-                           inst.name), errors.ECODE_INVAL)
+                           inst.display_name), errors.ECODE_INVAL)
             self._plan_remote()
         else:
             names = allocation.allocator_names(
@@ -197,24 +201,27 @@ class LUNodeEvacuate(_NodeJobsLU):
             kind = template_kind(cfg.instance_disks(inst))
             primary = inst.primary_node == self.node_uuid
             if kind == "mixed":
-                self.failed.append((inst.name, "it mixes drbd and shared"
-                                    " disks"))
+                self.failed.append((inst.display_name, "it mixes drbd and"
+                                    " shared disks"))
                 continue
             if not primary:
                 if kind != INT:
                     continue    # only drbd instances have secondaries
                 self.jobs.append([self._op(
-                    "OP_INSTANCE_REPLACE_DISKS", instance_name=inst.name,
+                    "OP_INSTANCE_REPLACE_DISKS",
+                    instance_name=inst.display_name,
                     mode="replace_new_secondary", remote_node=tname,
                     disks=[], early_release=early)])
-                self.moved.append((inst.name, [tname], "new secondary"))
+                self.moved.append((inst.display_name, [tname],
+                                   "new secondary"))
                 continue
             if kind == INT:
                 secondary = inst.secondary_nodes[0] \
                     if inst.secondary_nodes else None
                 if secondary != target:
-                    self.failed.append((inst.name, "drbd instances can only"
-                                        " go to their secondary node"))
+                    self.failed.append((inst.display_name, "drbd instances"
+                                        " can only go to their secondary"
+                                        " node"))
                     continue
             if kind in (EXT, INT):
                 self._migrate_job(inst, node, kind, tname)
@@ -226,26 +233,28 @@ class LUNodeEvacuate(_NodeJobsLU):
         target = None if kind == INT else tname
         if node.offline or down:
             self.jobs.append([self._op(
-                "OP_INSTANCE_FAILOVER", instance_name=inst.name,
+                "OP_INSTANCE_FAILOVER", instance_name=inst.display_name,
                 target_node=target, ignore_consistency=bool(node.offline))])
             how = "failover"
         else:
             self.jobs.append([self._op(
-                "OP_INSTANCE_MIGRATE", instance_name=inst.name,
+                "OP_INSTANCE_MIGRATE", instance_name=inst.display_name,
                 target_node=target, allow_failover=True)])
             how = "migrate"
-        self.moved.append((inst.name, [tname], how))
+        self.moved.append((inst.display_name, [tname], how))
 
     def _move_job(self, inst, node, tname):
-        if node.offline:
-            self.failed.append((inst.name, "its disks are only on the"
+        # a forthcoming instance has no data: its move is a configuration
+        # change, also away from an offline node
+        if node.offline and not inst.forthcoming:
+            self.failed.append((inst.display_name, "its disks are only on the"
                                 " offline node (use recreate-disks with new"
                                 " nodes)"))
             return
         self.jobs.append([self._op("OP_INSTANCE_MOVE",
-                                   instance_name=inst.name,
+                                   instance_name=inst.display_name,
                                    target_node=tname)])
-        self.moved.append((inst.name, [tname], "move"))
+        self.moved.append((inst.display_name, [tname], "move"))
 
     # --- planning with an allocator ------------------------------------------
 
@@ -257,8 +266,8 @@ class LUNodeEvacuate(_NodeJobsLU):
         for inst in self.instances:
             kind = template_kind(cfg.instance_disks(inst))
             if kind == "mixed":
-                self.failed.append((inst.name, "it mixes drbd and shared"
-                                    " disks"))
+                self.failed.append((inst.display_name, "it mixes drbd and"
+                                    " shared disks"))
             elif kind in (EXT, INT):
                 relocatable.append(inst)
             elif inst.primary_node == self.node_uuid:
@@ -266,7 +275,7 @@ class LUNodeEvacuate(_NodeJobsLU):
         data = None
         if relocatable:
             request = ia_requests.NodeEvacuateRequest(
-                instances=[i.name for i in relocatable],
+                instances=[i.display_name for i in relocatable],
                 evac_mode=op.mode, leaving=[node.name],
                 ignore_soft_errors=bool(op.ignore_soft_errors))
             found = await allocation.allocate(self, request, names,
@@ -280,7 +289,7 @@ class LUNodeEvacuate(_NodeJobsLU):
                 apply_move(data, name, nodes)
             self.failed.extend(plan.failed)
         for inst in movers:
-            if node.offline:
+            if node.offline and not inst.forthcoming:
                 self._move_job(inst, node, None)
                 continue
             data = await self._place_mover(inst, names, data)
@@ -294,8 +303,8 @@ class LUNodeEvacuate(_NodeJobsLU):
                          if n.uuid != self.node_uuid and not n.offline
                          and not n.drained and n.vm_capable)
         if not allowed:
-            self.failed.append((inst.name, "no other node of its group can"
-                                " take it"))
+            self.failed.append((inst.display_name, "no other node of its"
+                                " group can take it"))
             return data
         request = allocation.instance_spec_request(
             cfg, inst, restrict_to_nodes=allowed,
@@ -305,10 +314,10 @@ class LUNodeEvacuate(_NodeJobsLU):
                 self, request, names, self.op.iallocator_params,
                 hypervisor=request.hypervisor, data=data)
         except errors.OpPrereqError as err:
-            self.failed.append((inst.name, err.args[0]))
+            self.failed.append((inst.display_name, err.args[0]))
             return data
         target = found.result[0]
-        apply_move(found.data, inst.name, [target])
+        apply_move(found.data, inst.display_name, [target])
         self._move_job(inst, node, target)
         return found.data
 
@@ -330,7 +339,7 @@ class LUNodeEvacuate(_NodeJobsLU):
             self.log_info("No instances to evacuate from node '%s'", name)
             return {"jobs": []}
         self.log_info("Evacuating instances from node '%s': %s", name,
-                      ", ".join(i.name for i in self.instances))
+                      ", ".join(i.display_name for i in self.instances))
         if self.failed:
             text = ", ".join("%s (%s)" % (n, r) for n, r in self.failed)
             self.log_warning("Unable to evacuate instances %s", text)
@@ -381,7 +390,7 @@ class LUNodeMigrate(_NodeJobsLU):
             # each migration would fail the same way: say it once, now
             raise allocation.no_allocator_error(
                 ia_requests.MODE_RELOC, "a target node (-n) for instances %s"
-                % ", ".join(i.name for i in shared))
+                % ", ".join(i.display_name for i in shared))
 
     async def exec_(self):
         cfg = self.cfg
@@ -395,7 +404,7 @@ class LUNodeMigrate(_NodeJobsLU):
             if kind not in (EXT, INT):
                 self.log_warning("Instance %s has %s disks and cannot be"
                                  " migrated; use gnt-node evacuate (it is"
-                                 " moved there)", inst.name,
+                                 " moved there)", inst.display_name,
                                  ", ".join(sorted(set(
                                      d.dev_type for d in
                                      cfg.instance_disks(inst)))))
@@ -409,11 +418,11 @@ class LUNodeMigrate(_NodeJobsLU):
                     placement["iallocator_params"] = op.iallocator_params
             if node.offline:
                 jobs.append([self._op(
-                    "OP_INSTANCE_FAILOVER", instance_name=inst.name,
+                    "OP_INSTANCE_FAILOVER", instance_name=inst.display_name,
                     ignore_consistency=True, **placement)])
             else:
                 jobs.append([self._op(
-                    "OP_INSTANCE_MIGRATE", instance_name=inst.name,
+                    "OP_INSTANCE_MIGRATE", instance_name=inst.display_name,
                     mode=op.mode, live=op.live,
                     allow_runtime_changes=op.allow_runtime_changes,
                     ignore_ipolicy=op.ignore_ipolicy,

@@ -31,7 +31,8 @@ from ganeti import objects
 from ganeti.config import accounting
 from ganeti.iallocator import requests
 
-__all__ = ["VERSION", "NodeLive", "storage_unit", "build_input",
+__all__ = ["VERSION", "NodeLive", "storage_unit", "data_template",
+           "build_input",
            "IPOLICY_KEYS"]
 
 #: iallocator protocol version
@@ -74,6 +75,14 @@ def storage_unit(cluster, disk_template):
     return None
 
 
+def data_template(cluster, request):
+    """The disk template whose storage the nodes' disk figures are about:
+    the request's, else the cluster's default (first enabled) one."""
+    return request.template_for_data or (
+        cluster.enabled_disk_templates[0]
+        if cluster.enabled_disk_templates else None)
+
+
 def _ipolicy(policy):
     return {k: policy[k] for k in IPOLICY_KEYS if k in policy}
 
@@ -95,9 +104,7 @@ class _Builder(object):
         self.request = request
         self.live = live
         self.warn = warn or (lambda msg: None)
-        self.template = request.template_for_data or (
-            self.cluster.enabled_disk_templates[0]
-            if self.cluster.enabled_disk_templates else None)
+        self.template = data_template(self.cluster, request)
         # per instance and per node once, not once per node and instance
         self.be = {i.uuid: objects.fill_beparams(self.cluster, i)
                    for i in cfg.instances.values()}
