@@ -46,6 +46,39 @@ class HbalTests(unittest.TestCase):
         self.tmp = tempfile.mkdtemp(prefix="htools-hbal-")
         self.addCleanup(shutil.rmtree, self.tmp)
 
+    def test_dynamic_utilization_as_ganeti(self):
+        """-U: the loads change the score, the moves and the node tables
+        exactly as in Ganeti's hbal (recorded by record.py)."""
+        argv = ["-t", fixture("gen_plain.txt"), "-C", "-p"]
+        code, out, err = run(argv + ["-U", fixture("gen_plain.util")])
+        self.assertEqual(code, 0)
+        with open(fixture("expected/hbal-dynload.out")) as f:
+            self.assertEqual(out, f.read())
+        with open(fixture("expected/hbal-dynload.err")) as f:
+            self.assertEqual(err, f.read())
+        _, plain, _ = run(argv)
+        self.assertNotEqual(plain.splitlines()[4], out.splitlines()[4])
+
+    def test_dynamic_utilization_errors(self):
+        cases = [("inst00001 1 2 3\n", "Cannot parse line inst00001 1 2 3"),
+                 ("inst00001 1 2 3 4\n\n", "Cannot parse line "),
+                 ("inst00001 1 x 3 4\n",
+                  "inst00001: cannot parse string 'x'"),
+                 ("inst00001 1  3 4\n", "inst00001: cannot parse string ''")]
+        for text_, msg in cases:
+            path = os.path.join(self.tmp, "util")
+            with open(path, "w") as f:
+                f.write(text_)
+            code, out, err = run(["-t", fixture("gen_plain.txt"), "-U", path])
+            self.assertEqual(code, 1)
+            self.assertEqual(
+                err, "Error: can't parse utilisation data: %s\n" % msg)
+            self.assertNotIn("Initial score", out)
+        code, _, err = run(["-t", fixture("gen_plain.txt"), "-U",
+                            os.path.join(self.tmp, "missing")])
+        self.assertEqual(code, 1)
+        self.assertIn("No such file or directory", err)
+
     def test_tiny_output(self):
         code, out, err = run(["-t", fixture("tiny.txt"), "-C"])
         self.assertEqual(code, 0)

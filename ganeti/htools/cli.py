@@ -5,7 +5,7 @@ cluster state (-S)."""
 import argparse
 import sys
 
-from ganeti.htools import backends, cluster, text
+from ganeti.htools import backends, cluster, dynload, text
 from ganeti.htools.text import fixed
 from ganeti.htools import types as T
 
@@ -92,6 +92,13 @@ def load_cluster(opts, err):
             if nd is None:
                 raise T.HtoolsError("Unknown node(s): %s" % name)
             nd.offline = True
+        util_file = getattr(opts, "util_file", None)
+        if util_file is not None:
+            try:
+                dynload.apply(cd, dynload.load_file(util_file))
+            except T.HtoolsError as e:
+                err.write("Error: can't parse utilisation data: %s\n" % e)
+                raise ToolExit(1)
         cluster.finalize(cd, extags=_split(opts.extags),
                          selected=_split(opts.sel_inst),
                          excluded=_split(opts.ex_inst),

@@ -34,6 +34,9 @@ def build_parser(err):
     p = cli.Parser(prog="hbal", description="Cluster balancer",
                    err_stream=err)
     cli.add_source_options(p)
+    p.add_argument("-U", "--dynamic-utilization", dest="util_file",
+                   default=None, metavar="FILE",
+                   help="instance loads, lines of 'NAME CPU MEM DISK NET'")
     p.add_argument("-p", "--print-nodes", dest="show_nodes", nargs="?",
                    const="", default=None, metavar="FIELDS",
                    help="print the node tables before and after")
