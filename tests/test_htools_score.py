@@ -9,7 +9,7 @@ import re
 
 from twisted.trial import unittest
 
-from ganeti.htools import balance, cluster, hbal, score, text
+from ganeti.htools import balance, cluster, generate, hbal, score, text
 from ganeti.htools import moves as MV
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "htools")
@@ -214,3 +214,34 @@ class BalanceTests(unittest.TestCase):
         b.run()
         exp = EXPECTED["gen_plain.txt"]["groups"]["group1"]["disk"]
         self.assertLess(score.compute_score(nodes), exp["initial"] / 2)
+
+    def test_pruned_search_takes_remembered_moves_lazily(self):
+        """On big groups one scan's good moves are taken one after the
+        other (each re-scored, the best first) before the next scan; the
+        run still ends where no single move improves the score."""
+        cd = cluster.finalize(text.parse_text(generate.generate_text(
+            generate.GenSpec(nodes=20, inst_per_node=5, seed=5))))
+        nodes = cd.group_nodes(0)
+        opts = balance.BalanceOptions(full_budget=0, prune_nodes=4)
+        b = balance.Balancer(cd.nodes, nodes, cd.group_instances(0), opts)
+        initial = b.score
+        b.run()
+        scans = sum(b.level_hits.values())
+        self.assertGreater(len(b.placements), scans)
+        scores = [initial] + [pl.score for pl in b.placements]
+        self.assertTrue(all(a > c for a, c in zip(scores, scores[1:])))
+        self.assertAlmostEqual(score.compute_score(nodes), b.score, places=6)
+        # nothing left: no move of the whole candidate set improves
+        fresh = balance.Balancer(cd.nodes, nodes, cd.group_instances(0))
+        best, sc = fresh._best(fresh._candidates(None))
+        self.assertTrue(best is None or not fresh._acceptable(sc))
+        # and the result is as good as the plain greedy search's
+        cd2 = cluster.finalize(text.parse_text(generate.generate_text(
+            generate.GenSpec(nodes=20, inst_per_node=5, seed=5))))
+        opts2 = balance.BalanceOptions(full_budget=0, prune_nodes=4,
+                                       lazy_greedy=False)
+        b2 = balance.Balancer(cd2.nodes, cd2.group_nodes(0),
+                              cd2.group_instances(0), opts2)
+        b2.run()
+        self.assertLess(b.score, b2.score * 1.05)
+

@@ -8,10 +8,15 @@ algorithm), made fast by
   most loaded nodes and at the least loaded nodes as targets; when that
   finds no acceptable move the candidate sets widen, up to every
   instance and every node, so the search ends only where Ganeti's
-  exhaustive search would end too.
+  exhaustive search would end too;
+* lazy greedy on pruned scans: a scan's other good moves are kept by
+  gain and re-scored when their turn comes, instead of a new scan for
+  every move.
 """
 
+import heapq
 import math
+from operator import add as _add, sub as _sub
 
 import attrs
 
@@ -42,6 +47,11 @@ class BalanceOptions:
     full_budget: int = 60000
     #: largest exhaustive search done when pruned searches find nothing
     exhaustive_limit: int = 2000000
+    #: pruned searches only: after a scan, the other moves it found that
+    #: gain at least ``lazy_gain_share`` of its best move's gain are taken
+    #: lazily greedy (largest re-scored gain first) before the next scan
+    lazy_greedy: bool = True
+    lazy_gain_share: float = 0.5
 
 
 @attrs.define
@@ -111,6 +121,8 @@ class Balancer:
         #: entries of the move-effect cache before it is emptied
         self.cache_limit = 1500000
         self._start_level = 0
+        #: improving moves of the last pruned scan not taken yet
+        self._pending = []
         self._refresh_base()
 
     # -- evaluating one candidate ---------------------------------------
@@ -233,7 +245,7 @@ class Balancer:
                 nv = S.node_std_values(nd)
                 ns = S.node_sum_values(nd)
                 o = ov[0]
-                d1 = [b - a for a, b in zip(o, nv)]
+                d1 = list(map(_sub, nv, o))
                 d2 = [b * b - a * a for a, b in zip(o, nv)]
                 os2 = ov[1]
                 dsum = 0.0
@@ -336,8 +348,8 @@ class Balancer:
                 if d1 is None:
                     d1, d2 = a1, a2
                 else:
-                    d1 = [x + y for x, y in zip(d1, a1)]
-                    d2 = [x + y for x, y in zip(d2, a2)]
+                    d1 = list(map(_add, d1, a1))
+                    d2 = list(map(_add, d2, a2))
             if pp:
                 if pairs is None:
                     pairs = dict(pp)
@@ -648,15 +660,22 @@ class Balancer:
                 k *= 4
             if size <= opts.exhaustive_limit or not levels:
                 levels.append(None)
+        if levels != [None]:
+            pl = self._take_pending()
+            if pl is not None:
+                return pl
         # start one level below the one that found the last move: near
         # the end only the wide searches still find moves
         first = max(0, min(self._start_level, len(levels) - 1) - 1)
         for pos in range(first, len(levels)):
             k = levels[pos]
-            best, sc = self._best(self._candidates(k))
+            record = [] if k is not None else None
+            best, sc = self._best(self._candidates(k), record)
             if best is not None and self._acceptable(sc):
                 self.level_hits[k] = self.level_hits.get(k, 0) + 1
                 self._start_level = pos
+                if record:
+                    self._keep_pending(record, best, sc)
                 return self._apply(best[0], best[1], sc)
         # moves Ganeti does not know (both nodes of a forthcoming instance
         # at once) only once its moves are exhausted: the result is then
@@ -673,6 +692,45 @@ class Balancer:
                         return self._apply(best[0], best[1], sc)
             finally:
                 self._extended = False
+        return None
+
+    def _keep_pending(self, record, best, best_score):
+        """Remember the scan's other improving moves with their gains, for
+        :meth:`_take_pending`."""
+        if not self.opts.lazy_greedy:
+            return
+        base = self.score
+        # gains are negative deltas; keep those within the share
+        limit = self.opts.lazy_gain_share * (best_score - base)
+        heap = [(sc - base, n, inst, move, inst.pnode, inst.snode)
+                for n, (sc, inst, move) in enumerate(record)
+                if sc - base <= limit and inst is not best[0]]
+        heapq.heapify(heap)
+        self._pending = heap
+        self._pending_limit = limit
+        self._seq = len(heap)
+
+    def _take_pending(self):
+        """Lazy greedy: the remembered move with the largest gain, its gain
+        recomputed; taken when it is still at least as good as the next
+        one's last known gain (gains mostly shrink as the group evens
+        out), else put back with its new gain.  None when none is left
+        that still improves the score: time for a new scan."""
+        heap = self._pending
+        while heap:
+            _, _, inst, move, p, s = heapq.heappop(heap)
+            if inst.pnode != p or inst.snode != s:
+                continue  # moved since the scan
+            sc = self.evaluate(inst, move)
+            if sc is None or not self._acceptable(sc):
+                continue
+            delta = sc - self.score
+            if delta > self._pending_limit:
+                continue
+            if not heap or delta <= heap[0][0] + 1e-12:
+                return self._apply(inst, move, sc)
+            self._seq += 1
+            heapq.heappush(heap, (delta, self._seq, inst, move, p, s))
         return None
 
     def run(self, on_move=None):
