@@ -245,3 +245,26 @@ class BalanceTests(unittest.TestCase):
         b2.run()
         self.assertLess(b.score, b2.score * 1.05)
 
+
+    def test_narrow_scans_pass_over_useless_nodes_until_they_change(self):
+        cd = cluster.finalize(text.parse_text(generate.generate_text(
+            generate.GenSpec(nodes=20, inst_per_node=5, seed=5))))
+        b = balance.Balancer(cd.nodes, cd.group_nodes(0),
+                             cd.group_instances(0),
+                             balance.BalanceOptions(full_budget=0,
+                                                    prune_nodes=4))
+        b._candidates(4, True)
+        top, targets = b._ranked
+        # a scan that found nothing: all its ranked nodes are useless
+        b._mark_barren([], top, targets)
+        b._candidates(4, True)
+        top2, targets2 = b._ranked
+        self.assertFalse(set(top) & set(top2))
+        self.assertFalse(set(targets) & set(targets2))
+        # a changed node is ranked again; the widest scan skips nobody
+        b.nodes[top[0]].version += 1
+        b._candidates(4, True)
+        self.assertIn(top[0], b._ranked[0])
+        b._candidates(4, False)
+        self.assertEqual(set(top), set(b._ranked[0]))
+        self.assertEqual(set(targets), set(b._ranked[1]))

@@ -52,6 +52,9 @@ class BalanceOptions:
     #: lazily greedy (largest re-scored gain first) before the next scan
     lazy_greedy: bool = True
     lazy_gain_share: float = 0.5
+    #: narrow pruned scans pass over nodes that one of them found useless
+    #: (as source or target) for this many moves, unless they change
+    barren_moves: int = 30
 
 
 @attrs.define
@@ -123,6 +126,11 @@ class Balancer:
         self._start_level = 0
         #: improving moves of the last pruned scan not taken yet
         self._pending = []
+        #: node idx -> (version, moves made) when a narrow pruned scan
+        #: found no improving move from (to) it
+        self._barren_src = {}
+        self._barren_tgt = {}
+        self._ranked = ([], [])
         self._refresh_base()
 
     # -- evaluating one candidate ---------------------------------------
@@ -522,18 +530,53 @@ class Balancer:
                     res.append((MV.FAILOVER_TO_ANY, t, None))
         return res
 
-    def _candidates(self, k):
+    def _barren(self, table, idx):
+        ent = table.get(idx)
+        return ent is not None and ent[0] == self.nodes[idx].version and \
+            len(self.placements) - ent[1] < self.opts.barren_moves
+
+    def _mark_barren(self, record, sources, targets):
+        """Remember the ranked sources and targets of a pruned scan that
+        took part in no improving move."""
+        base = self.score
+        good_src = set()
+        good_tgt = set()
+        for sc, inst, move in record:
+            if sc < base:
+                good_src.add(inst.pnode)
+                good_src.add(inst.snode)
+                good_tgt.add(move[1])
+        now = len(self.placements)
+        nodes = self.nodes
+        for table, idxs, good in ((self._barren_src, sources, good_src),
+                                  (self._barren_tgt, targets, good_tgt)):
+            for x in idxs:
+                if x not in good:
+                    table[x] = (nodes[x].version, now)
+
+    def _candidates(self, k, skip_barren=False):
         """All (inst, move) pairs to try with ``k`` source and target
-        nodes (None = all)."""
+        nodes (None = all); with ``skip_barren`` the ranking passes over
+        nodes that a recent scan found useless and that did not change
+        since."""
         insts = self._movable()
+        self._ranked = ([], [])
         if k is None:
             targets = self.online
             return [(i, m) for i in insts
                     for m in self._candidate_moves(i, targets, True)]
         press = self._node_pressure()
         ranked = sorted(self.online, key=lambda x: press[x])
-        targets = ranked[:k]
-        sources = set(ranked[-k:])
+        if skip_barren:
+            bt, bs = self._barren_tgt, self._barren_src
+            targets = [x for x in ranked if not self._barren(bt, x)][:k]
+            top = [x for x in reversed(ranked)
+                   if not self._barren(bs, x)][:k]
+        else:
+            targets = ranked[:k]
+            top = ranked[-k:]
+        self._ranked = (top, targets)
+        sources = set(top)
         for nd in self.gnodes:
             if nd.offline:
                 sources.add(nd.idx)
@@ -670,7 +713,10 @@ class Balancer:
         for pos in range(first, len(levels)):
             k = levels[pos]
             record = [] if k is not None else None
-            best, sc = self._best(self._candidates(k), record)
+            narrow = pos < len(levels) - 1
+            best, sc = self._best(self._candidates(k, narrow), record)
+            if narrow:
+                self._mark_barren(record, *self._ranked)
             if best is not None and self._acceptable(sc):
                 self.level_hits[k] = self.level_hits.get(k, 0) + 1
                 self._start_level = pos
