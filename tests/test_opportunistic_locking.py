@@ -14,16 +14,16 @@ OTHER = "job-other"
 
 def first_usable(document):
     """An allocator's answer: the first nodes (by name) it may use, in
-    the first group (by name) that has enough; it places nothing on offline, drained or non-vm_capable
-    nodes, as every allocator."""
+    the first group (by name) that has enough.  Like hail it places
+    nothing on offline, drained or non-vm_capable nodes."""
     nodes = document["nodes"]
 
-    def usable(name):
-        node = nodes[name]
-        return not (node["offline"] or node["drained"]) and \
-            node["vm_capable"]
-
     def place(request):
+        def usable(name):
+            node = nodes[name]
+            return not (node["offline"] or node["drained"]) and \
+                node["vm_capable"]
+
         want = request["required_nodes"]
         groups = document["nodegroups"]
         for group in sorted(set(n["group"] for n in nodes.values()),
@@ -78,6 +78,10 @@ class OpportunisticTestCase(AllocatorLUTestCase):
         nodes = self.fake.inputs[index]["nodes"]
         return sorted(n for n in nodes if nodes[n]["offline"])
 
+    def drained_in_input(self, index=-1):
+        nodes = self.fake.inputs[index]["nodes"]
+        return sorted(n for n in nodes if nodes[n]["drained"])
+
     def create(self, name="inst1.example.com", **kw):
         kw.setdefault("pnode", None)
         kw.setdefault("iallocator", "fake")
@@ -92,16 +96,11 @@ class CreateTests(OpportunisticTestCase):
         # answered at once: no clock advance, the other job still running
         self.assertEqual(self.successResultOf(d), [NODE2])
         self.assertEqual(self.inst().primary_node, self.node(NODE2))
-        # the allocator saw the busy node offline, without its resources,
-        # and the busy node was not asked about them
-        self.assertEqual(self.offline_in_input(), [NODE1])
-        self.assertNotIn("total_memory",
-                         self.fake.inputs[-1]["nodes"][NODE1])
-        self.assertEqual(self.fake.inputs[-1]["nodes"][NODE2]["offline"],
-                         False)
-        asked = set(c[0] for c in self.rpc.calls_of("node_info"))
-        self.assertNotIn(NODE1, asked)
-        self.assertIn(NODE2, asked)
+        # the allocator saw the busy node drained, with what it reports
+        # (for its capacity checks), and the others as they are
+        self.assertEqual(self.drained_in_input(), [NODE1])
+        self.assertEqual(self.offline_in_input(), [])
+        self.assertIn("total_memory", self.fake.inputs[-1]["nodes"][NODE1])
         self.assertIn("Opportunistic locking: 4 of 5 nodes locked; the"
                       " allocator chooses among them", self.log)
         # the other job's lock is untouched; ours are all given back
@@ -117,14 +116,14 @@ class CreateTests(OpportunisticTestCase):
         self.assertEqual(self.fake.inputs, [])
         self.done()
         self.assertEqual(self.successResultOf(d), [NODE1])
-        self.assertEqual(self.offline_in_input(), [])
+        self.assertEqual(self.drained_in_input(), [])
 
     def test_busy_node_resources_are_skipped_too(self):
         self.busy(NODE1)
         self.busy(NODE2, level=locking.LEVEL_NODE_RES)
         d = self.create(opportunistic_locking=True)
         self.assertEqual(self.successResultOf(d), [NODE3])
-        self.assertEqual(self.offline_in_input(), [NODE1, NODE2])
+        self.assertEqual(self.drained_in_input(), [NODE1, NODE2])
 
     def test_every_node_busy_is_a_temporary_error(self):
         self.busy(NODE1, NODE2, NODE3, NODE4, NODE5)
@@ -182,7 +181,7 @@ class CreateTests(OpportunisticTestCase):
         err = self.failureResultOf(
             self.create(opportunistic_locking=True),
             errors.OpExecError).value
-        self.assertIn("node '%s' is offline" % NODE1, str(err))
+        self.assertIn("node '%s' is drained" % NODE1, str(err))
         self.assertEqual(self.cfg.instances, {})
 
     def test_the_flag_is_ignored_when_the_node_is_given(self):
@@ -226,10 +225,21 @@ class MultiAllocTests(OpportunisticTestCase):
         result = self.successResultOf(d)
         self.assertEqual(result["allocatable"], ["a.example.com",
                                                  "b.example.com"])
-        self.assertEqual(self.offline_in_input(), [NODE1, NODE2])
+        self.assertEqual(self.drained_in_input(), [NODE1, NODE2])
+        self.assertEqual(self.offline_in_input(), [])
         self.assertEqual([j[0]["pnode"] for j in self.queue.jobs],
                          [NODE3, NODE3])
         self.assertEqual(len(self.node_locks_held()), 2)   # the other's
+
+    def test_the_answer_must_be_a_locked_node(self):
+        self.fake._answers = []
+        self.fake.reply([[["a.example.com", [NODE1]]], []])
+        self.busy(NODE1)
+        err = self.failureResultOf(
+            self.multi("a.example.com", opportunistic_locking=True),
+            errors.OpExecError).value
+        self.assertIn("node '%s' is drained" % NODE1, str(err))
+        self.assertEqual(self.queue.jobs, [])
 
     def test_without_the_flag_it_waits(self):
         self.busy(NODE1)
@@ -239,7 +249,7 @@ class MultiAllocTests(OpportunisticTestCase):
         self.done()
         self.assertEqual(self.successResultOf(d)["allocatable"],
                          ["a.example.com"])
-        self.assertEqual(self.offline_in_input(), [])
+        self.assertEqual(self.drained_in_input(), [])
 
     def test_every_node_busy_is_a_temporary_error(self):
         self.busy(NODE1, NODE2, NODE3, NODE4, NODE5)
@@ -262,5 +272,5 @@ class MultiAllocTests(OpportunisticTestCase):
             locking.LEVEL_NODE, [self.node(NODE1)], reader, shared=True))
         self.successResultOf(self.multi("a.example.com",
                                         opportunistic_locking=True))
-        self.assertEqual(self.offline_in_input(), [NODE2])
+        self.assertEqual(self.drained_in_input(), [NODE2])
         self.assertEqual([j[0]["pnode"] for j in self.queue.jobs], [NODE1])

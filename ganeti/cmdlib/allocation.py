@@ -17,13 +17,21 @@ quoting what it said.  Either way nothing was changed.
 
 Opportunistic locking (``opportunistic_locking`` of the instance creation
 opcodes): the logical unit holds only the node locks that were free, and
-passes them as ``locked_nodes``.  The allocator still gets the whole
-cluster, but the nodes not locked are marked offline in its input
-document, as Ganeti does: every allocator understands "offline" (nothing
-is placed there), while only some know a list of allowed nodes, and an
-answer naming an offline node is refused like any invalid answer.  "No
-solution" among a part of the cluster is a temporary lack of resources
-(ECODE_TEMP_NORES: try again later), unless every node could be locked.
+passes them as ``locked_nodes``; the allocator must choose among those.
+The input document shows the whole cluster as the nodes report it, with
+the nodes not locked marked drained: every allocator knows that nothing
+new goes to a drained node, and an answer naming one is refused like any
+invalid answer.  Ganeti marks them offline instead, but Ganeti 3.0's hail
+then sees those nodes' instances as stranded and its capacity checks
+(global N+1) refuse placements that are fine: a drbd instance with a node
+among the busy ones is enough to fail every request ("FailN1").  Drained
+nodes keep their data, so the checks judge the real cluster.  (The
+``restrict-to-nodes`` field of allocate requests would do as well, but
+hail ignores it in multi-allocate requests.)
+
+"No solution" among a part of the cluster is a temporary lack of
+resources (ECODE_TEMP_NORES: try again later), unless every node could be
+locked.
 """
 
 import json
@@ -148,16 +156,13 @@ def check_op_params(op):
 
 # --- what the nodes report -------------------------------------------------
 
-async def collect_live(lu, disk_template, hypervisor=None,
-                       locked_nodes=None):
+async def collect_live(lu, disk_template, hypervisor=None):
     """:class:`~ganeti.iallocator.cluster_data.NodeLive` of every online
-    vm_capable node (None for one that did not answer); with
-    ``locked_nodes`` (UUIDs), of those only: the others are not asked."""
+    vm_capable node (None for one that did not answer)."""
     cfg = lu.cfg
     cluster = cfg.cluster
     hv = hypervisor or cluster.default_hypervisor
-    nodes = [n for n in cfg.nodes.values() if not n.offline and n.vm_capable
-             and (locked_nodes is None or n.uuid in locked_nodes)]
+    nodes = [n for n in cfg.nodes.values() if not n.offline and n.vm_capable]
     if not nodes:
         return {}
     unit = cluster_data.storage_unit(cluster, disk_template)
@@ -196,11 +201,10 @@ def _by_name(names, results):
 
 async def input_data(lu, request, hypervisor=None, locked_nodes=None):
     """The input document for ``request``, with what the nodes report;
-    nodes outside ``locked_nodes`` (if given) are shown offline."""
+    nodes outside ``locked_nodes`` (if given) are shown drained."""
     # the nodes are asked about the storage the input document reports
     live = await collect_live(
-        lu, cluster_data.data_template(lu.cfg.cluster, request), hypervisor,
-        locked_nodes)
+        lu, cluster_data.data_template(lu.cfg.cluster, request), hypervisor)
     return cluster_data.build_input(lu.cfg, request, live,
                                     warn=lu.log_warning,
                                     only_nodes=locked_nodes)

@@ -11,7 +11,7 @@ opcode.
 
 With ``opportunistic_locking`` (and an allocator), only the nodes whose
 locks are free at that moment are locked, without waiting, and the
-allocator places the instances among them (the others are offline in
+allocator places the instances among them (the others are drained in
 its input).  No node free, or no answer at all among those locked, is a
 temporary error (ECODE_TEMP_NORES); the creation jobs name their nodes,
 so they lock just those.

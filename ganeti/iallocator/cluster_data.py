@@ -20,8 +20,10 @@ cannot know).  A forthcoming instance without a node reserves nothing
 anywhere and is left out.
 
 A node that should have answered but did not is given to the allocator as
-offline: nothing is placed on it.  So is a node the logical unit could
-not lock (opportunistic locking: ``only_nodes``), without asking it.
+offline: nothing is placed on it.  A node the logical unit could not lock
+(opportunistic locking: ``only_nodes``) is shown drained, with what it
+reports: nothing new goes there, and the allocator's capacity checks still
+see it as it is (docs/allocator.rst).
 """
 
 import attr
@@ -167,8 +169,8 @@ class _Builder(object):
             if self.only_nodes is not None and \
                     node.uuid not in self.only_nodes:
                 # not locked by the caller: it must not be chosen
-                static["offline"] = True
-            elif not node.offline and node.vm_capable:
+                static["drained"] = True
+            if not node.offline and node.vm_capable:
                 live = self.live.get(node.uuid)
                 if live is None:
                     self.warn("Node %s did not report its resources; the"
@@ -311,6 +313,6 @@ def build_input(cfg, request, live, warn=None, only_nodes=None):
 
     ``live`` maps node UUIDs to :class:`NodeLive` (None: the node did not
     answer); ``warn(text)`` is told about nodes that could not report;
-    nodes outside ``only_nodes`` (UUIDs; None: all) are shown offline.
+    nodes outside ``only_nodes`` (UUIDs; None: all) are shown drained.
     """
     return _Builder(cfg, request, live, warn, only_nodes).build()
