@@ -5,8 +5,8 @@ the OP_ID, lets it expand names and declare the locks it needs per level, takes
 those locks level by level through the lock manager (with
 release-and-retry, so a job waiting for one busy lock does not sit on the
 others; or, for a level the LU wants opportunistically, only the locks
-free at that moment), tells the job queue when the opcode really starts running, checks
-prerequisites and executes.  Locks are always released at the end, whatever
+free at that moment), tells the job queue when the opcode really starts
+running, checks prerequisites and executes.  Locks are always released at the end, whatever
 happened.
 """
 
