@@ -591,6 +591,32 @@ class LockSet(object):
             self._owned[owner] = dict(steps)
         return True
 
+    def acquire_opportunistic(self, names, owner, shared=False):
+        """Take those of ``names`` (or of the whole set) that are free now.
+
+        Never waits and never takes the set-level lock: with ALL_SET it
+        tries every name in the set at this moment, one by one.  A lock
+        that is held in a conflicting mode, or that others already queue
+        for, is skipped.  Returns the set of names taken (possibly empty:
+        then ``owner`` holds nothing in the set).
+        """
+        self._check_idle(owner)
+        if self.is_owned(owner):
+            raise LockUsageError("%r already holds locks in set %s; acquire"
+                                 " them in one call" % (owner, self.name))
+        if names is ALL_SET:
+            wanted = sorted(self._locks)
+        else:
+            wanted = [n for n in _as_names(names) if n in self._locks]
+        taken = {}
+        for lock_name in wanted:
+            lock = self._locks[lock_name]
+            if lock.try_acquire(owner, shared):
+                taken[lock_name] = lock
+        if taken:
+            self._owned[owner] = taken
+        return set(taken)
+
     def acquire_with_retries(self, names, owner, shared=False, timeouts=None):
         """Acquire with growing timeouts, giving everything back in between.
 
@@ -839,6 +865,16 @@ class LockManager(object):
         """Acquire ``names`` (or ALL_SET) at ``level``; see LockSet.acquire."""
         self._check_acquire(level, owner)
         return self._sets[level].acquire(names, owner, shared, timeout)
+
+    def acquire_opportunistic(self, level, names, owner, shared=False):
+        """Take, without waiting, those of ``names`` (or ALL_SET) at
+        ``level`` that are free right now; the set of names taken.
+
+        See LockSet.acquire_opportunistic.  The usual rules apply (BGL
+        held, levels in order, a level in one call).
+        """
+        self._check_acquire(level, owner)
+        return self._sets[level].acquire_opportunistic(names, owner, shared)
 
     def acquire_with_retries(self, level, names, owner, shared=False,
                              timeouts=None):

@@ -4,8 +4,9 @@ For each opcode the processor builds the logical unit (LU) its table has for
 the OP_ID, lets it expand names and declare the locks it needs per level, takes
 those locks level by level through the lock manager (with
 release-and-retry, so a job waiting for one busy lock does not sit on the
-others), tells the job queue when the opcode really starts running, checks
-prerequisites and executes.  Locks are always released at the end, whatever
+others; or, for a level the LU wants opportunistically, only the locks
+free at that moment), tells the job queue when the opcode really starts
+running, checks prerequisites and executes.  Locks are always released at the end, whatever
 happened.
 """
 
@@ -126,7 +127,11 @@ class Processor(object):
         try:
             lu.check_arguments()
             lu.expand_names()
-            await self._acquire_locks(lu, owner)
+            try:
+                await self._acquire_locks(lu, owner)
+            except BaseException:
+                lu.abandon()
+                raise
             if notify_running is not None:
                 await _maybe_await(notify_running())
             # check_prereq and dry_run_result may be coroutines: some checks
@@ -159,6 +164,26 @@ class Processor(object):
                 names = sorted(set(names))
                 if not names:
                     continue
-            await glm.acquire_with_retries(
-                level, names, owner, shared=lu.share_locks.get(level, False),
-                timeouts=timeouts)
+            shared = lu.share_locks.get(level, False)
+            minimum = lu.opportunistic_locks.get(level)
+            if minimum is None:
+                await glm.acquire_with_retries(
+                    level, names, owner, shared=shared, timeouts=timeouts)
+                continue
+            # Opportunistic: whatever is free now, without waiting; the LU
+            # works with what it got (e.g. an allocator choosing among the
+            # nodes locked).
+            got = glm.acquire_opportunistic(level, names, owner,
+                                            shared=shared)
+            if len(got) < minimum:
+                asked = len(glm.lockset(level).list_names()) \
+                    if names is locking.ALL_SET else len(names)
+                what = "nodes" if level in (locking.LEVEL_NODE,
+                                            locking.LEVEL_NODE_RES) \
+                    else "%s objects" % locking.LEVEL_NAMES[level]
+                raise errors.OpPrereqError(
+                    "Opportunistic locking: not all %s could be locked"
+                    " (%d of %d %s locks free, at least %d needed); other"
+                    " jobs hold them, try again later"
+                    % (what, len(got), asked, locking.LEVEL_NAMES[level],
+                       minimum), errors.ECODE_TEMP_NORES)

@@ -148,6 +148,13 @@ class AddTests(unittest.TestCase):
                            "hail", "-n", "node1", "inst1")
         self.assertIn("either -n or -I", err)
 
+    def test_opportunistic_locking(self):
+        op = self.add("-t", "plain", "-o", "x", "-s", "1G", "-I", "hail",
+                      "--opportunistic-locking", "inst1")
+        self.assertIs(op["opportunistic_locking"], True)
+        op = self.add("-t", "plain", "-o", "x", "-s", "1G", "inst1")
+        self.assertIs(op["opportunistic_locking"], False)
+
     def test_forthcoming_and_commit(self):
         op = self.add("-t", "plain", "-o", "x", "-s", "1G", "--forthcoming",
                       "inst1")

@@ -74,9 +74,14 @@ class HailTestCase(AllocatorLUTestCase):
         return result
 
     @defer.inlineCallbacks
-    def ask(self, request):
-        """hail's checked answer to ``request`` about this cluster."""
-        data = cluster_data.build_input(self.cfg, request, self.live())
+    def ask(self, request, only_nodes=None):
+        """hail's checked answer to ``request`` about this cluster
+        (the nodes outside ``only_nodes`` shown offline, as opportunistic
+        locking does with the nodes it could not lock)."""
+        data = cluster_data.build_input(
+            self.cfg, request, self.live(),
+            only_nodes=None if only_nodes is None else
+            [self.node(n) for n in only_nodes])
         hail = ExternalAllocator("hail", HAIL, reactor, timeout=60)
         text = yield hail.run(data, json.dumps(data), {})
         answer = allocation.parse_answer("hail", text)
@@ -113,6 +118,49 @@ class HailAnswersTests(HailTestCase):
         nodes = yield self.ask(self.alloc("new.example.com",
                                           restrict_to_nodes=[NODE3]))
         self.assertEqual(nodes, [NODE3])
+
+    @defer.inlineCallbacks
+    def test_opportunistic_locking_limits(self):
+        """The nodes not locked (shown drained) are never chosen, and
+        hail's capacity checks still pass."""
+        for locked in ([NODE1, NODE2], [NODE3], [NODE4, NODE5]):
+            nodes = yield self.ask(self.alloc("new.example.com"),
+                                   only_nodes=locked)
+            self.assertIn(nodes[0], locked)
+            allocated, failed = yield self.ask(rq.MultiAllocateRequest(
+                [self.alloc("m1.example.com"),
+                 self.alloc("m2.example.com")]), only_nodes=locked)
+            self.assertEqual(failed, [])
+            self.assertEqual(len(allocated), 2)
+            for _, nodes in allocated:
+                self.assertIn(nodes[0], locked)
+        nodes = yield self.ask(self.alloc("new.example.com", "drbd"),
+                               only_nodes=[NODE1, NODE3, NODE4])
+        self.assertEqual(sorted(nodes), [NODE1, NODE3])
+
+    @defer.inlineCallbacks
+    def test_offline_marks_upset_the_capacity_checks(self):
+        """Why the nodes not locked are not shown offline (Ganeti's way):
+        d1's secondary on a node shown offline fails hail's N+1 check
+        for every placement."""
+        data = cluster_data.build_input(
+            self.cfg, self.alloc("new.example.com"), self.live())
+        for name in (NODE3, NODE4, NODE5):
+            data["nodes"][name] = dict(
+                (k, v) for k, v in data["nodes"][name].items()
+                if k not in ("total_memory", "free_memory", "total_disk",
+                             "free_disk", "total_cpus", "reserved_memory",
+                             "i_pri_memory", "i_pri_up_memory",
+                             "total_spindles", "free_spindles"))
+            data["nodes"][name]["offline"] = True
+        hail = ExternalAllocator("hail", HAIL, reactor, timeout=60)
+        answer = allocation.parse_answer(
+            "hail", (yield hail.run(data, json.dumps(data), {})))
+        self.assertFalse(answer["success"])
+        self.assertIn("FailN1", answer["info"])
+        nodes = yield self.ask(self.alloc("new.example.com"),
+                               only_nodes=[NODE1, NODE2])
+        self.assertIn(nodes[0], (NODE1, NODE2))
 
     @defer.inlineCallbacks
     def test_multi_allocate(self):

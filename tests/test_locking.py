@@ -1000,3 +1000,71 @@ class DefaultClockTests(unittest.TestCase):
         from twisted.internet import reactor
         lock = locking.SharedLock("x")
         self.assertIs(lock._clock, reactor)
+
+
+class OpportunisticTests(LockTestCase):
+    """Taking only the locks that are free now."""
+
+    def setUp(self):
+        LockTestCase.setUp(self)
+        self.ls = locking.LockSet(["a", "b", "c", "d"], "test", self.clock)
+
+    def test_busy_and_queued_locks_are_skipped(self):
+        self.ls.acquire("b", "holder")
+        self.ls.acquire("c", "reader", shared=True)
+        waiting = self.ls.acquire(["c"], "writer")   # queued behind reader
+        self.assertPending(waiting)
+        got = self.ls.acquire_opportunistic(locking.ALL_SET, "o")
+        self.assertEqual(got, {"a", "d"})
+        self.assertEqual(self.ls.list_owned("o"), {"a", "d"})
+        # a shared request does not jump the exclusive waiter on "c"
+        self.assertEqual(self.ls.acquire_opportunistic(["b", "c"], "s",
+                                                       shared=True), set())
+        self.assertFalse(self.ls.is_owned("s"))
+        # nobody waited, the queue is as it was
+        info = dict((i["name"], i) for i in self.ls.get_info())
+        self.assertEqual(info["test/c"]["pending"],
+                         [("exclusive", ["writer"])])
+        self.ls.release("o")
+        self.ls.release("reader")
+        self.assertEqual(self.result(waiting), {"c"})
+        self.ls.release("writer")
+        self.ls.release("holder")
+
+    def test_shared_with_shared_holders(self):
+        self.ls.acquire(["a", "b"], "reader", shared=True)
+        got = self.ls.acquire_opportunistic(["a", "b", "ghost"], "o",
+                                            shared=True)
+        self.assertEqual(got, {"a", "b"})
+        self.ls.release("o")
+        self.ls.release("reader")
+
+    def test_all_set_leaves_the_set_lock_alone(self):
+        """Adding names is not blocked, unlike after acquiring ALL_SET."""
+        self.assertEqual(self.ls.acquire_opportunistic(locking.ALL_SET, "o"),
+                         {"a", "b", "c", "d"})
+        self.assertFalse(self.ls.owns_all("o"))
+        self.assertEqual(self.result(self.ls.add(["e"])), ["e"])
+        self.ls.release("o")
+
+    def test_misuse(self):
+        self.ls.acquire("a", "o")
+        self.assertRaises(locking.LockUsageError,
+                          self.ls.acquire_opportunistic, ["b"], "o")
+        self.ls.release("o")
+
+    def test_lock_manager_rules_apply(self):
+        lm = locking.LockManager(node_uuids=["n1", "n2"], clock=self.clock)
+        self.assertRaises(locking.LockUsageError, lm.acquire_opportunistic,
+                          LEVEL_NODE, locking.ALL_SET, "job")
+        lm.acquire(LEVEL_CLUSTER, [BGL], "other", shared=True)
+        lm.acquire(LEVEL_NODE, ["n1"], "other")
+        lm.acquire(LEVEL_CLUSTER, [BGL], "job", shared=True)
+        self.assertEqual(lm.acquire_opportunistic(LEVEL_NODE,
+                                                  locking.ALL_SET, "job"),
+                         {"n2"})
+        self.assertEqual(lm.list_owned(LEVEL_NODE, "job"), {"n2"})
+        self.assertRaises(locking.LockUsageError, lm.acquire_opportunistic,
+                          LEVEL_NODE, ["n1"], "job")
+        lm.release_all("job")
+        lm.release_all("other")

@@ -876,6 +876,29 @@ class InstanceWriteTests(WriteTestCase):
         self.assertEqual(self.handler.submitted, [])
 
     @defer.inlineCallbacks
+    def test_opportunistic_locking_reaches_the_opcodes(self):
+        body = dict(CREATE_BODY, opportunistic_locking=True,
+                    iallocator="hail")
+        del body["pnode"]
+        yield self.submitted("POST", "/2/instances", body,
+                             OP_ID="OP_INSTANCE_CREATE",
+                             opportunistic_locking=True, iallocator="hail")
+        yield self.submitted("POST", "/2/instances", CREATE_BODY,
+                             opportunistic_locking=False)
+        inst = dict((k, v) for k, v in body.items() if k != "__version__"
+                    and k != "opportunistic_locking")
+        yield self.submitted("POST", "/2/instances-multi-alloc",
+                             {"instances": [inst], "iallocator": "hail",
+                              "opportunistic_locking": True},
+                             OP_ID="OP_INSTANCE_MULTI_ALLOC",
+                             opportunistic_locking=True)
+        submitted = len(self.handler.submitted)
+        err = yield self.error(400, "POST", "/2/instances",
+                               dict(body, opportunistic_locking="yes"))
+        self.assertIn("opportunistic_locking", err["message"])
+        self.assertEqual(len(self.handler.submitted), submitted)
+
+    @defer.inlineCallbacks
     def test_ignore_ipolicy_reaches_the_opcodes(self):
         """Wherever Ganeti's RAPI takes ignore_ipolicy, ours passes it on."""
         path = "/2/instances/%s" % I1

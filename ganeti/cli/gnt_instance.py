@@ -343,6 +343,10 @@ def _run_per_instance(ctx, names, make_op):
             help="let this allocator choose the nodes (default without"
             " -n: the cluster's for allocate requests)"),
         base.IALLOCATOR_PARAMS_OPT,
+        Opt("--opportunistic-locking", action="store_true",
+            help="with an allocator: lock only the nodes free right now,"
+            " without waiting for the others, and place the instance among"
+            " them (fails with a temporary error if none fits)"),
         Opt("-g", "--node-group", metavar="GROUP",
             help="node group to place the instance in"),
         Opt("-o", "--os-type", metavar="OS[+VARIANT]",
@@ -399,6 +403,7 @@ def create_opcode(ctx, opts):
     if opts.iallocator:
         params["iallocator"] = opts.iallocator
     params.update(_allocator_params(opts))
+    params["opportunistic_locking"] = opts.opportunistic_locking
     if opts.node_group:
         params["group_name"] = opts.node_group
     params.update(_file_storage_params(opts))

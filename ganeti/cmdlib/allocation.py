@@ -14,6 +14,24 @@ Errors: every allocator answering "no solution" is an OpPrereqError
 (insufficient resources) quoting their ``info``; an allocator that could
 not be run, failed, or answered something invalid is an OpExecError
 quoting what it said.  Either way nothing was changed.
+
+Opportunistic locking (``opportunistic_locking`` of the instance creation
+opcodes): the logical unit holds only the node locks that were free, and
+passes them as ``locked_nodes``; the allocator must choose among those.
+The input document shows the whole cluster as the nodes report it, with
+the nodes not locked marked drained: every allocator knows that nothing
+new goes to a drained node, and an answer naming one is refused like any
+invalid answer.  Ganeti marks them offline instead, but Ganeti 3.0's hail
+then sees those nodes' instances as stranded and its capacity checks
+(global N+1) refuse placements that are fine: a drbd instance with a node
+among the busy ones is enough to fail every request ("FailN1").  Drained
+nodes keep their data, so the checks judge the real cluster.  (The
+``restrict-to-nodes`` field of allocate requests would do as well, but
+hail ignores it in multi-allocate requests.)
+
+"No solution" among a part of the cluster is a temporary lack of
+resources (ECODE_TEMP_NORES: try again later), unless every node could be
+locked.
 """
 
 import json
@@ -32,7 +50,8 @@ from ganeti.iallocator import requests as ia_requests
 
 __all__ = ["Allocation", "registry", "allocator_names", "has_allocator",
            "require_allocator", "allocator_params", "collect_live",
-           "input_data", "allocate", "run_for_test", "no_allocator_error"]
+           "input_data", "allocate", "run_for_test", "no_allocator_error",
+           "unlocked_note"]
 
 log = Logger()
 
@@ -180,13 +199,15 @@ def _by_name(names, results):
     return dict(zip(names, results))
 
 
-async def input_data(lu, request, hypervisor=None):
-    """The input document for ``request``, with what the nodes report."""
+async def input_data(lu, request, hypervisor=None, locked_nodes=None):
+    """The input document for ``request``, with what the nodes report;
+    nodes outside ``locked_nodes`` (if given) are shown drained."""
     # the nodes are asked about the storage the input document reports
     live = await collect_live(
         lu, cluster_data.data_template(lu.cfg.cluster, request), hypervisor)
     return cluster_data.build_input(lu.cfg, request, live,
-                                    warn=lu.log_warning)
+                                    warn=lu.log_warning,
+                                    only_nodes=locked_nodes)
 
 
 # --- running the allocators --------------------------------------------------
@@ -276,34 +297,58 @@ async def _try_one(lu, name, request, data, text, params, outcome):
     return Allocation(allocator=name, result=result, info=info, data=data)
 
 
-def _failure(mode, outcome):
+def _failure(mode, outcome, partial=None):
+    """The error; ``partial``: why only a part of the cluster was offered
+    (opportunistic locking), making "no solution" temporary."""
     if not outcome.errors:
+        code, note = errors.ECODE_NORES, ""
+        if partial:
+            code, note = errors.ECODE_TEMP_NORES, " (%s)" % partial
         if len(outcome.no_solution) == 1:
             name, info = outcome.no_solution[0]
             return errors.OpPrereqError(
-                "Can't compute nodes using iallocator '%s': %s"
-                % (name, info), errors.ECODE_NORES)
+                "Can't compute nodes using iallocator '%s': %s%s"
+                % (name, info, note), code)
         return errors.OpPrereqError(
-            "No allocator could answer the %s request: %s"
+            "No allocator could answer the %s request: %s%s"
             % (mode, "; ".join("'%s': %s" % (n, i)
-                               for n, i in outcome.no_solution)),
-            errors.ECODE_NORES)
+                               for n, i in outcome.no_solution), note),
+            code)
     parts = [msg for _, msg in outcome.errors] + \
         ["iallocator '%s' found no solution: %s" % (n, i)
          for n, i in outcome.no_solution]
     return errors.OpExecError("; ".join(parts) + " (nothing was changed)")
 
 
+def unlocked_note(cfg, locked_nodes):
+    """Why "no solution" may be temporary: the usable nodes that could
+    not be locked, said for the error; None if there are none."""
+    if locked_nodes is None:
+        return None
+    usable = [n for n in cfg.nodes.values() if not n.offline and
+              n.vm_capable]
+    left_out = [n for n in usable if n.uuid not in locked_nodes]
+    if not left_out:
+        return None
+    return ("opportunistic locking: not all nodes could be locked, only"
+            " %d of %d were offered to the allocator; try again later"
+            % (len(usable) - len(left_out), len(usable)))
+
+
 async def allocate(lu, request, names, op_params=None, hypervisor=None,
-                   data=None):
+                   data=None, locked_nodes=None):
     """Ask ``names`` in order; the first valid successful
-    :class:`Allocation`.  Raises (see the module) if none answers."""
+    :class:`Allocation`.  Raises (see the module) if none answers.
+    ``locked_nodes`` (UUIDs): opportunistic locking, only those nodes
+    may be chosen."""
     mode = request.MODE
     if not names:
         raise no_allocator_error(mode, "a node")
     params = allocator_params(lu.cfg, request, op_params)
+    if locked_nodes is not None:
+        locked_nodes = frozenset(locked_nodes)
     if data is None:
-        data = await input_data(lu, request, hypervisor)
+        data = await input_data(lu, request, hypervisor, locked_nodes)
     else:
         # the cluster as already gathered (and updated by the caller for
         # what it planned so far), asked something new
@@ -322,7 +367,7 @@ async def allocate(lu, request, names, op_params=None, hypervisor=None,
             last = (outcome.errors + outcome.no_solution)[-1]
             lu.log_warning("iallocator '%s' gave no usable answer (%s);"
                            " trying '%s'", name, last[1], names[idx + 1])
-    raise _failure(mode, outcome)
+    raise _failure(mode, outcome, unlocked_note(lu.cfg, locked_nodes))
 
 
 async def run_for_test(lu, request, name, op_params=None, hypervisor=None):

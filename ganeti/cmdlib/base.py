@@ -9,7 +9,12 @@ A logical unit (LU) executes one opcode.  Its life, driven by
    (level -> bool);
 3. ``declare_locks(level)``: just before each level is acquired, for locks
    that depend on what was decided at earlier levels (e.g. the nodes of an
-   instance);
+   instance).  A level listed in ``opportunistic_locks`` (level -> the
+   least number of locks the LU can work with) is acquired
+   opportunistically: only those of its locks that are free at that
+   moment, without waiting; fewer than the minimum free fails the opcode
+   with a temporary error (ECODE_TEMP_NORES: try again later).  Should the
+   locks not be had, ``abandon()`` undoes what the steps so far did;
 4. ``check_prereq()``: with the locks held; raise OpPrereqError to refuse
    (nothing has been changed yet); may be a coroutine when a check needs a
    node's answer;
@@ -35,6 +40,7 @@ class LogicalUnit(object):
         self._feedback = feedback_fn
         self.needed_locks = {}
         self.share_locks = {}
+        self.opportunistic_locks = {}
         self.owner = None  # set by the processor before expand_names
 
     # --- hooks for subclasses -------------------------------------------
@@ -50,6 +56,11 @@ class LogicalUnit(object):
 
     def check_prereq(self):
         pass
+
+    def abandon(self):
+        """The opcode ends before ``check_prereq`` (its locks could not
+        be had, or the job was cancelled while waiting): undo what
+        ``expand_names`` and ``declare_locks`` did."""
 
     async def exec_(self):
         raise errors.ProgrammerError("%s has no exec_" % type(self).__name__)

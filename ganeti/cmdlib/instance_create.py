@@ -20,6 +20,10 @@ named in ``iallocator``, else the cluster's defaults for allocate
 requests; docs/allocator.rst): a new or forthcoming instance, or a
 forthcoming one without nodes being committed.  Every node is locked
 while the allocator chooses, then all but the chosen ones are released.
+With ``opportunistic_locking`` only the nodes free at that moment are
+locked (without waiting for the others) and the allocator chooses among
+them; finding no room there is a temporary error (ECODE_TEMP_NORES).
+The flag means nothing when the nodes are given.
 
 ``dry_run`` runs every check, including those the node answers, and
 returns the placement without changing anything.
@@ -126,10 +130,17 @@ class LUInstanceCreate(LogicalUnit):
         if self.pnode_uuid is not None and op.iallocator:
             self.log_warning("iallocator '%s' ignored: the primary node was"
                              " given", op.iallocator)
+        self.opportunistic = bool(self.allocators and
+                                  op.opportunistic_locking)
         if self.allocators:
             # the allocator chooses among all: lock every node meanwhile
+            # (or, opportunistically, every node free right now)
             self.needed_locks[locking.LEVEL_NODE] = locking.ALL_SET
             self.needed_locks[locking.LEVEL_NODE_RES] = locking.ALL_SET
+            if self.opportunistic:
+                need = self._nodes_needed()
+                self.opportunistic_locks[locking.LEVEL_NODE] = need
+                self.opportunistic_locks[locking.LEVEL_NODE_RES] = need
         elif not op.commit:
             nodes = [self.pnode_uuid] if self.pnode_uuid else []
             self.needed_locks[locking.LEVEL_NODE] = nodes
@@ -159,6 +170,23 @@ class LUInstanceCreate(LogicalUnit):
                 "allocate", "the primary node (pnode / -n)")
         return names
 
+    def _nodes_needed(self):
+        """How many nodes the instance needs (2 for drbd), as far as the
+        opcode says before any check; at worst 1, the checks come later."""
+        if self.op.commit:
+            disks = self.cfg.instance_disks(
+                self.cfg.get_instance(self.instance_uuid))
+            fallback = objects.disk_template_of(disks) if any(
+                d.dev_type for d in disks) else None
+        else:
+            fallback = None
+        try:
+            template = self._template(self.op.disks, fallback=(
+                None if fallback == "mixed" else fallback))
+        except errors.OpPrereqError:
+            return 1
+        return 2 if template in constants.DTS_INT_MIRROR else 1
+
     def _check_name_free(self):
         name = self.op.instance_name
         if not name:
@@ -187,6 +215,10 @@ class LUInstanceCreate(LogicalUnit):
                 # Somebody holds the whole instance lock set; the lock comes
                 # later and nobody knows its name until the config has it.
                 self.pending_add = d
+        elif level == locking.LEVEL_NODE_RES and self.opportunistic:
+            # the resources of the nodes we got, if free as well
+            self.needed_locks[locking.LEVEL_NODE_RES] = sorted(
+                self.ctx.glm.list_owned(locking.LEVEL_NODE, self.owner))
         elif level == locking.LEVEL_NODE and self.op.commit and \
                 not self.allocators:
             inst = self.cfg.get_instance(self.instance_uuid)
@@ -207,6 +239,10 @@ class LUInstanceCreate(LogicalUnit):
                                     [self.instance_uuid], owner)
             d.addErrback(lambda f: log.failure("removing the lock of a new"
                                                " instance", f))
+
+    def abandon(self):
+        self._drop_lock()
+        self.op.dry_run = self.orig_dry_run
 
     # --- prerequisites ------------------------------------------------------
 
@@ -239,9 +275,17 @@ class LUInstanceCreate(LogicalUnit):
             be = instance_params.check_beparams(op.beparams)
             name = op.instance_name or self.instance_uuid
             request = allocation.create_request(cfg, op, name, template, be)
+        locked = None
+        if self.opportunistic:
+            glm = self.ctx.glm
+            locked = (glm.list_owned(locking.LEVEL_NODE, self.owner) &
+                      glm.list_owned(locking.LEVEL_NODE_RES, self.owner))
+            self.log_info("Opportunistic locking: %d of %d nodes locked;"
+                          " the allocator chooses among them",
+                          len(locked), len(cfg.nodes))
         found = await allocation.allocate(
             self, request, self.allocators, op.iallocator_params,
-            hypervisor=request.hypervisor)
+            hypervisor=request.hypervisor, locked_nodes=locked)
         uuids = [cfg.get_node(n).uuid for n in found.result]
         self.pnode_uuid = uuids[0]
         if len(uuids) > 1:

@@ -8,6 +8,13 @@ creation job per placed instance is submitted.  The result is
 [names]}`` (a dry run: the same with no jobs).  An instance the allocator
 could not place is listed in ``failed``; it is not an error of the
 opcode.
+
+With ``opportunistic_locking`` (and an allocator), only the nodes whose
+locks are free at that moment are locked, without waiting, and the
+allocator places the instances among them (the others are drained in
+its input).  No node free, or no answer at all among those locked, is a
+temporary error (ECODE_TEMP_NORES); the creation jobs name their nodes,
+so they lock just those.
 """
 
 from ganeti import constants
@@ -76,8 +83,13 @@ class LUInstanceMultiAlloc(LogicalUnit):
 
     def expand_names(self):
         self.share_all()
+        self.opportunistic = bool(self.allocators and
+                                  self.op.opportunistic_locking)
         if self.allocators:
             self.needed_locks[locking.LEVEL_NODE] = locking.ALL_SET
+            if self.opportunistic:
+                self.opportunistic_locks[locking.LEVEL_NODE] = \
+                    self._nodes_needed()
         else:
             nodes = set()
             for inst in self.op.instances:
@@ -86,6 +98,17 @@ class LUInstanceMultiAlloc(LogicalUnit):
                     if node:
                         nodes.add(self.expand_node(node))
             self.needed_locks[locking.LEVEL_NODE] = sorted(nodes)
+
+    def _nodes_needed(self):
+        """The fewest nodes any of the instances needs (at least 1)."""
+        needs = []
+        for op in self.op.instances:
+            try:
+                template = _template(op)
+            except errors.OpPrereqError:
+                return 1    # refused later, with the other checks
+            needs.append(2 if template in constants.DTS_INT_MIRROR else 1)
+        return min(needs)
 
     async def check_prereq(self):
         cfg = self.cfg
@@ -111,16 +134,24 @@ class LUInstanceMultiAlloc(LogicalUnit):
             requests.append(allocation.create_request(
                 cfg, op, op.instance_name, template, be))
         request = ia_requests.MultiAllocateRequest(instances=requests)
+        locked = None
+        if self.opportunistic:
+            locked = self.ctx.glm.list_owned(locking.LEVEL_NODE, self.owner)
+            self.log_info("Opportunistic locking: %d of %d nodes locked;"
+                          " the allocator chooses among them",
+                          len(locked), len(cfg.nodes))
         found = await allocation.allocate(
             self, request, self.allocators, self.op.iallocator_params,
-            hypervisor=requests[0].hypervisor)
+            hypervisor=requests[0].hypervisor, locked_nodes=locked)
         self.allocated, self.failed = found.result
         for name, nodes in self.allocated:
             self.log_info("Selected nodes for instance %s via iallocator"
                           " %s: %s", name, found.allocator, ", ".join(nodes))
         if self.failed:
-            self.log_warning("The allocator could not place: %s",
-                             ", ".join(self.failed))
+            note = allocation.unlocked_note(cfg, locked)
+            self.log_warning("The allocator could not place: %s%s",
+                             ", ".join(self.failed),
+                             " (%s)" % note if note else "")
 
     def _partial(self):
         return {"allocatable": [name for name, _ in self.allocated],

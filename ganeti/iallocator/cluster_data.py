@@ -20,7 +20,10 @@ cannot know).  A forthcoming instance without a node reserves nothing
 anywhere and is left out.
 
 A node that should have answered but did not is given to the allocator as
-offline: nothing is placed on it.
+offline: nothing is placed on it.  A node the logical unit could not lock
+(opportunistic locking: ``only_nodes``) is shown drained, with what it
+reports: nothing new goes there, and the allocator's capacity checks still
+see it as it is (docs/allocator.rst).
 """
 
 import attr
@@ -98,8 +101,9 @@ def _int_attr(hv, node_name, key, default=None):
 
 class _Builder(object):
 
-    def __init__(self, cfg, request, live, warn):
+    def __init__(self, cfg, request, live, warn, only_nodes=None):
         self.cfg = cfg
+        self.only_nodes = only_nodes
         self.cluster = cfg.cluster
         self.request = request
         self.live = live
@@ -162,6 +166,10 @@ class _Builder(object):
                 "vm_capable": bool(node.vm_capable),
                 "ndparams": objects.fill_ndparams(self.cluster, group, node),
             }
+            if self.only_nodes is not None and \
+                    node.uuid not in self.only_nodes:
+                # not locked by the caller: it must not be chosen
+                static["drained"] = True
             if not node.offline and node.vm_capable:
                 live = self.live.get(node.uuid)
                 if live is None:
@@ -300,10 +308,11 @@ class _Builder(object):
         return result
 
 
-def build_input(cfg, request, live, warn=None):
+def build_input(cfg, request, live, warn=None, only_nodes=None):
     """The input document for ``request``.
 
     ``live`` maps node UUIDs to :class:`NodeLive` (None: the node did not
-    answer); ``warn(text)`` is told about nodes that could not report.
+    answer); ``warn(text)`` is told about nodes that could not report;
+    nodes outside ``only_nodes`` (UUIDs; None: all) are shown drained.
     """
-    return _Builder(cfg, request, live, warn).build()
+    return _Builder(cfg, request, live, warn, only_nodes).build()
