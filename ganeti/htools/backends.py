@@ -224,11 +224,7 @@ def parse_ialloc(data):
 
 
 def load_ialloc_file(path):
-    try:
-        with open(path) as f:
-            return parse_ialloc(f.read())
-    except OSError as e:
-        raise T.HtoolsError("cannot read %s: %s" % (path, e.strerror))
+    return parse_ialloc(T.read_input(path))
 
 
 # -- RAPI ------------------------------------------------------------------

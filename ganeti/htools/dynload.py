@@ -44,8 +44,4 @@ def apply(cdata, loads):
 
 
 def load_file(path):
-    try:
-        with open(path) as f:
-            return parse(f.read())
-    except OSError as e:
-        raise T.HtoolsError("cannot read %s: %s" % (path, e.strerror))
+    return parse(T.read_input(path))

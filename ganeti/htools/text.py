@@ -256,12 +256,7 @@ def parse_text(data):
 
 
 def load_text_file(path):
-    try:
-        with open(path) as f:
-            data = f.read()
-    except OSError as e:
-        raise T.HtoolsError("cannot read %s: %s" % (path, e.strerror))
-    return parse_text(data)
+    return parse_text(T.read_input(path))
 
 
 # -- writer ------------------------------------------------------------

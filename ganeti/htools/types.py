@@ -113,3 +113,13 @@ class DynUtil:
 
 BASE_UTIL = DynUtil(1.0, 1.0, 1.0, 1.0)
 ZERO_UTIL = DynUtil(0.0, 0.0, 0.0, 0.0)
+
+
+def read_input(path):
+    """The text of an input file; HtoolsError naming the file and the
+    reason when it cannot be read."""
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError as e:
+        raise HtoolsError("cannot read %s: %s" % (path, e.strerror))
