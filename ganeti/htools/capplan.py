@@ -261,45 +261,92 @@ class Planner:
         return sol if sol is not None else A.Solution()
 
     def tiered(self, spec_inst, limit, placed):
-        """Ganeti's tiered allocation from ``spec_inst``."""
-        while True:
-            stats = self.iterate(spec_inst, limit, placed)
-            cnt = len(placed)
-            if limit is not None:
-                if limit <= cnt:
-                    return stats
-                newlimit = limit - cnt
-            else:
-                newlimit = None
-            order = sorted(stats, key=lambda mc: -mc[1])
-            sorted_errs = []
-            for m, _c in order:
-                u = underlying(m)
-                if u not in sorted_errs:
-                    sorted_errs.append(u)
-            before = len(self.cdata.instances)
-            nxt = self._do_shrink(spec_inst, sorted_errs[0]) \
-                if sorted_errs else None
-            if nxt is not None:
-                snap = self.snapshot()
-                nplaced = len(placed)
-                stats2 = self._tiered_once(nxt, newlimit, placed)
-                if len(self.cdata.instances) > before:
-                    return stats2
-                self.restore(snap)
-                del placed[nplaced:]
-            big = None
-            for m in sorted_errs[1:]:
-                big = self._suffices_shrinking(spec_inst, m)
-                if big is not None:
-                    break
-            if big is None:
-                return stats
-            spec_inst = big
-            limit = newlimit
+        """Ganeti's tiered allocation from ``spec_inst``: allocate the
+        spec until it no longer fits, then shrink it by its most frequent
+        failure, one unit at a time, until something fits again (and go
+        on from there).  When that walk ends (a spec that cannot shrink)
+        without anything placed, the specs of the walk, last first, get
+        a second chance: shrinking one resource (most frequent failure
+        first) while the allocation keeps failing on it, until it
+        succeeds.
 
-    def _tiered_once(self, spec_inst, limit, placed):
-        return self.tiered(spec_inst, limit, placed)
+        The walk is not done unit by unit: the allocation is tried ahead
+        (``_monotone_find``) and only where the outcome changes (a
+        success, or another most frequent failure) are the units in
+        between tried one by one."""
+        stats = self.iterate(spec_inst, limit, placed)
+        while True:
+            start = len(placed)
+            walk = self._walk(spec_inst, stats, limit, start)
+            if walk[0] == "placed":
+                _tag, nxt, lim = walk
+                spec_inst, limit = nxt, lim
+                stats = self.iterate(nxt, lim, placed)
+                continue
+            levels = walk[1]
+            for lvl_inst, lvl_stats, lvl_lim in reversed(levels):
+                big = None
+                for m in _errs_most_first(lvl_stats):
+                    big = self._suffices_shrinking(lvl_inst, m)
+                    if big is not None:
+                        break
+                if big is None:
+                    continue
+                res = self.tiered(big, lvl_lim, placed)
+                if len(placed) > start or lvl_inst is spec_inst:
+                    return res
+            return stats
+
+    def _probe(self, inst):
+        """The failure statistics and success of allocating ``inst`` as
+        the iteration's first step would (drbd without capacity
+        checks)."""
+        cap = self.opts.capacity and self.dt != T.DT_DRBD
+        sol = self.try_alloc(inst, cap)
+        if sol is None:
+            raise A.AllocError("No online nodes" if self.count == 1
+                               else "Not enough online nodes")
+        return sol.failure_stats(), sol.best is not None
+
+    def _walk(self, cur, cur_stats, lim, cnt):
+        """The shrinking walk from ``cur`` (whose iteration gave
+        ``cur_stats``): ("placed", spec, limit) where an allocation
+        succeeds, or ("end", levels) with the specs where the walk
+        turned and the last one, as (spec, stats, limit)."""
+        levels = []
+        while True:
+            if lim is not None and lim <= cnt:
+                return "end", levels
+            levels.append((cur, cur_stats, _sub(lim, cnt)))
+            head = _most_frequent(cur_stats)
+            seq = _ShrinkSeq(cur, head)
+            # a limit shrinks by the instance count at every unit
+            if lim is not None and cnt > 0:
+                seq.cap = (lim - cnt - 1) // cnt + 1
+            probed = {}
+
+            def changed(i):
+                st, ok = probed.get(i) or probed.setdefault(
+                    i, self._probe(seq[i]))
+                return ok or _most_frequent(st) != head
+
+            k = _monotone_find(seq, changed, 1)
+            if k is None:
+                n = seq.length()
+                if n <= 1:
+                    return "end", levels
+                last = n - 1
+                st, _ok = probed.get(last) or self._probe(seq[last])
+                llim = _sub(lim, cnt * last)
+                if llim is not None and llim <= cnt:
+                    return "end", levels
+                levels.append((seq[last], st, _sub(llim, cnt)))
+                return "end", levels
+            st, ok = probed[k]
+            nlim = _sub(lim, cnt * k)
+            if ok:
+                return "placed", seq[k], nlim
+            cur, cur_stats, lim = seq[k], st, nlim
 
     def _suffices_shrinking(self, inst, mode):
         cur = inst
@@ -312,21 +359,22 @@ class Planner:
             cur = shrink(cur, mode)
         return None
 
-    def _do_shrink(self, inst, mode):
-        phys = underlying(mode)
 
-        def count(sol):
-            return sum(c for m, c in sol.failures.items()
-                       if underlying(m) == phys)
+def _sorted_errs(stats):
+    """Failure modes by count, fewest first (ties in Ganeti's order)."""
+    return [m for m, _c in sorted(stats, key=lambda mc: mc[1])]
 
-        initial = count(self.alloc_fn(inst))
-        seq = _ShrinkSeq(inst, phys)
 
-        def changed(i):
-            return count(self.alloc_fn(seq[i])) != initial
+def _most_frequent(stats):
+    return _sorted_errs(stats)[-1]
 
-        k = _monotone_find(seq, changed, 0)
-        return None if k is None else seq[k]
+
+def _errs_most_first(stats):
+    return list(reversed(_sorted_errs(stats)))
+
+
+def _sub(lim, n):
+    return None if lim is None else lim - n
 
 
 class _ShrinkSeq:
@@ -336,8 +384,12 @@ class _ShrinkSeq:
         self.items = [inst]
         self.mode = mode
         self.done = False
+        #: the last index allowed (None: as far as the spec shrinks)
+        self.cap = None
 
     def _extend_to(self, i):
+        if self.cap is not None and i > self.cap:
+            i = self.cap
         while len(self.items) <= i and not self.done:
             nxt = shrink(self.items[-1], self.mode)
             if nxt is None:
@@ -346,8 +398,16 @@ class _ShrinkSeq:
                 self.items.append(nxt)
 
     def has(self, i):
+        if self.cap is not None and i > self.cap:
+            return False
         self._extend_to(i)
         return i < len(self.items)
+
+    def length(self):
+        i = len(self.items)
+        while self.has(i):
+            i += 1
+        return i
 
     def __getitem__(self, i):
         self._extend_to(i)
