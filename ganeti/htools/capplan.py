@@ -162,6 +162,8 @@ class Planner:
                  if nd.group in allocable_groups]
         self.targets = A.alloc_targets(self.ctx, cands, self.count)
         self.initial = self.snapshot()
+        self._memo = {}
+        self._memo_version = None
 
     def snapshot(self):
         return ([(nd, nd.save()) for nd in self.cdata.nodes],
@@ -260,98 +262,198 @@ class Planner:
         sol = self.try_alloc(inst, self.opts.capacity)
         return sol if sol is not None else A.Solution()
 
-    def tiered(self, spec_inst, limit, placed):
-        """Ganeti's tiered allocation from ``spec_inst``."""
-        while True:
-            stats = self.iterate(spec_inst, limit, placed)
-            cnt = len(placed)
-            if limit is not None:
-                if limit <= cnt:
-                    return stats
-                newlimit = limit - cnt
-            else:
-                newlimit = None
-            order = sorted(stats, key=lambda mc: -mc[1])
-            sorted_errs = []
-            for m, _c in order:
-                u = underlying(m)
-                if u not in sorted_errs:
-                    sorted_errs.append(u)
-            before = len(self.cdata.instances)
-            nxt = self._do_shrink(spec_inst, sorted_errs[0]) \
-                if sorted_errs else None
-            if nxt is not None:
-                snap = self.snapshot()
-                nplaced = len(placed)
-                stats2 = self._tiered_once(nxt, newlimit, placed)
-                if len(self.cdata.instances) > before:
-                    return stats2
-                self.restore(snap)
-                del placed[nplaced:]
-            big = None
-            for m in sorted_errs[1:]:
-                big = self._suffices_shrinking(spec_inst, m)
-                if big is not None:
-                    break
-            if big is None:
-                return stats
-            spec_inst = big
-            limit = newlimit
+    # -- tiered allocation ----------------------------------------------
 
-    def _tiered_once(self, spec_inst, limit, placed):
-        return self.tiered(spec_inst, limit, placed)
+    def _outcome(self, inst, capacity_on):
+        """(failure counts, success) of allocating ``inst`` on the
+        current cluster, remembered while the cluster does not change
+        (tiered allocation asks for the same specs many times)."""
+        version = len(self.cdata.instances)
+        if self._memo_version != version:
+            self._memo = {}
+            self._memo_version = version
+        key = (inst.mem, inst.dsk, inst.vcpus, tuple(inst.disk_spindles),
+               capacity_on)
+        res = self._memo.get(key)
+        if res is None:
+            sol = self.try_alloc(inst, capacity_on)
+            if sol is None:
+                raise A.AllocError("No online nodes" if self.count == 1
+                                   else "Not enough online nodes")
+            res = self._memo[key] = (dict(sol.failures),
+                                     sol.best is not None)
+        return res
+
+    def _probe(self, inst):
+        """The outcome of the iteration's first allocation of ``inst``
+        (drbd without capacity checks, as the iteration does)."""
+        return self._outcome(inst, self.opts.capacity
+                             and self.dt != T.DT_DRBD)
+
+    def tiered(self, spec_inst, limit, placed):
+        """Ganeti's tiered allocation from ``spec_inst``: allocate the
+        spec until it no longer fits, then shrink it by its most frequent
+        failure, one unit at a time, until something fits again (and go
+        on from there).  When that walk ends (a spec that cannot shrink)
+        without anything placed, the specs of the walk, last first, get
+        a second chance: shrinking one resource (most frequent failure
+        first) while the allocation keeps failing on it, until it
+        succeeds (``_suffices_shrinking``).
+
+        The walk does not try every unit: it looks ahead
+        (``_monotone_find``) for where the outcome changes (a success,
+        or another most frequent failure); the specs it skips are only
+        looked at for their second chance, when needed."""
+        stats = self.iterate(spec_inst, limit, placed)
+        while True:
+            start = len(placed)
+            walk = self._walk(spec_inst, _counts(stats), limit, start)
+            if walk[0] == "placed":
+                _tag, spec_inst, limit = walk
+                stats = self.iterate(spec_inst, limit, placed)
+                continue
+            for lvl_inst, lvl_counts, lvl_lim in walk[1]:
+                big = None
+                for m in _errs_most_first(lvl_counts):
+                    big = self._suffices_shrinking(lvl_inst, m)
+                    if big is not None:
+                        break
+                if big is None:
+                    continue
+                res = self.tiered(big, lvl_lim, placed)
+                if len(placed) > start or lvl_inst is spec_inst:
+                    return res
+            return stats
+
+    def _walk(self, cur, counts, lim, cnt):
+        """The shrinking walk from ``cur`` (whose iteration failed with
+        ``counts``): ("placed", spec, limit) where an allocation
+        succeeds, or ("end", levels) with every spec of the walk, last
+        first, as (spec, failure counts, limit), generated lazily.
+
+        A limit is reduced by the instance count at every unit (as in
+        Ganeti)."""
+        segments = []
+        unit = 0
+        while True:
+            if lim is not None and lim <= cnt + unit * cnt:
+                return "end", self._levels(segments, lim, cnt)
+            head = _most_frequent(counts)
+            seq = _ShrinkSeq(cur, head)
+            if lim is not None and cnt > 0:
+                # units allowed from here before the limit stops the walk
+                seq.cap = (lim - unit * cnt - cnt - 1) // cnt + 1
+            seq.first_counts = counts
+            segments.append((seq, unit))
+
+            def changed(i):
+                if i == 0:
+                    return False
+                c, ok = self._probe(seq[i])
+                return ok or _most_frequent(c) != head
+
+            k = _monotone_find(seq, changed, 0)
+            if k is None:
+                seq.end = seq.length()
+                return "end", self._levels(segments, lim, cnt)
+            seq.end = k
+            c, ok = self._probe(seq[k])
+            unit += k
+            if ok:
+                return "placed", seq[k], _sub(lim, cnt * unit)
+            cur, counts = seq[k], c
+
+    def _levels(self, segments, lim, cnt):
+        """The walk's specs, last first, with their failure counts and
+        the limit each passes on; the ones stopped by the limit are
+        left out."""
+        for seq, unit0 in reversed(segments):
+            for i in range(seq.end - 1, -1, -1):
+                unit = unit0 + i
+                if lim is not None and lim - unit * cnt <= cnt:
+                    continue
+                inst = seq[i]
+                counts = seq.first_counts if i == 0 else \
+                    self._probe(inst)[0]
+                yield inst, counts, _sub(lim, (unit + 1) * cnt)
 
     def _suffices_shrinking(self, inst, mode):
-        cur = inst
-        while cur is not None:
-            sol = self.alloc_fn(cur)
-            if sol.best is not None:
-                return cur
-            if mode not in sol.failures:
-                return None
-            cur = shrink(cur, mode)
-        return None
+        """The first spec shrunk by ``mode`` from ``inst`` that can be
+        allocated, as long as every spec before it fails on ``mode``;
+        None otherwise.  Looked for like the walk (``_monotone_find``)."""
+        seq = _ShrinkSeq(inst, mode)
 
-    def _do_shrink(self, inst, mode):
-        phys = underlying(mode)
+        def stop(i):
+            failures, ok = self._outcome(seq[i], self.opts.capacity)
+            return ok or mode not in failures
 
-        def count(sol):
-            return sum(c for m, c in sol.failures.items()
-                       if underlying(m) == phys)
+        k = _monotone_find(seq, stop, 0)
+        if k is None:
+            return None
+        return seq[k] if self._outcome(seq[k], self.opts.capacity)[1] \
+            else None
 
-        initial = count(self.alloc_fn(inst))
-        seq = _ShrinkSeq(inst, phys)
 
-        def changed(i):
-            return count(self.alloc_fn(seq[i])) != initial
+def _counts(stats):
+    return {m: c for m, c in stats if c}
 
-        k = _monotone_find(seq, changed, 0)
-        return None if k is None else seq[k]
+
+def _sorted_errs(counts):
+    """Failure modes by count, fewest first (ties in Ganeti's order)."""
+    return sorted(A.FAIL_MODES, key=lambda m: counts.get(m, 0))
+
+
+def _most_frequent(stats):
+    return _sorted_errs(stats)[-1]
+
+
+def _errs_most_first(stats):
+    return list(reversed(_sorted_errs(stats)))
+
+
+def _sub(lim, n):
+    return None if lim is None else lim - n
+
+
+_UNITS = {M.FAIL_MEM: ("mem", UNIT_MEM), M.FAIL_DISK: ("dsk", UNIT_DSK),
+          M.FAIL_CPU: ("cpu", UNIT_CPU),
+          M.FAIL_SPINDLES: ("spn", UNIT_SPINDLE)}
 
 
 class _ShrinkSeq:
-    """The instance and its successive shrinks, built on demand."""
+    """The instance and its successive shrinks by one mode (``shrink``
+    applied again and again), built on demand by index."""
 
     def __init__(self, inst, mode):
-        self.items = [inst]
-        self.mode = mode
-        self.done = False
+        self.inst = inst
+        self.items = {0: inst}
+        self.spec = spec_of(inst)
+        unit = _UNITS.get(mode)
+        if unit is None or (mode == M.FAIL_SPINDLES and (
+                len(inst.disk_spindles) != 1
+                or inst.disk_spindles[0] is None)):
+            self.n = 1
+        else:
+            self.field, self.unit = unit
+            v = getattr(self.spec, self.field)
+            self.n = 1 + max(0, (v - self.unit) // self.unit)
+        #: the last index allowed (None: as far as the spec shrinks)
+        self.cap = None
 
-    def _extend_to(self, i):
-        while len(self.items) <= i and not self.done:
-            nxt = shrink(self.items[-1], self.mode)
-            if nxt is None:
-                self.done = True
-            else:
-                self.items.append(nxt)
+    def length(self):
+        return self.n if self.cap is None else min(self.n, self.cap + 1)
 
     def has(self, i):
-        self._extend_to(i)
-        return i < len(self.items)
+        return 0 <= i < self.length()
 
     def __getitem__(self, i):
-        self._extend_to(i)
-        return self.items[i]
+        it = self.items.get(i)
+        if it is None:
+            v = getattr(self.spec, self.field) - i * self.unit
+            it = self.items[i] = make_instance(
+                attrs.evolve(self.spec, **{self.field: v}),
+                self.inst.disk_template, self.inst.spindle_use)
+        return it
 
 
 LOOK_AHEAD = 50
@@ -359,24 +461,21 @@ LOOK_AHEAD = 50
 
 def _monotone_find(seq, pred, start):
     """Index of the first element from ``start`` satisfying ``pred``,
-    assumed monotone: probe ``LOOK_AHEAD`` elements ahead (half the rest
-    once fewer remain); when the probe satisfies it, the answer is the
-    first satisfying element before it, found by a linear scan."""
+    assumed monotone: look ``LOOK_AHEAD`` elements ahead; when that one
+    satisfies it, the answer is the first satisfying element up to it
+    (a linear scan), else go on from it.  Fewer elements left than the
+    look-ahead: a linear scan."""
     lo = start
-    while True:
-        if not seq.has(lo):
-            return None
-        if seq.has(lo + LOOK_AHEAD):
-            step = LOOK_AHEAD
-        else:
-            n = 0
-            while seq.has(lo + n):
-                n += 1
-            step = n // 2
-        probe = lo + step
+    while seq.has(lo + LOOK_AHEAD):
+        probe = lo + LOOK_AHEAD
         if pred(probe):
             for i in range(lo, probe):
                 if pred(i):
                     return i
             return probe
-        lo = probe + 1
+        lo = probe
+    while seq.has(lo):
+        if pred(lo):
+            return lo
+        lo += 1
+    return None

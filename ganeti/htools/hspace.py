@@ -9,7 +9,7 @@ from ganeti.htools import capplan as P
 from ganeti.htools import cli
 from ganeti.htools import score as S
 from ganeti.htools import types as T
-from ganeti.htools.text import show_double
+from ganeti.htools.text import fixed, show_double
 
 
 def _parse_spec(value, what):
@@ -64,20 +64,20 @@ def _stats(cs):
     def eff(a, b):
         return a / b if b else float("nan")
     return [
-        ("SCORE", "%.8f" % cs.score), ("INST_CNT", "%d" % cs.ninst),
+        ("SCORE", fixed(cs.score, 8)), ("INST_CNT", "%d" % cs.ninst),
         ("MEM_FREE", "%d" % cs.fmem), ("MEM_AVAIL", "%d" % cs.amem),
         ("MEM_RESVD", "%d" % (cs.fmem - cs.amem)),
         ("MEM_INST", "%d" % cs.imem),
         ("MEM_OVERHEAD", "%d" % (cs.xmem + cs.nmem)),
-        ("MEM_EFF", "%.8f" % eff(cs.imem, cs.tmem)),
+        ("MEM_EFF", fixed(eff(cs.imem, cs.tmem), 8)),
         ("DSK_FREE", "%d" % cs.fdsk), ("DSK_AVAIL", "%d" % cs.adsk),
         ("DSK_RESVD", "%d" % (cs.fdsk - cs.adsk)),
         ("DSK_INST", "%d" % cs.idsk),
-        ("DSK_EFF", "%.8f" % eff(cs.idsk, cs.tdsk)),
+        ("DSK_EFF", fixed(eff(cs.idsk, cs.tdsk), 8)),
         ("SPN_FREE", "%d" % cs.fspn), ("SPN_INST", "%d" % cs.ispn),
-        ("SPN_EFF", "%.8f" % eff(cs.ispn, cs.tspn)),
+        ("SPN_EFF", fixed(eff(cs.ispn, cs.tspn), 8)),
         ("CPU_INST", "%d" % cs.icpu),
-        ("CPU_EFF", "%.8f" % eff(cs.icpu, cs.vcpu)),
+        ("CPU_EFF", fixed(eff(cs.icpu, cs.vcpu), 8)),
         ("MNODE_MEM_AVAIL", "%d" % cs.mmem),
         ("MNODE_DSK_AVAIL", "%d" % cs.mdsk),
     ]
@@ -161,13 +161,13 @@ class Report:
     def _scores(self, ini_score, fin_cs, reasons):
         out = self.out
         out.write("  - most likely failure reason: %s\n" % reasons[0][0])
-        out.write("  - initial cluster score: %.8f\n" % ini_score)
-        out.write("  -   final cluster score: %.8f\n" % fin_cs.score)
+        out.write("  - initial cluster score: %s\n" % fixed(ini_score, 8))
+        out.write("  -   final cluster score: %s\n" % fixed(fin_cs.score, 8))
         effs = _effs(fin_cs, self.excl)
         width = max(len(n) for n, _ in effs)
         for name, v in effs:
             out.write("  - %*s usage efficiency: %5.2f%%\n"
-                      % (width, name, v * 100))
+                      % (width, name, float(fixed(v * 100, 2))))
 
     def tiered(self, ini_cs, trl_cs, spec_map, reasons):
         out = self.out
@@ -210,8 +210,8 @@ class Report:
         if self.machine:
             for k, v in _stats(fin_cs):
                 _kv(out, "FIN_" + k, v)
-            _kv(out, "ALLOC_USAGE", "%.8f" % (ninit / (ninit + allocs)
-                                              if ninit + allocs else 0))
+            _kv(out, "ALLOC_USAGE", fixed(ninit / (ninit + allocs)
+                                          if ninit + allocs else 0, 8))
             _kv(out, "ALLOC_INSTANCES", "%d" % allocs)
             _kv(out, "ALLOC_FAIL_REASON", reasons[0][0].upper())
             for m, c in reasons:
