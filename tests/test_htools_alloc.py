@@ -270,3 +270,48 @@ class HspaceTests(unittest.TestCase):
             capture_output=True, text=True, timeout=120)
         self.assertEqual(real.returncode, 0)
         self.assertEqual(run_hspace(args)[1], real.stdout)
+
+
+class IncrementalCapacityCheckTests(unittest.TestCase):
+    """The N+1 check after a candidate placement, re-checking only the
+    evacuations that relied on its nodes, agrees with the full check."""
+
+    def test_agrees_with_the_full_check(self):
+        from ganeti.htools import capacity, cluster, generate
+        from ganeti.htools import model as M
+        from ganeti.htools.alloc import _Applied
+        checked = disagree = 0
+        outcomes = set()
+        for seed in (1, 2, 3):
+            for drbd in (0.0, 0.5, 1.0):
+                cd = cluster.finalize(text.parse_text(
+                    generate.generate_text(generate.GenSpec(
+                        nodes=8, inst_per_node=6, seed=seed, drbd=drbd,
+                        crowd=0.5, node_mem=32768))))
+                ctx = A.Context(cd)
+                for template, mem in (("plain", 12000), ("drbd", 12000),
+                                      ("plain", 4096)):
+                    inst = M.Instance("new", mem, 10240, 1, "running", [],
+                                      True, -1, -1, template, 1)
+                    ctx.attach(inst)
+                    try:
+                        scope = range(len(cd.nodes))
+                        checker = capacity.Checker(ctx, scope)
+                        if not checker.base_redundant():
+                            continue
+                        for p in scope:
+                            for s in ([M.NO_SECONDARY] if template == "plain"
+                                      else [x for x in scope if x != p]):
+                                with _Applied(cd.nodes, inst, p, s):
+                                    changed = {p} if s < 0 else {p, s}
+                                    fast = checker.redundant_with(changed)
+                                    full = capacity.Checker(
+                                        ctx, scope).redundant()
+                                checked += 1
+                                outcomes.add(full)
+                                disagree += fast != full
+                    finally:
+                        ctx.detach(inst)
+        self.assertEqual(disagree, 0)
+        self.assertGreater(checked, 300)
+        self.assertEqual(outcomes, {True, False})

@@ -308,7 +308,8 @@ def _collect(sol, cands, checker, nodes, inst):
     for score, _o, pdx, sdx in cands:
         if checker is not None:
             with _Applied(nodes, inst, pdx, sdx):
-                ok = checker.redundant()
+                ok = checker.redundant_with(
+                    {pdx} if sdx == M.NO_SECONDARY else {pdx, sdx})
             if not ok:
                 dropped += 1
                 continue

@@ -13,7 +13,9 @@ receives; and the re-creation surely succeeds when at least as many other
 nodes of the group as there are instances to re-create can each take the
 largest of them (then whatever node the score picks, a free one is left
 for the next instance).  Only when that does not hold is the evacuation
-simulated exactly, with the score choosing the targets.
+simulated exactly, with the score choosing the targets.  A candidate
+placement re-checks only the evacuations that relied on its nodes
+(:meth:`Checker.redundant_with`).
 """
 
 from ganeti.htools import model as M
@@ -42,20 +44,56 @@ class Checker:
         self.by_group = {}
         for i in self.scope:
             self.by_group.setdefault(self.nodes[i].group, []).append(i)
+        #: exclusive-storage nodes per group (their evacuation is simulated)
+        self._excl_count = {
+            g: sum(1 for i in idxs if self.nodes[i].excl_storage)
+            for g, idxs in self.by_group.items()}
 
     def base_redundant(self):
-        """Redundancy before the candidate is placed (computed once)."""
+        """Redundancy before the candidate is placed (computed once, with
+        what each node's evacuation relied on, for
+        :meth:`redundant_with`)."""
         if self._base is None:
-            self._base = self.redundant()
+            self._sort_by_mem()
+            deps = {}
+            ok = True
+            for ndx in self.checked:
+                if not self.can_evacuate(ndx):
+                    ok = False
+                    break
+                deps[ndx] = self._deps
+            self._base = ok
+            self._base_deps = deps if ok else None
         return self._base
 
-    def redundant(self):
+    def redundant_with(self, changed):
+        """Redundancy after a candidate was placed on the nodes
+        ``changed``, the cluster being redundant before: only the
+        evacuations that relied on a changed node (or were simulated in
+        full) are checked again.  Placing an instance only takes room
+        from its nodes, so an evacuation that used none of them still
+        works."""
+        deps = self._base_deps
+        if deps is None:
+            return self.redundant()
+        self._sort_by_mem()
+        for ndx in self.checked:
+            d = deps[ndx]
+            if ndx in changed or d is None or not d.isdisjoint(changed):
+                if not self.can_evacuate(ndx):
+                    return False
+        return True
+
+    def _sort_by_mem(self):
         # memory-sorted escape nodes per group (upper bounds for the scan)
         self.sorted_by_mem = {}
         for g, idxs in self.by_group.items():
             self.sorted_by_mem[g] = sorted(
                 ((self.nodes[i].unallocated_mem(), i) for i in idxs),
                 reverse=True)
+
+    def redundant(self):
+        self._sort_by_mem()
         # the node that failed last time is the likeliest to fail again
         last = self.last_bad
         if last is not None and not self.can_evacuate(last):
@@ -67,6 +105,9 @@ class Checker:
         return True
 
     def can_evacuate(self, ndx):
+        """Whether node ``ndx`` can be evacuated; ``self._deps`` is then
+        the set of nodes the answer relied on (None: all of them)."""
+        self._deps = None
         nodes = self.nodes
         n = nodes[ndx]
         drbd, shared, other = [], [], []
@@ -96,18 +137,20 @@ class Checker:
         for sdx, mem in need.items():
             if nodes[sdx].unallocated_mem() - mem <= 0:
                 return False
+        used = set(need)
         if not other:
+            self._deps = used
             return True
         # re-creation: the policy is the group's, the same for all targets
-        escape = [i for i in self.by_group[n.group] if i != ndx]
-        if not escape:
+        members = self.by_group[n.group]
+        if len(members) < 2:
             return False
-        pol = nodes[escape[0]].ipolicy
+        first = nodes[members[0] if members[0] != ndx else members[1]]
         from ganeti.htools.alloc import policy_failure
         for inst in other:
-            if policy_failure(inst, pol, nodes[escape[0]].excl_storage):
+            if policy_failure(inst, first.ipolicy, first.excl_storage):
                 return False
-        if any(nodes[i].excl_storage for i in escape):
+        if self._excl_count[n.group] - (1 if n.excl_storage else 0):
             return self._exact(ndx, drbd, shared, other)
         req_mem = max((i.mem for i in other if i.uses_memory), default=0)
         req_dsk = max((i.dsk for i in other if i.uses_local_storage),
@@ -125,7 +168,9 @@ class Checker:
             if req_dsk is not None and nd.f_dsk - req_dsk <= 0:
                 continue
             found += 1
+            used.add(i)
             if found >= k:
+                self._deps = used
                 return True
         return self._exact(ndx, drbd, shared, other)
 
