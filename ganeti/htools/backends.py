@@ -27,14 +27,18 @@ _MISSING = object()
 
 
 def _get(obj, key, owner, default=_MISSING):
-    if not isinstance(obj, dict):
+    if type(obj) is dict:
+        v = obj.get(key, _MISSING)
+        if v is not _MISSING:
+            return v
+    elif not isinstance(obj, dict):
         raise T.HtoolsError("%s: expected an object, got %r"
                             % (owner, type(obj).__name__))
-    if key not in obj:
-        if default is _MISSING:
-            raise T.HtoolsError("%s: missing field '%s'" % (owner, key))
-        return default
-    return obj[key]
+    elif key in obj:
+        return obj[key]
+    if default is _MISSING:
+        raise T.HtoolsError("%s: missing field '%s'" % (owner, key))
+    return default
 
 
 def _num(obj, key, owner, kind=int, default=_MISSING, live=True):
@@ -43,6 +47,8 @@ def _num(obj, key, owner, kind=int, default=_MISSING, live=True):
     if not live:
         return kind(0)
     v = _get(obj, key, owner, default)
+    if type(v) is int and kind is int:
+        return v  # the common case, checked first
     if v is None and default is not _MISSING:
         return default
     if isinstance(v, bool) or not isinstance(v, (int, float)):

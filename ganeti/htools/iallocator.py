@@ -4,6 +4,8 @@ takes the parsed input document and returns the parsed answer, never
 raising for bad input (``success`` false and an ``info`` naming the
 field and the reason)."""
 
+import contextlib
+import gc
 
 from ganeti.htools import alloc as A
 from ganeti.htools import backends, cluster
@@ -390,6 +392,22 @@ def options_from_params(params):
     return opts
 
 
+@contextlib.contextmanager
+def _no_collector_passes():
+    """An answer builds the cluster model, many small objects at once:
+    the cyclic garbage collector's passes over them took a fifth of the
+    time of an answer on 1,000 nodes and free nothing.  Paused for the
+    answer (a fraction of a second), resumed after; what became garbage
+    is collected then."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
+
+
 def answer(request, opts=None, params=None):
     """The built-in allocator: the answer document for an iallocator
     input document (both parsed JSON).  ``params`` are the master's
@@ -401,7 +419,8 @@ def answer(request, opts=None, params=None):
         except BadRequest as e:
             return _fail(str(e))
     try:
-        return run(request, opts)[0]
+        with _no_collector_passes():
+            return run(request, opts)[0]
     except Exception as e:  # an internal error must not kill the caller
         return _fail("internal error in the allocator: %s: %s"
                      % (type(e).__name__, e))
