@@ -233,10 +233,25 @@ class Checker:
                 state = S.ScoreState(scope_nodes)
                 for inst in sorted(other, key=lambda x: -x.mem):
                     best = None
+                    # the policy is the group's: judged once per kind
+                    verdicts = {}
+                    real = not inst.forthcoming
+                    uses_mem = real and inst.uses_memory
+                    uses_dsk = real and inst.uses_local_storage
+                    mem, dsk = inst.mem, inst.dsk
                     for t in escape:
                         nd = nodes[t]
-                        if policy_failure(inst, nd.ipolicy,
-                                          nd.excl_storage):
+                        pkey = (id(nd.ipolicy), nd.excl_storage)
+                        if pkey not in verdicts:
+                            verdicts[pkey] = policy_failure(
+                                inst, nd.ipolicy, nd.excl_storage)
+                        if verdicts[pkey]:
+                            continue
+                        # add_pri's own hard checks, without a snapshot
+                        if uses_mem and int(nd.t_mem) - nd.n_mem - \
+                                nd.i_mem - max(nd.x_mem, 0) - mem <= 0:
+                            continue
+                        if uses_dsk and nd.f_dsk - dsk <= 0:
                             continue
                         old = S.node_values(nd)
                         st = nd.save()
