@@ -27,7 +27,7 @@ import sys
 import tempfile
 import time
 
-from twisted.internet import defer, protocol
+from twisted.internet import defer, error, protocol
 
 from bench.table import table
 from ganeti.htools import generate
@@ -45,7 +45,7 @@ class _Collect(protocol.ProcessProtocol):
         self.out.append(data)
 
     def errReceived(self, data):
-        pass
+        pass  # the tools' progress on stderr is not measured
 
     def processEnded(self, reason):
         self.done.callback(b"".join(self.out).decode("utf-8", "replace"))
@@ -64,7 +64,7 @@ async def run_timed(reactor, argv, timeout, env=None):
         timed_out.append(True)
         try:
             proc.signalProcess(signal.SIGKILL)
-        except Exception:  # already gone
+        except error.ProcessExitedAlready:
             pass
     killer = reactor.callLater(timeout, kill)
     out = await done

@@ -512,16 +512,19 @@ def _status_to_admin(status):
 
 
 def cluster_to_ialloc(cdata, request=None):
-    """An iallocator input describing ``cdata`` (Ganeti's layout); the
-    instances' run state is reduced to the admin state the format has."""
+    """An iallocator input describing ``cdata`` (Ganeti's layout, with
+    every field Ganeti's hail reads); the instances' run state is reduced
+    to the admin state the format has."""
     groups = {g.uuid: {"name": g.name, "alloc_policy": g.alloc_policy,
                        "networks": list(g.networks),
                        "ipolicy": ipolicy_to_json(g.ipolicy),
                        "tags": list(g.tags)} for g in cdata.groups}
     nodes = {}
     for nd in cdata.nodes:
-        d = {"tags": list(nd.tags), "offline": nd.offline and not
-             nd.drained, "drained": nd.drained,
+        d = {"tags": list(nd.tags), "primary_ip": "127.0.0.1",
+             "secondary_ip": "127.0.0.1",
+             "offline": nd.offline and not nd.drained,
+             "drained": nd.drained,
              "master_candidate": True, "group": cdata.groups[nd.group].uuid,
              "master_capable": True, "vm_capable": nd.vm_capable,
              "ndparams": {"exclusive_storage": nd.excl_storage,
@@ -535,7 +538,8 @@ def cluster_to_ialloc(cdata, request=None):
                       "total_spindles": nd.t_spindles,
                       "free_spindles": nd.f_spindles,
                       "total_cpus": int(nd.t_cpu),
-                      "reserved_cpus": nd.n_cpu})
+                      "reserved_cpus": nd.n_cpu,
+                      "i_pri_memory": 0, "i_pri_up_memory": 0})
         nodes[nd.name] = d
     insts = {}
     for inst in cdata.instances:
@@ -543,19 +547,23 @@ def cluster_to_ialloc(cdata, request=None):
         if inst.snode != NO_SECONDARY:
             nn.append(cdata.nodes[inst.snode].name)
         sizes = inst.disk_sizes or [inst.dsk]
-        sp = inst.disk_spindles or [None]
+        spindles = list(inst.disk_spindles or []) + [None] * len(sizes)
+        disks = []
+        for size, sp in zip(sizes, spindles):
+            disk = {"size": size, "mode": "rw", "dev_type": "plain"}
+            if sp is not None:
+                disk["spindles"] = sp
+            disks.append(disk)
         insts[inst.name] = {
             "tags": list(inst.tags),
             "admin_state": _status_to_admin(inst.status),
             "vcpus": inst.vcpus, "memory": inst.mem,
             "spindle_use": inst.spindle_use, "os": "debian",
-            "nodes": nn, "nics": list(inst.nics),
-            "disks": [{"size": s, "mode": "rw", "spindles": p}
-                      for s, p in zip(sizes, sp + [None] * len(sizes))],
-            "disk_template": inst.disk_template,
+            "nodes": nn, "nics": list(inst.nics), "disks": disks,
+            "disk_template": inst.disk_template, "disks_active": True,
             "disk_space_total": inst.dsk, "hypervisor": "kvm",
             "forthcoming": inst.forthcoming}
-    return {"version": 2, "cluster_name": "cluster",
+    return {"version": 2, "cluster_name": "cluster.example.com",
             "cluster_tags": list(cdata.tags),
             "enabled_hypervisors": ["kvm"],
             "ipolicy": ipolicy_to_json(cdata.ipolicy),

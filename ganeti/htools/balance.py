@@ -387,17 +387,24 @@ class Balancer:
                     ent = None
                     break
         if ent is None:
-            delta = self._delta_parts(inst, move)
-            idxs = tuple(MV.touched_nodes(inst, move))
-            if len(self._cache) >= self.cache_limit:
-                self._cache.clear()
-            self._cache[key] = (idxs, tuple([nodes[i].version
-                                             for i in idxs]), delta)
+            delta = self._remember_delta(key, inst, move)
         if delta is None:
             return None
         items, dsum, off_all, off_pri, pairs = delta
         return self.state.score_delta(self._base_total, self._terms,
                                       items, dsum, off_all, off_pri, pairs)
+
+    def _remember_delta(self, key, inst, move):
+        """The move's effect (``_delta_parts``), cached with the versions
+        of the nodes it touches."""
+        delta = self._delta_parts(inst, move)
+        idxs = tuple(MV.touched_nodes(inst, move))
+        cache = self._cache
+        if len(cache) >= self.cache_limit:
+            cache.clear()
+        nodes = self.nodes
+        cache[key] = (idxs, tuple([nodes[i].version for i in idxs]), delta)
+        return delta
 
     def _refresh_base(self):
         self._base_total = self.state.score()
@@ -638,12 +645,7 @@ class Balancer:
                         ent = None
                         break
             if ent is None:
-                delta = self._delta_parts(inst, move)
-                idxs = tuple(MV.touched_nodes(inst, move))
-                if len(cache) >= self.cache_limit:
-                    cache.clear()
-                cache[key] = (idxs, tuple([nodes[i].version
-                                           for i in idxs]), delta)
+                delta = self._remember_delta(key, inst, move)
             if delta is None:
                 continue
             items, dsum, off_all, off_pri, pairs = delta
