@@ -65,6 +65,8 @@ class Solution:
     allocs: int = 0
     best: object = None
     log: list = attrs.Factory(list)
+    #: the capacity checker that passed ``best`` (it was its last check)
+    checker: object = None
 
     def add_failure(self, mode, count=1):
         if count:
@@ -259,12 +261,21 @@ class Context:
     """A cluster being allocated on: nodes, instances (the new instance
     is appended while it is tried), groups and options."""
 
-    def __init__(self, cdata, opts=None):
+    def __init__(self, cdata, opts=None, reuse_checks=False):
         self.cdata = cdata
         self.nodes = cdata.nodes
         self.instances = cdata.instances
         self.groups = cdata.groups
         self.opts = opts or AllocOptions()
+        #: bumped by every change of the model made through this context
+        #: (``commit``, ``changed``)
+        self.generation = 0
+        # With ``reuse_checks`` (only for callers that change the model
+        # through this context alone) the capacity checker of a state is
+        # kept for the next allocation on the same state, and carried
+        # over a placement it verified.
+        self._reuse = reuse_checks
+        self._checkers = {}
 
     # the new instance takes the next index while it is being tried
     def attach(self, inst):
@@ -275,9 +286,29 @@ class Context:
         assert self.instances[-1] is inst
         self.instances.pop()
 
-    def commit(self, inst, pdx, sdx):
+    def commit(self, inst, pdx, sdx, sol=None):
+        """Place ``inst``; ``sol``, the Solution that chose the place,
+        lets its capacity checker carry its work over."""
         place(self.nodes, inst, pdx, sdx)
         self.cdata.instance_by_name[inst.name] = inst
+        keep = None
+        if self._reuse and sol is not None and sol.checker is not None:
+            changed = {pdx} if sdx == M.NO_SECONDARY else {pdx, sdx}
+            if sol.checker.carry(changed):
+                keep = sol.checker
+        self.changed()
+        if keep is not None:
+            self._checkers[self._checker_key(keep.scope)] = (
+                self.generation, keep)
+
+    def changed(self):
+        """The model was changed (or restored) outside ``commit``."""
+        self.generation += 1
+        self._checkers = {}
+
+    def _checker_key(self, scope_idxs):
+        return (tuple(scope_idxs), tuple(self.opts.capacity_ignore_groups),
+                self.opts.accept_existing)
 
     def online_candidates(self, node_idxs):
         rst = self.opts.restrict_to_nodes
@@ -290,7 +321,15 @@ class Context:
     def n1_predicate(self, scope_idxs):
         if not self.opts.capacity:
             return None
-        return capacity.Checker(self, scope_idxs)
+        if not self._reuse:
+            return capacity.Checker(self, scope_idxs)
+        key = self._checker_key(scope_idxs)
+        hit = self._checkers.get(key)
+        if hit is not None and hit[0] == self.generation:
+            return hit[1]
+        chk = capacity.Checker(self, scope_idxs)
+        self._checkers[key] = (self.generation, chk)
+        return chk
 
 
 def _collect(sol, cands, checker, nodes, inst):
@@ -314,6 +353,7 @@ def _collect(sol, cands, checker, nodes, inst):
                 dropped += 1
                 continue
         sol.best = (score, pdx, sdx)
+        sol.checker = checker
         break
     sol.add_failure(M.FAIL_N1, dropped)
     sol.allocs -= dropped

@@ -9,13 +9,18 @@ soft errors.
 
 The check runs for every allocation solution, so it has a fast path: the
 failovers only need, per secondary, the memory of the instances it
-receives; and the re-creation surely succeeds when at least as many other
-nodes of the group as there are instances to re-create can each take the
-largest of them (then whatever node the score picks, a free one is left
-for the next instance).  Only when that does not hold is the evacuation
-simulated exactly, with the score choosing the targets.  A candidate
-placement re-checks only the evacuations that relied on its nodes
-(:meth:`Checker.redundant_with`).
+receives; and the re-creation surely succeeds, whatever nodes the score
+picks, when the other nodes of the group can take more copies of each
+instance than the instances re-created before it can use up (placing an
+instance of size s on a node takes at most ceil(s / size) copies of an
+instance of that size).  Only when that does not hold is the evacuation
+simulated, with the score choosing the targets, and the same test ends
+the simulation as soon as the rest surely fits.
+
+A candidate placement re-checks only the evacuations that relied on its
+nodes (:meth:`Checker.redundant_with`); when the candidate is placed,
+that work is carried over to the next allocation
+(:meth:`Checker.carry`, ``alloc.Context(reuse_checks=True)``).
 """
 
 from ganeti.htools import model as M
@@ -41,6 +46,10 @@ class Checker:
                                  and self.nodes[i].offline)]
         self.last_bad = None
         self._base = None
+        self._verdicts = {}
+        #: (changed nodes, their rechecked dependencies) of the last
+        #: ``redundant_with`` that passed
+        self._verified = None
         self.by_group = {}
         for i in self.scope:
             self.by_group.setdefault(self.nodes[i].group, []).append(i)
@@ -73,15 +82,32 @@ class Checker:
         full) are checked again.  Placing an instance only takes room
         from its nodes, so an evacuation that used none of them still
         works."""
+        self._verified = None
         deps = self._base_deps
         if deps is None:
             return self.redundant()
         self._sort_by_mem()
+        rechecked = {}
         for ndx in self.checked:
             d = deps[ndx]
             if ndx in changed or d is None or not d.isdisjoint(changed):
                 if not self.can_evacuate(ndx):
                     return False
+                rechecked[ndx] = self._deps
+        self._verified = (frozenset(changed), rechecked)
+        return True
+
+    def carry(self, changed):
+        """The placement last passed by :meth:`redundant_with` (on the
+        nodes ``changed``) was made: it becomes the base state, and the
+        work of the check is kept.  False when there is nothing to
+        carry (the checker is then not valid for the new state)."""
+        v = self._verified
+        self._verified = None
+        if v is None or v[0] != frozenset(changed) or not self._base \
+                or self._base_deps is None:
+            return False
+        self._base_deps.update(v[1])
         return True
 
     def _sort_by_mem(self):
@@ -146,41 +172,132 @@ class Checker:
         if len(members) < 2:
             return False
         first = nodes[members[0] if members[0] != ndx else members[1]]
-        from ganeti.htools.alloc import policy_failure
         for inst in other:
-            if policy_failure(inst, first.ipolicy, first.excl_storage):
+            if self._policy_failure(inst, first):
                 return False
         if self._excl_count[n.group] - (1 if n.excl_storage else 0):
             return self._exact(ndx, drbd, shared, other)
-        req_mem = max((i.mem for i in other if i.uses_memory), default=0)
-        req_dsk = max((i.dsk for i in other if i.uses_local_storage),
-                      default=None)
-        k = len(other)
-        found = 0
-        for mem_bound, i in self.sorted_by_mem[n.group]:
-            if mem_bound - req_mem <= 0:
-                break
-            if i == ndx:
-                continue
-            nd = nodes[i]
-            if nd.unallocated_mem() - need.get(i, 0) - req_mem <= 0:
-                continue
-            if req_dsk is not None and nd.f_dsk - req_dsk <= 0:
-                continue
-            found += 1
-            used.add(i)
-            if found >= k:
-                self._deps = used
-                return True
+        todo = sorted(other, key=lambda x: -x.mem)
+        # the nodes with most memory first: the quick test ends sooner
+        escape = [i for _m, i in self.sorted_by_mem[n.group] if i != ndx]
+        relied = self._rest_fits(todo, escape, need)
+        if relied is not None:
+            self._deps = used | relied
+            return True
         return self._exact(ndx, drbd, shared, other)
+
+    def _policy_failure(self, inst, nd):
+        """The instance policy's verdict on ``inst`` on ``nd``,
+        remembered (the same instances are judged over and over)."""
+        key = (id(inst), id(nd.ipolicy), nd.excl_storage)
+        spec = _policy_key(inst)
+        hit = self._verdicts.get(key)
+        # the entry keeps the instance alive: its id is not reused
+        if hit is None or hit[0] is not inst or hit[1] != spec:
+            from ganeti.htools.alloc import policy_failure
+            hit = (inst, spec,
+                   policy_failure(inst, nd.ipolicy, nd.excl_storage))
+            self._verdicts[key] = hit
+        return hit[2]
+
+    def _rest_fits(self, insts, escape, need=None, quick=False):
+        """Whether the instances ``insts``, re-created in this order, all
+        find a node of ``escape`` whatever nodes the score picks: the
+        set of nodes this relies on, or None.  ``need``: memory the nodes
+        still have to give to failovers.  (Only memory and disk are
+        looked at: the policy and spindles are the caller's.)
+
+        Instance j surely finds a node when the nodes can take more
+        copies of it than the instances placed before it can spoil:
+        placing an instance of size s on a node takes away at most
+        ceil(s / size_j) of that node's copies (per resource).  First
+        the quick form: copies of the largest instance against the
+        number of instances (see ``can_evacuate``)."""
+        sizes = [(i.mem if i.uses_memory else 0,
+                  i.dsk if i.uses_local_storage else None)
+                 for i in insts if not i.forthcoming]
+        if not sizes:
+            return set()
+        nodes = self.nodes
+        k = len(sizes)
+        req_mem = max(m for m, _d in sizes)
+        dsks = [d for _m, d in sizes if d is not None]
+        req_dsk = max(dsks) if dsks else None
+        frees = []
+        found = 0
+        relied = set()
+        for t in escape:
+            nd = nodes[t]
+            fm = nd.unallocated_mem()
+            if need:
+                fm -= need.get(t, 0)
+            if fm <= 0:
+                continue
+            fd = nd.f_dsk
+            frees.append((t, fm, fd))
+            relied.add(t)
+            if found < k:
+                copies = _copies(fm, req_mem)
+                if copies and req_dsk is not None:
+                    copies = min(copies, _copies(fd, req_dsk))
+                found += copies
+                if found >= k:
+                    return relied
+        if k == 1 or quick:
+            return None
+        room = {}
+        spoilt = 0
+        prev = None
+        for j, (mj, dj) in enumerate(sizes):
+            key = (mj, dj)
+            if key not in room:
+                if mj > 0 and dj is not None and dj > 0:
+                    # _room1's usual case, inline
+                    total = 0
+                    for _t, fm, fd in frees:
+                        c = -(-fm // mj)
+                        cd = -(-fd // dj)
+                        if cd < c:
+                            c = cd
+                        if c > 1:
+                            total += c - 1
+                    room[key] = total
+                else:
+                    room[key] = sum(_room1(fm, fd, mj, dj)
+                                    for _t, fm, fd in frees)
+            if key == prev and mj > 0:
+                # the same size again: the one before spoils one copy
+                spoilt += 1
+            else:
+                spoilt = 0
+                for ml, dl in sizes[:j]:
+                    sp = _spoils(ml, mj)
+                    if dj is not None and dl is not None:
+                        sp = max(sp, _spoils(dl, dj))
+                    spoilt += sp
+            prev = key
+            if room[key] - spoilt < 1:
+                return None
+        return relied
 
     # -- the exact simulation ---------------------------------------------
 
     def _exact(self, ndx, drbd, shared, other):
+        """Simulate the evacuation of ``ndx``, the score choosing the
+        targets."""
         nodes = self.nodes
         n = nodes[ndx]
         gidx = self.by_group[n.group]
         escape = [i for i in gidx if i != ndx]
+        todo = sorted(other, key=lambda x: -x.mem)
+        # the counting shortcut knows memory and disk only
+        plain_fit = bool(escape) and not (
+            self._excl_count[n.group] - (1 if n.excl_storage else 0))
+        if plain_fit and todo:
+            pol = nodes[escape[0]]
+            plain_fit = not any(
+                self._policy_failure(i, pol)
+                for i in todo)
         saved_nodes = {}
         saved_insts = {}
 
@@ -228,10 +345,16 @@ class Checker:
                                   force=True)
                 del gstate
             if other:
-                from ganeti.htools.alloc import policy_failure
-                scope_nodes = [nodes[i] for i in self.scope]
-                state = S.ScoreState(scope_nodes)
-                for inst in sorted(other, key=lambda x: -x.mem):
+                state = None
+                for pos, inst in enumerate(todo):
+                    # once the rest surely fits, the choices do not matter
+                    if plain_fit and \
+                            self._rest_fits(todo[pos:], escape,
+                                            quick=True) is not None:
+                        return True
+                    if state is None:
+                        state = S.ScoreState(
+                            [nodes[i] for i in self.scope])
                     best = None
                     # the policy is the group's: judged once per kind
                     verdicts = {}
@@ -243,8 +366,7 @@ class Checker:
                         nd = nodes[t]
                         pkey = (id(nd.ipolicy), nd.excl_storage)
                         if pkey not in verdicts:
-                            verdicts[pkey] = policy_failure(
-                                inst, nd.ipolicy, nd.excl_storage)
+                            verdicts[pkey] = self._policy_failure(inst, nd)
                         if verdicts[pkey]:
                             continue
                         # add_pri's own hard checks, without a snapshot
@@ -275,6 +397,48 @@ class Checker:
             for idx, st in saved_insts.items():
                 inst = self.instances[idx]
                 inst.pnode, inst.snode, inst.location_score = st
+
+
+def _copies(free, size):
+    """How many instances of ``size`` fit one after the other in
+    ``free`` (each must leave more than nothing, as ``add_pri`` wants)."""
+    if free <= 0:
+        return 0
+    if size <= 0:
+        return 1 << 30
+    # the largest m with free - m * size > 0
+    return -(-free // size) - 1
+
+
+def _room1(fm, fd, mem, dsk):
+    """The copies of an instance of ``mem``/``dsk`` (None: no local
+    disk) a node with free memory ``fm`` (> 0) and disk ``fd`` can take;
+    a size of 0 counts as one copy (a bigger instance placed before may
+    use up all of it)."""
+    if dsk is None:
+        return -(-fm // mem) - 1 if mem > 0 else 1
+    if dsk <= 0:
+        return 1 if fd > 0 and fm > mem else 0
+    if mem <= 0:
+        return 1 if fd > dsk else 0
+    c = min(-(-fm // mem), -(-fd // dsk)) - 1
+    return c if c > 0 else 0
+
+
+def _policy_key(inst):
+    """What the instance policy looks at."""
+    return (inst.mem, tuple(inst.disk_sizes), inst.vcpus, inst.spindle_use,
+            inst.total_spindles, inst.disk_template)
+
+
+def _spoils(placed, size):
+    """At most how many copies of ``size`` placing ``placed`` takes from
+    a node (a size of 0 counts a node as one copy)."""
+    if placed <= 0:
+        return 0
+    if size <= 0:
+        return 1
+    return -(-placed // size)
 
 
 def redundant(ctx, scope_idxs=None):

@@ -156,7 +156,7 @@ class Planner:
         self.opts = opts
         self.dt = disk_template
         self.count = A.required_nodes(disk_template)
-        self.ctx = A.Context(cdata, opts)
+        self.ctx = A.Context(cdata, opts, reuse_checks=True)
         self.scope = list(range(len(cdata.nodes)))
         cands = [nd.idx for nd in cdata.nodes
                  if nd.group in allocable_groups]
@@ -177,6 +177,7 @@ class Planner:
         for inst in insts[ninst:]:
             self.cdata.instance_by_name.pop(inst.name, None)
         del insts[ninst:]
+        self.ctx.changed()
 
     def reset(self):
         self.restore(self.initial)
@@ -216,7 +217,7 @@ class Planner:
                 return stats
             _sc, pdx, sdx = sol.best
             self.ctx.attach(inst)
-            self.ctx.commit(inst, pdx, sdx)
+            self.ctx.commit(inst, pdx, sdx, sol)
             placed.append(inst)
             if limit is not None:
                 limit -= 1
@@ -268,7 +269,7 @@ class Planner:
         """(failure counts, success) of allocating ``inst`` on the
         current cluster, remembered while the cluster does not change
         (tiered allocation asks for the same specs many times)."""
-        version = len(self.cdata.instances)
+        version = self.ctx.generation
         if self._memo_version != version:
             self._memo = {}
             self._memo_version = version
