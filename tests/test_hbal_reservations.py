@@ -85,3 +85,15 @@ class HbalReservationTests(unittest.TestCase):
         self.assertEqual(set(self.rpc.procedures()),
                          {"node_info", "all_instances_info"})
         self.assertEqual(self.master.cfg.verify(), [])
+
+    @defer.inlineCallbacks
+    def test_balanced_after_one_run(self):
+        # our master's dfree already leaves out the reserved disks: read
+        # over luxi, they are not taken off a second time, so the plan
+        # executed is the whole plan
+        code, out, err = yield self.hbal("-X")
+        self.assertEqual(code, 0, out + err)
+        self.assertTrue(MOVE.findall(out), out)
+        code, out, err = yield self.hbal()
+        self.assertEqual(code, 0, out + err)
+        self.assertEqual(MOVE.findall(out), [], out)

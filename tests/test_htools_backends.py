@@ -201,7 +201,8 @@ class LuxiTests(unittest.TestCase):
         ref = cluster.finalize(load_text("gen_location.txt"))
         self.assertEqual(group_scores(cd), group_scores(ref))
         self.assertEqual(fake.calls, [
-            ("node", backends.LUXI_NODE_FIELDS, None),
+            ("node", backends.LUXI_NODE_FIELDS
+             + backends.LUXI_NODE_EXTRA_FIELDS, None),
             ("instance", backends.LUXI_INSTANCE_FIELDS, None),
             ("info",),
             ("group", backends.LUXI_GROUP_FIELDS, None)])

@@ -405,6 +405,10 @@ LUXI_NODE_FIELDS = [
     "cnos", "offline", "drained", "vm_capable", "ndp/spindle_count",
     "group.uuid", "tags", "ndp/exclusive_storage", "sptotal", "spfree",
     "ndp/cpu_speed"]
+#: asked after Ganeti's node fields: our master's disks reserved for
+#: forthcoming instances, which its ``dfree`` already counts as used
+#: (a Ganeti master answers "unknown field", and nothing changes)
+LUXI_NODE_EXTRA_FIELDS = ["reserved.disk"]
 LUXI_INSTANCE_FIELDS = [
     "name", "disk_usage", "be/memory", "be/vcpus", "status", "pnode",
     "snodes", "tags", "be/auto_balance", "disk_template", "be/spindle_use",
@@ -440,6 +444,12 @@ def parse_luxi(groups, nodes_rows, inst_rows, info):
     rapi_nodes = []
     for n in nodes_rows:
         d = dict(n)
+        # htools takes the forthcoming disks off dfree itself: give it
+        # the node's own figure
+        reserved = n.get("reserved.disk")
+        if isinstance(reserved, (int, float)) and reserved and \
+                isinstance(d.get("dfree"), (int, float)):
+            d["dfree"] = d["dfree"] + reserved
         d["ndparams"] = {"spindle_count": n.get("ndp/spindle_count"),
                          "exclusive_storage":
                          bool(n.get("ndp/exclusive_storage")),
@@ -474,13 +484,14 @@ def parse_luxi(groups, nodes_rows, inst_rows, info):
 
 def load_luxi(socket_path, client_factory=None):
     """Read a cluster from the master daemon over luxi, with Ganeti's
-    exact queries."""
+    queries (and :data:`LUXI_NODE_EXTRA_FIELDS`)."""
     from ganeti import errors, luxi
     factory = client_factory or luxi.BlockingClient
     try:
         client = factory(socket_path)
         try:
-            nodes = client.query("node", LUXI_NODE_FIELDS, None)
+            nodes = client.query(
+                "node", LUXI_NODE_FIELDS + LUXI_NODE_EXTRA_FIELDS, None)
             insts = client.query("instance", LUXI_INSTANCE_FIELDS, None)
             info = client.query_cluster_info()
             groups = client.query("group", LUXI_GROUP_FIELDS, None)
@@ -495,7 +506,8 @@ def load_luxi(socket_path, client_factory=None):
         raise T.HtoolsError("cannot talk to the master on %s: %s"
                             % (socket_path, e))
     return parse_luxi(_rows(groups, LUXI_GROUP_FIELDS, "group"),
-                      _rows(nodes, LUXI_NODE_FIELDS, "node"),
+                      _rows(nodes, LUXI_NODE_FIELDS + LUXI_NODE_EXTRA_FIELDS,
+                            "node"),
                       _rows(insts, LUXI_INSTANCE_FIELDS, "instance"),
                       info or {})
 
