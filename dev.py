@@ -12,6 +12,7 @@ real peers when we are root and they are missing, and then hands over to tox.
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -99,7 +100,27 @@ def main(argv):
     if extra:
         cmd += ["--"] + extra
     os.chdir(HERE)
-    return subprocess.call(cmd)
+    return run_forwarding_signals(cmd)
+
+
+def run_forwarding_signals(cmd):
+    """Run ``cmd`` and pass SIGINT and SIGTERM on to it, once.
+
+    The child gets a session of its own, so that Ctrl-C in a terminal
+    reaches it only through us, exactly as a signal sent to this
+    process alone does: either way the demo stops its daemons and
+    cleans up (a killed tox would leave them running)."""
+    proc = subprocess.Popen(cmd, start_new_session=True)
+
+    def forward(signum, _frame):
+        try:
+            proc.send_signal(signum)
+        except ProcessLookupError:
+            pass
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, forward)
+    return proc.wait()
 
 
 if __name__ == "__main__":

@@ -304,7 +304,8 @@ class IncrementalCapacityCheckTests(unittest.TestCase):
                                       else [x for x in scope if x != p]):
                                 with _Applied(cd.nodes, inst, p, s):
                                     changed = {p} if s < 0 else {p, s}
-                                    fast = checker.redundant_with(changed)
+                                    fast = checker.redundant_with(
+                                        changed, inst)
                                     full = capacity.Checker(
                                         ctx, scope).redundant()
                                 checked += 1

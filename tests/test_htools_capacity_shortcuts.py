@@ -60,7 +60,7 @@ class CountingShortcutTests(unittest.TestCase):
 
     def test_never_says_fits_when_a_choice_gets_stuck(self):
         rnd = random.Random(7)
-        said_fits = said_not = 0
+        said_fits = said_not = absorbed = 0
         for _case in range(1500):
             frees = [(rnd.choice([0, 1, 1000, 2000, 2500, 4096, 8193]),
                       rnd.choice([0, 10, 5000, 10000, 20001]))
@@ -72,8 +72,8 @@ class CountingShortcutTests(unittest.TestCase):
                      for _i in range(rnd.randint(1, 5))]
             insts.sort(key=lambda i: -i.mem)
             nodes = [_node(fm, fd) for fm, fd in frees]
-            relied = _checker(nodes)._rest_fits(insts, range(len(nodes)))
-            if relied is None:
+            fit = _checker(nodes)._rest_fits(insts, range(len(nodes)))
+            if fit is None:
                 said_not += 1
                 continue
             said_fits += 1
@@ -82,15 +82,36 @@ class CountingShortcutTests(unittest.TestCase):
                              " %r, instances %r" % (frees, [
                                  (i.mem, i.dsk, i.uses_local_storage,
                                   i.forthcoming) for i in insts]))
+            relied = fit[0]
             # the nodes it did not rely on do not matter: emptying them
             # keeps the answer
             emptied = [_node(fm, fd) if i in relied else _node(0, 0)
                        for i, (fm, fd) in enumerate(frees)]
             self.assertIsNotNone(
                 _checker(emptied)._rest_fits(insts, range(len(nodes))))
+            if not relied:
+                continue  # nothing to re-create
+            # a new instance on a counted node: when the counts' slack
+            # covers it, no choice gets stuck either
+            t = rnd.choice(sorted(relied))
+            placed = _inst(rnd.choice([0, 512, 1024, 3000]),
+                           rnd.choice([0, 1000, 6000]),
+                           uses_disk=rnd.random() < 0.8)
+            fm, fd = frees[t]
+            after = list(frees)
+            after[t] = (fm - placed.mem,
+                        fd - placed.dsk if placed.uses_local_storage else fd)
+            if capacity._absorb(fit[1], placed, 1) is not None:
+                absorbed += 1
+                self.assertFalse(_can_get_stuck(after, insts),
+                                 "slack %r covers %r on node %d: nodes %r,"
+                                 " instances %r" % (
+                                     fit[1], (placed.mem, placed.dsk), t,
+                                     frees, [(i.mem, i.dsk) for i in insts]))
         # both answers occur, so the test looks at something
         self.assertGreater(said_fits, 300)
         self.assertGreater(said_not, 300)
+        self.assertGreater(absorbed, 100)
 
     def test_mixed_sizes_fit_where_the_largest_alone_does_not(self):
         # two nodes of 5000 MiB take only two 4096 MiB instances; the

@@ -348,7 +348,7 @@ def _collect(sol, cands, checker, nodes, inst):
         if checker is not None:
             with _Applied(nodes, inst, pdx, sdx):
                 ok = checker.redundant_with(
-                    {pdx} if sdx == M.NO_SECONDARY else {pdx, sdx})
+                    {pdx} if sdx == M.NO_SECONDARY else {pdx, sdx}, inst)
             if not ok:
                 dropped += 1
                 continue

@@ -75,25 +75,38 @@ class Checker:
             self._base_deps = deps if ok else None
         return self._base
 
-    def redundant_with(self, changed):
-        """Redundancy after a candidate was placed on the nodes
-        ``changed``, the cluster being redundant before: only the
-        evacuations that relied on a changed node (or were simulated in
-        full) are checked again.  Placing an instance only takes room
-        from its nodes, so an evacuation that used none of them still
-        works."""
+    def redundant_with(self, changed, placed=None):
+        """Redundancy after the instance ``placed`` (None: unknown) was
+        placed on the nodes ``changed``, the cluster being redundant
+        before: only the evacuations that relied on a changed node (or
+        were simulated in full) are checked again.  Placing an instance
+        only takes room from its nodes, so an evacuation that used none
+        of them still works; one that counted copies on them still works
+        while its slack covers the copies the instance can take."""
         self._verified = None
         deps = self._base_deps
         if deps is None:
             return self.redundant()
-        self._sort_by_mem()
+        sorted_yet = False
         rechecked = {}
         for ndx in self.checked:
             d = deps[ndx]
-            if ndx in changed or d is None or not d.isdisjoint(changed):
-                if not self.can_evacuate(ndx):
-                    return False
-                rechecked[ndx] = self._deps
+            if ndx not in changed and d is not None:
+                hard, soft, keys = d
+                if hard.isdisjoint(changed):
+                    hit = sum(1 for c in changed if c in soft)
+                    if not hit:
+                        continue
+                    left = _absorb(keys, placed, hit)
+                    if left is not None:
+                        rechecked[ndx] = (hard, soft, left)
+                        continue
+            if not sorted_yet:
+                self._sort_by_mem()
+                sorted_yet = True
+            if not self.can_evacuate(ndx):
+                return False
+            rechecked[ndx] = self._deps
         self._verified = (frozenset(changed), rechecked)
         return True
 
@@ -131,8 +144,10 @@ class Checker:
         return True
 
     def can_evacuate(self, ndx):
-        """Whether node ``ndx`` can be evacuated; ``self._deps`` is then
-        the set of nodes the answer relied on (None: all of them)."""
+        """Whether node ``ndx`` can be evacuated; ``self._deps`` then
+        says what the answer relied on: None (everything), or (nodes
+        that must not change, nodes whose copies were counted, the
+        counts' slack: ``[(mem, dsk, slack)]``)."""
         self._deps = None
         nodes = self.nodes
         n = nodes[ndx]
@@ -163,9 +178,9 @@ class Checker:
         for sdx, mem in need.items():
             if nodes[sdx].unallocated_mem() - mem <= 0:
                 return False
-        used = set(need)
+        used = frozenset(need)
         if not other:
-            self._deps = used
+            self._deps = (used, _NOTHING, ())
             return True
         # re-creation: the policy is the group's, the same for all targets
         members = self.by_group[n.group]
@@ -180,9 +195,9 @@ class Checker:
         todo = sorted(other, key=lambda x: -x.mem)
         # the nodes with most memory first: the quick test ends sooner
         escape = [i for _m, i in self.sorted_by_mem[n.group] if i != ndx]
-        relied = self._rest_fits(todo, escape, need)
-        if relied is not None:
-            self._deps = used | relied
+        fit = self._rest_fits(todo, escape, need)
+        if fit is not None:
+            self._deps = (used, fit[0], fit[1])
             return True
         return self._exact(ndx, drbd, shared, other)
 
@@ -202,22 +217,24 @@ class Checker:
 
     def _rest_fits(self, insts, escape, need=None, quick=False):
         """Whether the instances ``insts``, re-created in this order, all
-        find a node of ``escape`` whatever nodes the score picks: the
-        set of nodes this relies on, or None.  ``need``: memory the nodes
-        still have to give to failovers.  (Only memory and disk are
-        looked at: the policy and spindles are the caller's.)
+        find a node of ``escape`` whatever nodes the score picks: None,
+        or (the nodes whose copies were counted, ``[(mem, dsk, slack)]``:
+        how many copies of each size were counted beyond the need).
+        ``need``: memory the nodes still have to give to failovers.
+        (Only memory and disk are looked at: the policy and spindles
+        are the caller's.)
 
         Instance j surely finds a node when the nodes can take more
-        copies of it than the instances placed before it can spoil:
+        copies of it than the instances placed before it can use up:
         placing an instance of size s on a node takes away at most
         ceil(s / size_j) of that node's copies (per resource).  First
         the quick form: copies of the largest instance against the
-        number of instances (see ``can_evacuate``)."""
+        number of instances.  ``quick``: only that."""
         sizes = [(i.mem if i.uses_memory else 0,
                   i.dsk if i.uses_local_storage else None)
                  for i in insts if not i.forthcoming]
         if not sizes:
-            return set()
+            return _NOTHING, ()
         nodes = self.nodes
         k = len(sizes)
         req_mem = max(m for m, _d in sizes)
@@ -225,7 +242,6 @@ class Checker:
         req_dsk = max(dsks) if dsks else None
         frees = []
         found = 0
-        relied = set()
         for t in escape:
             nd = nodes[t]
             fm = nd.unallocated_mem()
@@ -235,38 +251,28 @@ class Checker:
                 continue
             fd = nd.f_dsk
             frees.append((t, fm, fd))
-            relied.add(t)
-            if found < k:
-                copies = _copies(fm, req_mem)
-                if copies and req_dsk is not None:
-                    copies = min(copies, _copies(fd, req_dsk))
-                found += copies
-                if found >= k:
-                    return relied
+            copies = _copies(fm, req_mem)
+            if copies and req_dsk is not None:
+                copies = min(copies, _copies(fd, req_dsk))
+            found += copies
+        if found >= k:
+            # a size of 0 counts "unlimited" copies, which one placement
+            # can all take: no slack then
+            slack = found - k if req_mem > 0 and \
+                (req_dsk is None or req_dsk > 0) else 0
+            return (frozenset(t for t, _m, _d in frees),
+                    ((req_mem, req_dsk, slack),))
         if k == 1 or quick:
             return None
-        room = {}
+        # each size's copies needed: one more than the instances before
+        # the last one of that size can use up
+        wanted = {}
         spoilt = 0
         prev = None
         for j, (mj, dj) in enumerate(sizes):
             key = (mj, dj)
-            if key not in room:
-                if mj > 0 and dj is not None and dj > 0:
-                    # _room1's usual case, inline
-                    total = 0
-                    for _t, fm, fd in frees:
-                        c = -(-fm // mj)
-                        cd = -(-fd // dj)
-                        if cd < c:
-                            c = cd
-                        if c > 1:
-                            total += c - 1
-                    room[key] = total
-                else:
-                    room[key] = sum(_room1(fm, fd, mj, dj)
-                                    for _t, fm, fd in frees)
             if key == prev and mj > 0:
-                # the same size again: the one before spoils one copy
+                # the same size again: the one before takes one copy
                 spoilt += 1
             else:
                 spoilt = 0
@@ -276,9 +282,26 @@ class Checker:
                         sp = max(sp, _spoils(dl, dj))
                     spoilt += sp
             prev = key
-            if room[key] - spoilt < 1:
+            if wanted.get(key, 0) <= spoilt:
+                wanted[key] = spoilt + 1
+        keys = []
+        for (mj, dj), want in wanted.items():
+            if mj > 0 and dj is not None and dj > 0:
+                # _room1's usual case, inline
+                room = 0
+                for _t, fm, fd in frees:
+                    c = -(-fm // mj)
+                    cd = -(-fd // dj)
+                    if cd < c:
+                        c = cd
+                    if c > 1:
+                        room += c - 1
+            else:
+                room = sum(_room1(fm, fd, mj, dj) for _t, fm, fd in frees)
+            if room < want:
                 return None
-        return relied
+            keys.append((mj, dj, room - want))
+        return frozenset(t for t, _m, _d in frees), tuple(keys)
 
     # -- the exact simulation ---------------------------------------------
 
@@ -429,6 +452,31 @@ def _policy_key(inst):
     """What the instance policy looks at."""
     return (inst.mem, tuple(inst.disk_sizes), inst.vcpus, inst.spindle_use,
             inst.total_spindles, inst.disk_template)
+
+
+_NOTHING = frozenset()
+
+
+def _absorb(keys, placed, hits):
+    """The counts' slack ``keys`` after ``placed`` took copies on
+    ``hits`` counted nodes; None when some slack does not cover it (or
+    the instance is unknown)."""
+    if placed is None:
+        return None
+    if placed.forthcoming:
+        return keys
+    mem = placed.mem if placed.uses_memory else 0
+    dsk = placed.dsk if placed.uses_local_storage else 0
+    left = []
+    for mj, dj, slack in keys:
+        sp = _spoils(mem, mj)
+        if dj is not None:
+            sp = max(sp, _spoils(dsk, dj))
+        sp *= hits
+        if sp > slack:
+            return None
+        left.append((mj, dj, slack - sp))
+    return tuple(left)
 
 
 def _spoils(placed, size):
