@@ -151,6 +151,7 @@ class Evaluator:
         self.opts = opts
         self.state = S.ScoreState(scope)
         self.old = {}
+        self._verdicts = {}
 
     def old_values(self, nd):
         v = self.old.get(nd.idx)
@@ -169,7 +170,13 @@ class Evaluator:
     def primary(self, inst, pdx, loc_score=0):
         """(failure, new values, map delta) of ``inst`` as primary."""
         nd = self.nodes[pdx]
-        f = policy_failure(inst, nd.ipolicy, nd.excl_storage)
+        # the policy is a group's: judged once per policy for the instance
+        pkey = (id(inst), id(nd.ipolicy), nd.excl_storage)
+        hit = self._verdicts.get(pkey)
+        if hit is None or hit[0] is not inst:
+            hit = self._verdicts[pkey] = (
+                inst, policy_failure(inst, nd.ipolicy, nd.excl_storage))
+        f = hit[1]
         if f is not None:
             return f, None, 0
         self.old_values(nd)

@@ -242,18 +242,26 @@ class Checker:
         req_dsk = max(dsks) if dsks else None
         frees = []
         found = 0
+        # _copies of both resources, inline (this loop is hot)
+        inf = 1 << 30
         for t in escape:
             nd = nodes[t]
-            fm = nd.unallocated_mem()
+            xm = nd.x_mem
+            fm = int(nd.t_mem) - nd.n_mem - nd.i_mem - (xm if xm > 0 else 0)
             if need:
                 fm -= need.get(t, 0)
             if fm <= 0:
                 continue
             fd = nd.f_dsk
             frees.append((t, fm, fd))
-            copies = _copies(fm, req_mem)
+            copies = -(-fm // req_mem) - 1 if req_mem > 0 else inf
             if copies and req_dsk is not None:
-                copies = min(copies, _copies(fd, req_dsk))
+                if fd <= 0:
+                    copies = 0
+                elif req_dsk > 0:
+                    cd = -(-fd // req_dsk) - 1
+                    if cd < copies:
+                        copies = cd
             found += copies
         if found >= k:
             # a size of 0 counts "unlimited" copies, which one placement
