@@ -18,7 +18,9 @@ from ganeti.htools import model as M
 
 
 def _node(fm, fd):
-    return types.SimpleNamespace(unallocated_mem=lambda: fm, f_dsk=fd)
+    # free memory fm: what Node.unallocated_mem() gives
+    return types.SimpleNamespace(t_mem=fm, n_mem=0, i_mem=0, x_mem=0,
+                                 f_dsk=fd, unallocated_mem=lambda: fm)
 
 
 def _inst(mem, dsk, uses_disk=True, forthcoming=False):
