@@ -108,13 +108,15 @@ def run_forwarding_signals(cmd):
 
     The child gets a session of its own, so that Ctrl-C in a terminal
     reaches it only through us, exactly as a signal sent to this
-    process alone does: either way the demo stops its daemons and
-    cleans up (a killed tox would leave them running)."""
+    process alone does.  The signal goes to the child's whole process
+    group (tox and the command it runs), as Ctrl-C would: tox alone
+    does not pass it on, and the demo must get it to stop its daemons
+    and guests."""
     proc = subprocess.Popen(cmd, start_new_session=True)
 
     def forward(signum, _frame):
         try:
-            proc.send_signal(signum)
+            os.killpg(proc.pid, signum)
         except ProcessLookupError:
             pass
 
