@@ -296,7 +296,7 @@ def find_allocation(ctx, inst, count, group_name):
     """Allocation in the named group; the log is the group's line."""
     group = find_group(ctx, group_name)
     sol = _try_group(ctx, inst, count, group)
-    sol.log = A._solution_lines(group, sol, None)
+    sol.log = A.solution_lines(group, sol, None)
     return sol
 
 
@@ -317,7 +317,7 @@ def find_mg_allocation(ctx, inst, count, only_groups=None):
             results.append((g, None, str(e)))
     msgs = []
     for g, sol, err in results:
-        msgs.extend(A._solution_lines(g, sol, err))
+        msgs.extend(A.solution_lines(g, sol, err))
     good = [(g, sol) for g, sol, err in results
             if err is None and sol.best is not None
             and g.alloc_policy != "unallocable"]
