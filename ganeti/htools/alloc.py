@@ -627,7 +627,8 @@ def has_required_networks(group, inst):
     return True
 
 
-def _solution_lines(group, sol, err):
+def solution_lines(group, sol, err):
+    """A group's lines of an answer: its solution's log, or its error."""
     if err is not None:
         return ["Group %s: error %s" % (group.name, err)]
     return ["Group %s (%s): %s" % (group.name, group.alloc_policy, line)
@@ -659,7 +660,7 @@ def find_best_group(ctx, inst, count, allowed_groups=None):
         except AllocError as e:
             results.append((g, None, str(e)))
     for g, sol, err in results:
-        msgs.extend(_solution_lines(g, sol, err))
+        msgs.extend(solution_lines(g, sol, err))
     good = [(g, sol) for g, sol, err in results
             if err is None and sol.best is not None
             and g.alloc_policy != "unallocable"]
@@ -694,7 +695,7 @@ def try_group_alloc(ctx, inst, count, group_name):
                          " required by instance %s" % (g.name, inst.name))
     idxs = [nd.idx for nd in ctx.nodes if nd.group == g.idx]
     sol = try_alloc(ctx, inst, count, idxs, idxs)
-    sol.log = _solution_lines(g, sol, None)
+    sol.log = solution_lines(g, sol, None)
     return sol
 
 

@@ -36,6 +36,18 @@ class GenSpec:
     #: location tags on nodes (htools:nlocation:...)
     locations: int = 0
     excl_storage: bool = False
+    #: with ``excl_storage``, only the groups of these indices have it
+    #: (None: every group)
+    excl_groups: tuple = None
+    #: allocation policy of each group (None: all preferred)
+    group_policies: tuple = None
+    #: the instance policy's min/max ranges, as in the text format
+    #: (``min;max[;min;max...]``; None: one default range)
+    minmax: str = None
+    #: instance sizes (memory, disk, vcpus, spindles) to choose from;
+    #: None: small random sizes.  With sizes, an instance only goes
+    #: where its memory, disk and spindles still fit.
+    sizes: tuple = None
     node_mem: int = 65536
     node_disk: int = 2 * 1024 * 1024
     node_cpus: int = 32
@@ -54,6 +66,11 @@ def generate_text(spec):
         uuid = "%08x-0000-4000-8000-%012x" % (g + 1, g + 1)
         groups.append(("group%d" % (g + 1), uuid))
     sfx = spec.name_suffix
+
+    def excl_group(g):
+        return spec.excl_storage and (spec.excl_groups is None
+                                      or g in spec.excl_groups)
+
     nodes = []
     for i in range(spec.nodes):
         g = i % spec.groups
@@ -91,9 +108,12 @@ def generate_text(spec):
         if len(members) < 2:
             continue
         half = members[:max(1, len(members) // 2)]
-        mem = rnd.choice([512, 1024, 2048, 4096])
-        dsk = rnd.choice([5120, 10240, 20480, 51200])
-        vcpus = rnd.choice([1, 1, 2, 4])
+        if spec.sizes:
+            mem, dsk, vcpus, size_spn = rnd.choice(spec.sizes)
+        else:
+            mem = rnd.choice([512, 1024, 2048, 4096])
+            dsk = rnd.choice([5120, 10240, 20480, 51200])
+            vcpus = rnd.choice([1, 1, 2, 4])
         r = rnd.random()
         if r < spec.diskless:
             dt = "diskless"
@@ -111,15 +131,22 @@ def generate_text(spec):
             pn = nodes[p]
             need = mem if status == "running" and not forth else 0
             if pn["tm"] - pn["nm"] - pn["used_mem"] - need > 1024:
-                break
+                s = -1
+                if dt == "drbd":
+                    others = [m for m in members if m != p]
+                    s = rnd.choice(others)
+                if not spec.sizes or _room(
+                        [nodes[x] for x in (p, s) if x >= 0],
+                        0 if forth or dt == "diskless" else dsk,
+                        size_spn if excl_group(g) else 0):
+                    break
         else:
             continue
-        s = -1
-        if dt == "drbd":
-            others = [m for m in members if m != p]
-            s = rnd.choice(others)
         pn["used_mem"] += need
-        spn = rnd.choice([1, 2]) if spec.excl_storage else None
+        if spec.sizes:
+            spn = size_spn if spec.excl_storage else None
+        else:
+            spn = rnd.choice([1, 2]) if spec.excl_storage else None
         if dt in ("drbd", "plain") and not forth:
             pn["used_dsk"] += dsk
             if spn:
@@ -141,19 +168,20 @@ def generate_text(spec):
             "su": rnd.choice([1, 1, 2]), "sp": spn, "forth": forth,
         })
     out = []
-    for name, uuid in groups:
-        out.append("%s|%s|preferred||\n" % (name, uuid))
+    for g, (name, uuid) in enumerate(groups):
+        pol = spec.group_policies[g] if spec.group_policies else "preferred"
+        out.append("%s|%s|%s||\n" % (name, uuid, pol))
     out.append("\n")
     for nd in nodes:
         role = "Y" if nd["offline"] else ("M" if nd.get("master") else "N")
         fm = nd["tm"] - nd["nm"] - nd["used_mem"]
         fd = nd["td"] - nd["used_dsk"]
-        fsp = max(0, nd["spindles"] - nd["used_sp"]) \
-            if spec.excl_storage else 0
+        excl = excl_group(nd["group"])
+        fsp = max(0, nd["spindles"] - nd["used_sp"]) if excl else 0
         out.append("%s|%d|%d|%d|%d|%d|%d|%s|%s|%d|%s|%s|%d|%d|%s\n" % (
             nd["name"], nd["tm"], nd["nm"], fm, nd["td"], fd, nd["tc"],
             role, groups[nd["group"]][1], nd["spindles"],
-            ",".join(nd["tags"]), "Y" if spec.excl_storage else "N", fsp,
+            ",".join(nd["tags"]), "Y" if excl else "N", fsp,
             1, show_double(nd["speed"])))
     out.append("\n")
     for it in insts:
@@ -171,9 +199,16 @@ def generate_text(spec):
         out.append("htools:nlocation:rack\n")
         out.append("htools:nlocation:power\n")
     out.append("\n")
-    pol = ("|128,1,1024,1,1,1|128,1,1024,1,1,1;65536,16,1048576,16,8,12"
-           "|drbd,plain,diskless|8.0|32.0\n")
+    minmax = spec.minmax or "128,1,1024,1,1,1;65536,16,1048576,16,8,12"
+    pol = "|128,1,1024,1,1,1|%s|drbd,plain,diskless|8.0|32.0\n" % minmax
     out.append(pol)
     for name, _uuid in groups:
         out.append(name + pol)
     return "".join(out)
+
+
+def _room(nds, dsk, spn):
+    """Whether every node of ``nds`` has ``dsk`` disk and ``spn`` spindles
+    left (exclusive storage)."""
+    return all(nd["td"] - nd["used_dsk"] >= dsk
+               and nd["spindles"] - nd["used_sp"] >= spn for nd in nds)

@@ -11,6 +11,7 @@ from ganeti.htools import alloc as A
 from ganeti.htools import backends, cluster
 from ganeti.htools import balance as B
 from ganeti.htools import capplan as P
+from ganeti.htools import dedicated as D
 from ganeti.htools import evacuate as E
 from ganeti.htools import score as S
 from ganeti.htools import types as T
@@ -170,8 +171,9 @@ def process(cd, req, opts):
             rest = _strlist(req, "restrict-to-nodes", "request")
             if opts.restrict_to_nodes is None:
                 opts.restrict_to_nodes = rest
+        allocate = D.allocate if D.is_dedicated(cd, group) else A.allocate
         try:
-            sol = A.allocate(ctx, inst, count, group)
+            sol = allocate(ctx, inst, count, group)
         except A.AllocError as e:
             return _fail(str(e))
         if sol.best is None:
@@ -188,16 +190,22 @@ def process(cd, req, opts):
                 raise BadRequest("%s: expected an object" % owner)
             items.append((new_instance(r, owner, cd), _required(r, owner)))
         done, failed = [], []
-        for inst, count in items:
-            try:
-                sol = A.allocate(ctx, inst, count, group)
-            except A.AllocError as e:
-                return _fail(str(e))
-            if sol.best is None:
-                failed.append([inst.name, ", ".join(sol.log)])
+        try:
+            # the group (one for all instances) decides the algorithm
+            if D.is_dedicated(cd, group):
+                ok, bad = D.multi_allocate(ctx, items, group)
+                done = [[inst.name, nodes] for inst, nodes in ok]
+                failed = [[inst.name, why] for inst, why in bad]
             else:
-                done.append([inst.name, [cd.nodes[i].name
-                                         for i in inst.all_nodes()]])
+                for inst, count in items:
+                    sol = A.allocate(ctx, inst, count, group)
+                    if sol.best is None:
+                        failed.append([inst.name, ", ".join(sol.log)])
+                    else:
+                        done.append([inst.name, [cd.nodes[i].name
+                                                 for i in inst.all_nodes()]])
+        except A.AllocError as e:
+            return _fail(str(e))
         return _ok("%d instances failed to allocate and %d were allocated"
                    " successfully" % (len(failed), len(done)),
                    [done, failed])
