@@ -242,6 +242,10 @@ class Checker:
         req_dsk = max(dsks) if dsks else None
         frees = []
         found = 0
+        # Counting stops once there is a slack of k copies (enough for
+        # most placements to be absorbed; only the nodes counted are
+        # relied on), at once for the quick form.
+        stop = k if quick else 2 * k
         # _copies of both resources, inline (this loop is hot)
         inf = 1 << 30
         for t in escape:
@@ -263,6 +267,8 @@ class Checker:
                     if cd < copies:
                         copies = cd
             found += copies
+            if found >= stop:
+                break
         if found >= k:
             # a size of 0 counts "unlimited" copies, which one placement
             # can all take: no slack then
