@@ -194,20 +194,19 @@ class ScoreState:
     def recompute(self):
         online = [nd for nd in self.nodes if not nd.offline]
         self.n = float(len(online))
-        s1 = [0.0] * _NSTD
-        s2 = [0.0] * _NSTD
-        sm = [0.0] * _NSUM
-        for nd in online:
-            sv, su = node_values(nd)
-            for k in range(_NSTD):
-                v = sv[k]
-                s1[k] += v
-                s2[k] += v * v
-            for k in range(_NSUM):
-                sm[k] += su[k]
-        self.s1 = s1
-        self.s2 = s2
-        self.sm = sm
+        if online:
+            vals = [node_values(nd) for nd in online]
+            # per component, in node order (Python 3.12's sum() rounds
+            # more exactly than a loop would: the last bits may differ)
+            cols = list(zip(*[sv for sv, _su in vals]))
+            self.s1 = [sum(col, 0.0) for col in cols]
+            self.s2 = [sum([v * v for v in col], 0.0) for col in cols]
+            self.sm = [sum(col, 0.0)
+                       for col in zip(*[su for _sv, su in vals])]
+        else:
+            self.s1 = [0.0] * _NSTD
+            self.s2 = [0.0] * _NSTD
+            self.sm = [0.0] * _NSUM
         self.off_all = 0
         self.off_pri = 0
         for nd in self.nodes:
