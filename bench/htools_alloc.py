@@ -85,9 +85,9 @@ async def _bench(reactor, opts):
                 "> %.0f" % t_theirs if to else "%.1f" % t_theirs,
                 "-" if to else "%.0fx" % (t_theirs / t_ours)])
         if rows:
-            print(table(["nodes", "ours std/tiered", "ganeti std/tiered",
-                         "s/alloc ours", "s/alloc ganeti", "s ours",
-                         "s ganeti", "speed-up"], rows))
+            table(["nodes", "ours std/tiered", "ganeti std/tiered",
+                   "s/alloc ours", "s/alloc ganeti", "s ours", "s ganeti",
+                   "speed-up"], rows)
         if "hail" not in opts.parts:
             return
         big = max(files)
@@ -112,8 +112,8 @@ async def _bench(reactor, opts):
                          else "%.2f s" % t_theirs,
                          m.group(2)[:60],
                          "timeout" if to else theirs.strip()[:60]])
-        print(table(["template", "nodes", "ours (answer)", "ganeti hail",
-                     "ours", "ganeti"], rows))
+        table(["template", "nodes", "ours (answer)", "ganeti hail",
+               "ours", "ganeti"], rows)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

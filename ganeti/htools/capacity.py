@@ -194,7 +194,8 @@ class Checker:
             return self._exact(ndx, drbd, shared, other)
         todo = sorted(other, key=lambda x: -x.mem)
         # the nodes with most memory first: the quick test ends sooner
-        escape = [i for _m, i in self.sorted_by_mem[n.group] if i != ndx]
+        # (lazily: the count mostly stops after a few nodes)
+        escape = (i for _m, i in self.sorted_by_mem[n.group] if i != ndx)
         fit = self._rest_fits(todo, escape, need)
         if fit is not None:
             self._deps = (used, fit[0], fit[1])
