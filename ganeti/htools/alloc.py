@@ -89,9 +89,13 @@ class Solution:
         names = [nodes[pdx].name]
         if sdx != M.NO_SECONDARY:
             names.append(nodes[sdx].name)
-        return ("score: %.8f, successes %d, failures %d (%s) for node(s) %s"
-                % (score, self.allocs, self.failure_count(), reasons,
-                   "/".join(names)))
+        return ("score: %s, successes %d, failures %d (%s) for node(s) %s"
+                % (self.format_score(score), self.allocs,
+                   self.failure_count(), reasons, "/".join(names)))
+
+    @staticmethod
+    def format_score(score):
+        return "%.8f" % score
 
 
 # -- instance policy -----------------------------------------------------
@@ -702,12 +706,19 @@ def try_group_alloc(ctx, inst, count, group_name):
 def allocate(ctx, inst, count, group_name=None):
     """Allocate ``inst`` and, on success, place it (the cluster keeps
     it). Returns the Solution; raises AllocError when nothing fits."""
+    if group_name is None:
+        return place_found(ctx, inst,
+                           lambda: try_mg_alloc(ctx, inst, count))
+    return place_found(ctx, inst, lambda: try_group_alloc(
+        ctx, inst, count, group_name))
+
+
+def place_found(ctx, inst, find):
+    """Run ``find`` (it returns a Solution) with ``inst`` attached, and
+    place the instance where the solution says, if anywhere."""
     ctx.attach(inst)
     try:
-        if group_name is None:
-            sol = try_mg_alloc(ctx, inst, count)
-        else:
-            sol = try_group_alloc(ctx, inst, count, group_name)
+        sol = find()
     except Exception:
         ctx.detach(inst)
         raise

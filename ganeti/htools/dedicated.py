@@ -132,19 +132,9 @@ class Solution(A.Solution):
     group it was found in, for a multi-group allocation."""
     group: object = None
 
-    def describe(self, nodes):
-        reasons = ", ".join("%s: %d" % (m, c)
-                            for m, c in self.failure_stats() if c > 0)
-        if self.best is None:
-            return ("No valid allocation solutions, failure reasons: "
-                    + (reasons if self.failures else "unknown reasons"))
-        metric, pdx, sdx = self.best
-        names = [nodes[pdx].name]
-        if sdx != M.NO_SECONDARY:
-            names.append(nodes[sdx].name)
-        return ("score: %s, successes %d, failures %d (%s) for node(s) %s"
-                % (format_metric(metric), self.allocs, self.failure_count(),
-                   reasons, "/".join(names)))
+    @staticmethod
+    def format_score(score):
+        return format_metric(score)
 
 
 class _Vectors:
@@ -332,31 +322,15 @@ def find_mg_allocation(ctx, inst, count, only_groups=None):
     return sol
 
 
-def _place(ctx, inst, find):
-    """Run ``find`` with ``inst`` attached; place it on success."""
-    ctx.attach(inst)
-    try:
-        sol = find()
-    except Exception:
-        ctx.detach(inst)
-        raise
-    if sol.best is None:
-        ctx.detach(inst)
-        return sol
-    _metric, pdx, sdx = sol.best
-    ctx.commit(inst, pdx, sdx)
-    return sol
-
-
 def allocate(ctx, inst, count, group_name=None):
     """Allocate ``inst`` with the lost-allocations metric and, on
     success, place it.  Returns the Solution (``best`` None when the
     named group has no valid placement); AllocError when nothing can be
     answered (unknown group, no online nodes, no group fits)."""
     if group_name is None:
-        return _place(ctx, inst,
+        return A.place_found(ctx, inst,
                       lambda: find_mg_allocation(ctx, inst, count))
-    return _place(ctx, inst,
+    return A.place_found(ctx, inst,
                   lambda: find_allocation(ctx, inst, count, group_name))
 
 
@@ -377,13 +351,13 @@ def multi_allocate(ctx, items, group_name=None):
     only = None
     for inst, count in items:
         if group_name is None:
-            sol = _place(ctx, inst, lambda: find_mg_allocation(
+            sol = A.place_found(ctx, inst, lambda: find_mg_allocation(
                 ctx, inst, count, only))
             only = {sol.group.idx}
         else:
             group = find_group(ctx, group_name)
-            sol = _place(ctx, inst, lambda: _try_group(ctx, inst, count,
-                                                       group))
+            sol = A.place_found(ctx, inst, lambda: _try_group(
+                ctx, inst, count, group))
         if sol.best is None:
             failed.append((inst, ", ".join(sol.log)))
         else:
