@@ -18,7 +18,9 @@ simulated, with the score choosing the targets, and the same test ends
 the simulation as soon as the rest surely fits.
 
 A candidate placement re-checks only the evacuations that relied on its
-nodes (:meth:`Checker.redundant_with`); when the candidate is placed,
+nodes, and of those that counted copies on them only the ones whose
+slack does not cover what the new instance takes
+(:meth:`Checker.redundant_with`); when the candidate is placed,
 that work is carried over to the next allocation
 (:meth:`Checker.carry`, ``alloc.Context(reuse_checks=True)``).
 """
