@@ -4,6 +4,7 @@ others, and let the allocator choose among the nodes they got."""
 
 from ganeti import errors
 from ganeti import locking
+from ganeti import opcodes
 
 from tests.test_cmdlib_instance import NODE1, NODE2, create_op
 from tests.test_iallocator_lus import AllocatorLUTestCase, NODE4, NODE5
@@ -203,6 +204,21 @@ class CreateTests(OpportunisticTestCase):
         self.assertEqual(err.args[1], errors.ECODE_TEMP_NORES)
         self.done()
         self.assertEqual(self.ok(op), [NODE1])
+        self.assertEqual(self.cfg.instances, {})
+
+
+    def test_a_dry_run_refused_early_stays_a_dry_run(self):
+        # refused while the names are looked up, and while the arguments
+        # are checked
+        for spec in (create_op(pnode="no-such-node", dry_run=True),
+                     create_op(pnode=None, iallocator="fake", dry_run=True,
+                               tags=["bad tag " * 30])):
+            op = opcodes.from_dict(spec)
+            self.job += 1
+            self.failureResultOf(
+                self.proc.execute(self.job, 0, op, self.log.append),
+                errors.OpPrereqError)
+            self.assertIs(op.dry_run, True)
         self.assertEqual(self.cfg.instances, {})
 
 

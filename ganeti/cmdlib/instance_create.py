@@ -69,7 +69,6 @@ class LUInstanceCreate(LogicalUnit):
         # check_prereq.  The flag is put back when the LU ends.
         self.dry_run = bool(op.dry_run)
         self.orig_dry_run = op.dry_run
-        op.dry_run = False
         if op.forthcoming and op.commit:
             raise errors.OpPrereqError(
                 "forthcoming and commit: creating a forthcoming instance and"
@@ -101,8 +100,18 @@ class LUInstanceCreate(LogicalUnit):
                 raise errors.OpPrereqError("tags: %s" % err,
                                            errors.ECODE_INVAL)
         allocation.check_op_params(op)
+        # last: a refusal above leaves the opcode as it came
+        op.dry_run = False
 
     def expand_names(self):
+        try:
+            self._expand_names()
+        except BaseException:
+            # the opcode as the job shows it keeps its dry-run flag
+            self.op.dry_run = self.orig_dry_run
+            raise
+
+    def _expand_names(self):
         op = self.op
         cfg = self.cfg
         self.lock_added = False
