@@ -268,3 +268,113 @@ class BalanceTests(unittest.TestCase):
         b._candidates(4, False)
         self.assertEqual(set(top), set(b._ranked[0]))
         self.assertEqual(set(targets), set(b._ranked[1]))
+
+
+def _generated(**kw):
+    spec = dict(nodes=40, inst_per_node=6, seed=3)
+    spec.update(kw)
+    return cluster.finalize(text.parse_text(generate.generate_text(
+        generate.GenSpec(**spec))))
+
+
+class ScreeningTests(unittest.TestCase):
+    """On big groups the pruned scans first estimate every candidate from
+    first-order node shares, then score only the best few exactly."""
+
+    def _balancer(self, cd, **kw):
+        return balance.Balancer(cd.nodes, cd.group_nodes(0),
+                                cd.group_instances(0),
+                                balance.BalanceOptions(**kw))
+
+    def test_estimates_follow_the_exact_scores(self):
+        b = self._balancer(_generated())
+        base = b.score
+        est = {(i.idx, m): e for e, i, m in b._screen(*b._scan_sets(None))}
+        self.assertGreater(len(est), 100)
+        exact = {}
+        for inst, move in b._candidates(None):
+            sc = b.evaluate(inst, move)
+            if sc is not None:
+                exact[(inst.idx, move)] = sc
+        # only real candidates, each estimated close to its exact score
+        # (within 2% of the best gain: enough to find the best) and never
+        # better than it (the square root is concave)
+        self.assertLessEqual(set(est), set(exact))
+        best = min(exact.values())
+        for key, e in est.items():
+            self.assertLess(abs(exact[key] - e), 0.02 * (base - best), key)
+            self.assertLessEqual(exact[key], e + 1e-9, key)
+        # and no clearly improving candidate is left out
+        for key, sc in exact.items():
+            if sc < base - 0.05 * (base - best):
+                self.assertIn(key, est)
+
+    def test_screened_choice_is_the_exact_best(self):
+        for seed in (3, 4, 5):
+            b = self._balancer(_generated(seed=seed))
+            want = b._best(b._candidates(None))
+            got = b._screened_best(*b._scan_sets(None))
+            self.assertEqual(got, want, seed)
+            self.assertIsNotNone(got[0])
+
+    def test_a_screened_run_ends_where_no_move_improves(self):
+        cd = _generated(nodes=30, seed=6)
+        b = self._balancer(cd, full_budget=0, prune_nodes=4)
+        b.run()
+        self.assertTrue(b.placements)
+        fresh = self._balancer(cd)
+        best, sc = fresh._best(fresh._candidates(None))
+        self.assertTrue(best is None or not fresh._acceptable(sc))
+        # as good as scoring every candidate exactly, give or take the
+        # different paths greedy searches take
+        exact = self._balancer(_generated(nodes=30, seed=6), full_budget=0,
+                               prune_nodes=4, screen_exact=0)
+        exact.run()
+        self.assertLess(b.score, exact.score * 1.05)
+
+    def test_one_shape_shares_its_target_shares(self):
+        """Placing an instance on a node that does not hold it is computed
+        once per instance shape; instances that differ in anything such
+        a placement reads get shares of their own."""
+        base = generate.generate_text(generate.GenSpec(
+            nodes=6, inst_per_node=2, seed=3, drbd=1.0))
+        lines = base.splitlines()
+        first = next(n for n, ln in enumerate(lines)
+                     if ln.startswith("inst00001|"))
+        a = lines[first].split("|")
+        # inst00002 becomes inst00001's twin, on other nodes
+        twin = lines[first + 1].split("|")
+        for field in (1, 2, 3, 4, 10):
+            twin[field] = a[field]
+        variants = {"same": None, "mem": (1, "8192"), "disk": (2, "1024"),
+                    "vcpus": (3, "7"), "status": (4, "ADMIN_down"),
+                    "spindles": (10, "5")}
+        for what, change in variants.items():
+            fields = list(twin)
+            if change is not None:
+                fields[change[0]] = change[1]
+            lines[first + 1] = "|".join(fields)
+            cd = cluster.finalize(text.parse_text("\n".join(lines) + "\n"))
+            b = self._balancer(cd)
+            i1, i2 = cd.instances[0], cd.instances[1]
+            target = next(n.idx for n in cd.nodes
+                          if n.idx not in (i1.pnode, i1.snode, i2.pnode,
+                                           i2.snode))
+            move = (MV.REPLACE_SECONDARY, target, None)
+            b._delta_parts(i1, move)
+            before = b.evaluations
+            got = b._delta_parts(i2, move)
+            # the twin's own nodes are new shares; the target's is shared
+            self.assertEqual(b.evaluations - before,
+                             2 if change is None else 3, what)
+            want = b._delta(i2, move)
+            self.assertEqual(want is None, got is None, what)
+            if want is None:
+                continue
+            w = {k: (d1, d2) for k, d1, d2 in want[0]}
+            g = {k: (d1, d2) for k, d1, d2 in got[0]}
+            self.assertEqual(set(w), set(g), what)
+            for k in w:
+                self.assertAlmostEqual(w[k][0], g[k][0], places=12)
+                self.assertAlmostEqual(w[k][1], g[k][1], places=12)
+            self.assertAlmostEqual(want[1], got[1], places=12)

@@ -11,12 +11,17 @@ algorithm), made fast by
   exhaustive search would end too;
 * lazy greedy on pruned scans: a scan's other good moves are kept by
   gain and re-scored when their turn comes, instead of a new scan for
-  every move.
+  every move;
+* screening on pruned scans: every candidate is estimated from its
+  nodes' first-order shares (one number per node share), and only the
+  best few estimates are scored exactly;
+* shapes: placing an instance on a node that does not hold it is
+  computed once per node and instance shape, not per instance.
 """
 
 import heapq
 import math
-from operator import add as _add, sub as _sub
+from operator import add as _add, itemgetter, mul as _mul, sub as _sub
 
 import attrs
 
@@ -28,6 +33,28 @@ from ganeti.htools.types import MIRROR_EXTERNAL, MIRROR_INTERNAL
 _NSTD = len(S.STD_COMPONENTS)
 _NSUM = len(S.SUM_COMPONENTS)
 _SUM_W = tuple(w for _, w in S.SUM_COMPONENTS)
+_SUM_W_STD = S._STD_W
+_first = itemgetter(0)
+
+
+#: node shares that place an instance on a node not holding it
+_ADD_ROLES = frozenset(("add_s", "add_p"))
+
+
+def _no_location(_nodes, _inst, _pdx, _sdx):
+    return 0
+
+
+def _shape_key(inst):
+    """What placing ``inst`` on a node that does not hold it depends on
+    (everything ``Node.add_pri``/``add_sec`` read of the instance, but
+    its index and nodes)."""
+    u = inst.util
+    return (inst.mem, inst.dsk, inst.vcpus, inst.spindle_use,
+            inst.total_spindles, inst.not_offline, inst.uses_memory,
+            inst.uses_sec_mem, inst.uses_local_storage, inst.has_secondary,
+            inst.forthcoming, u.cpu, u.mem, u.dsk, u.net,
+            tuple(inst.excl_tags), inst.dsrd_loc_tags)
 
 
 @attrs.define
@@ -55,6 +82,15 @@ class BalanceOptions:
     #: narrow pruned scans pass over nodes that one of them found useless
     #: (as source or target) for this many moves, unless they change
     barren_moves: int = 30
+    #: pruned searches only: candidates are screened by a first-order
+    #: estimate of their score, and at most this many of the best
+    #: estimates are scored exactly (0: score every candidate exactly)
+    screen_exact: int = 64
+    #: ... the first ``screen_min`` of them always, the others while
+    #: their estimate is within ``screen_margin`` of the best estimate's
+    #: gain
+    screen_min: int = 16
+    screen_margin: float = 0.1
 
 
 @attrs.define
@@ -131,6 +167,15 @@ class Balancer:
         self._barren_src = {}
         self._barren_tgt = {}
         self._ranked = ([], [])
+        #: instance idx -> key of its shape (see ``_shape_key``)
+        self._shape_of = {}
+        shapes = {}
+        for inst in self.instances:
+            self._shape_of[inst.idx] = shapes.setdefault(
+                _shape_key(inst), -1 - len(shapes))
+        self._has_locations = any(n.location_tags for n in self.gnodes)
+        self._movable_cache = None
+        self._size_cache = None
         self._refresh_base()
 
     # -- evaluating one candidate ---------------------------------------
@@ -201,7 +246,11 @@ class Balancer:
 
     def _part(self, nd, inst, role, force=False, newloc=None, pdx=None):
         peer = nd.peers.get(pdx, 0) if pdx is not None else None
-        key = (nd.idx, inst.idx, role, force, newloc, peer)
+        # adding to a node that does not hold the instance depends on the
+        # instance's shape only: instances of one shape share the result
+        who = self._shape_of.get(inst.idx, inst.idx) \
+            if role in _ADD_ROLES else inst.idx
+        key = (nd.idx, who, role, force, newloc, peer)
         ent = self._parts.get(key)
         if ent is not None and ent[0] == nd.version:
             return ent[1]
@@ -373,6 +422,194 @@ class Balancer:
              if d1[k] != 0.0 or d2[k] != 0.0]
         return items, dsum, off_all, off_pri, pairs
 
+    # -- screening: a first-order score of every candidate ----------------
+    #
+    # On a big group a move changes the sum and the sum of squares of each
+    # std-dev component by little, so the component's change is very
+    # nearly linear in them: d(sqrt(var)) = d(var) / (2 sqrt(var)).  Then
+    # a move's score change is the sum of its nodes' shares, each one a
+    # single number for the current state, and a candidate costs one
+    # share (its target's) instead of combining three vectors.  Screening
+    # only orders candidates: the few best are then scored exactly.
+
+    def _linear_weights(self):
+        """Per std component, the weights of a node share's (sum, sum of
+        squares) deltas in the first-order score change."""
+        st = self.state
+        n = st.n
+        w1 = []
+        w2 = []
+        for k in range(_NSTD):
+            m = st.s1[k] / n
+            var = st.s2[k] / n - m * m
+            # a component at zero can only grow: leaving it out keeps the
+            # estimate optimistic, and the exact score judges
+            c = _SUM_W_STD[k] / (2.0 * n * math.sqrt(var)) if var > 0 else 0.0
+            w1.append(-2.0 * m * c)
+            w2.append(c)
+        return w1, w2
+
+    def _screen(self, insts, targets):
+        """(estimated score, inst, move) of the candidate moves of
+        ``insts`` towards ``targets`` (see ``_candidate_moves``) whose
+        estimate, the sum of the nodes' first-order shares, improves the
+        score."""
+        nodes = self.nodes
+        force = self.opts.ignore_soft_errors
+        part = self._part
+        fail = self._FAIL
+        w1, w2 = self._linear_weights()
+        base = self.score
+        loc_for = MV.location_score_for if self._has_locations \
+            else _no_location
+        disk_moves = self.opts.disk_moves
+        inst_moves = self.opts.inst_moves
+        shape_of = self._shape_of
+        shares = {}
+
+        def share(pt):
+            # parts are shared (by instances of one shape, by move kinds):
+            # each one's share is computed once per scan; the memo holds
+            # the part, so its id is not reused meanwhile
+            if pt is fail:
+                return None
+            ent = shares.get(id(pt))
+            if ent is not None:
+                return ent[1]
+            a1, a2, ds, oa, op_, _pp = pt
+            v = ds + 4.0 * oa + 16.0 * op_
+            if a1 is not None:
+                v += sum(map(_mul, w1, a1)) + sum(map(_mul, w2, a2))
+            shares[id(pt)] = (pt, v)
+            return v
+
+        # target shares by (node, shape, role, force, location, peer):
+        # the same for every instance of a shape during the scan
+        tshares = {}
+
+        def tshare(tn, inst, role, frc, loc, pdx):
+            peer = tn.peers.get(pdx, 0) if pdx is not None else None
+            key = (tn.idx, shape_of[inst.idx], role, frc, loc, peer)
+            v = tshares.get(key, tshares)
+            if v is tshares:
+                v = tshares[key] = share(part(tn, inst, role, frc, loc,
+                                              pdx))
+            return v
+
+        out = []
+        add = out.append
+        for inst in insts:
+            p = inst.pnode
+            pn = nodes[p]
+            mir = inst.mirror
+            if mir == MIRROR_EXTERNAL:
+                if not inst_moves:
+                    continue
+                a = share(part(pn, inst, "rm_p"))
+                if a is None:
+                    continue
+                src = base + a
+                fp = pn.offline or force
+                loc = inst.location_score
+                for t in targets:
+                    if t == p:
+                        continue
+                    tn = nodes[t]
+                    if not pn.mig_tags <= tn.rmig_tags:
+                        continue
+                    b = tshare(tn, inst, "add_p", fp, loc, None)
+                    if b is not None and src + b < base:
+                        add((src + b, inst, (MV.FAILOVER_TO_ANY, t, None)))
+                continue
+            if mir != MIRROR_INTERNAL:
+                continue
+            s = inst.snode
+            sn = nodes[s]
+            use_sec, kinds = self._mirrored_kinds(inst)
+            mig_ps = pn.mig_tags <= sn.rmig_tags
+            if use_sec and mig_ps:
+                a = share(part(pn, inst, "rp_as", force, None, s))
+                b = share(part(sn, inst, "rs_ap", pn.offline or force,
+                               inst.location_score))
+                if a is not None and b is not None and a + b < 0:
+                    add((base + a + b, inst, (MV.FAILOVER, None, None)))
+            if not disk_moves or not kinds:
+                continue
+            fp = pn.offline or force
+            fs = sn.offline or force
+            rm_s = share(part(sn, inst, "rm_s"))
+            rm_p = share(part(pn, inst, "rm_p"))
+            do_rs = MV.REPLACE_SECONDARY in kinds and rm_s is not None
+            do_raf = MV.REPLACE_AND_FAILOVER in kinds and rm_s is not None
+            do_far = MV.FAILOVER_AND_REPLACE in kinds and \
+                rm_p is not None and mig_ps
+            do_rp = MV.REPLACE_PRIMARY in kinds and rm_p is not None and \
+                mig_ps
+            # source shares that depend on the target only through the
+            # location score or the peer reservation the target names
+            memo = {}
+            for t in targets:
+                if t == p or t == s:
+                    continue
+                tn = nodes[t]
+                if do_rs:
+                    loc = loc_for(nodes, inst, p, t)
+                    mk = (0, loc, None)
+                    a = memo.get(mk, memo)
+                    if a is memo:
+                        a = memo[mk] = share(part(pn, inst, "p_reloc",
+                                                  True, loc))
+                    if a is not None:
+                        b = tshare(tn, inst, "add_s", fs, None, p)
+                        if b is not None:
+                            est = base + a + rm_s + b
+                            if est < base:
+                                add((est, inst,
+                                     (MV.REPLACE_SECONDARY, t, None)))
+                if do_raf and pn.mig_tags <= tn.rmig_tags:
+                    mk = (1, None, pn.peers.get(t, 0))
+                    a = memo.get(mk, memo)
+                    if a is memo:
+                        a = memo[mk] = share(part(pn, inst, "rp_as", fs,
+                                                  None, t))
+                    if a is not None:
+                        b = tshare(tn, inst, "add_p", force,
+                                   loc_for(nodes, inst, t, p), None)
+                        if b is not None:
+                            est = base + a + rm_s + b
+                            if est < base:
+                                add((est, inst,
+                                     (MV.REPLACE_AND_FAILOVER, t, None)))
+                if do_rp and sn.mig_tags <= tn.rmig_tags:
+                    loc = loc_for(nodes, inst, t, s)
+                    mk = (3, loc, sn.peers.get(t, 0))
+                    a = memo.get(mk, memo)
+                    if a is memo:
+                        a = memo[mk] = share(part(sn, inst, "rs_ap_rp_as",
+                                                  fp, loc, t))
+                    if a is not None:
+                        b = tshare(tn, inst, "add_p", fp, loc, None)
+                        if b is not None:
+                            est = base + rm_p + a + b
+                            if est < base:
+                                add((est, inst,
+                                     (MV.REPLACE_PRIMARY, t, None)))
+                if do_far:
+                    loc = loc_for(nodes, inst, s, t)
+                    mk = (2, loc, None)
+                    a = memo.get(mk, memo)
+                    if a is memo:
+                        a = memo[mk] = share(part(sn, inst, "rs_ap", fp,
+                                                  loc))
+                    if a is not None:
+                        b = tshare(tn, inst, "add_s", fp, None, s)
+                        if b is not None:
+                            est = base + rm_p + a + b
+                            if est < base:
+                                add((est, inst,
+                                     (MV.FAILOVER_AND_REPLACE, t, None)))
+        return out
+
     def evaluate(self, inst, move):
         """Score after ``move`` (None when the move is not possible); the
         model is left unchanged.  The move's effect is cached until one
@@ -447,6 +684,15 @@ class Balancer:
     # -- candidates -------------------------------------------------------
 
     def _movable(self):
+        # outside evacuation mode (where what may move is what sits on
+        # an offline node now) the movable instances are fixed for a run
+        if self.opts.evac_mode:
+            return self._find_movable()
+        if self._movable_cache is None:
+            self._movable_cache = self._find_movable()
+        return self._movable_cache
+
+    def _find_movable(self):
         opts = self.opts
         insts = [i for i in self.instances if i.movable and i.auto_balance]
         if opts.evac_mode:
@@ -485,35 +731,42 @@ class Balancer:
             res[idx] = p
         return res
 
+    def _mirrored_kinds(self, inst):
+        """(failover allowed, the kinds of moves with a target node) for
+        an instance with an internally mirrored disk template."""
+        opts = self.opts
+        use_sec = inst.snode in self.online_set and opts.inst_moves
+        if not opts.disk_moves:
+            kinds = ()
+        elif not opts.inst_moves:
+            kinds = (MV.REPLACE_SECONDARY,)
+        elif opts.restricted_migration and not self.nodes[inst.pnode].offline:
+            kinds = (MV.REPLACE_SECONDARY,)
+        elif use_sec and opts.restricted_migration:
+            kinds = (MV.REPLACE_SECONDARY,
+                     MV.REPLACE_AND_FAILOVER,
+                     MV.FAILOVER_AND_REPLACE)
+        elif use_sec:
+            kinds = (MV.REPLACE_SECONDARY,
+                     MV.REPLACE_AND_FAILOVER,
+                     MV.REPLACE_PRIMARY,
+                     MV.FAILOVER_AND_REPLACE)
+        else:
+            kinds = (MV.REPLACE_SECONDARY,
+                     MV.REPLACE_AND_FAILOVER)
+        return use_sec, kinds
+
     def _candidate_moves(self, inst, targets, full):
         """(move) candidates for one instance towards ``targets``."""
         opts = self.opts
-        online = self.online_set
         p, s = inst.pnode, inst.snode
         res = []
         mir = inst.mirror
         if mir == MIRROR_INTERNAL:
-            use_sec = s in online and opts.inst_moves
+            use_sec, kinds = self._mirrored_kinds(inst)
             if use_sec:
                 res.append((MV.FAILOVER, None, None))
             if opts.disk_moves:
-                pdrained = self.nodes[p].offline
-                if not opts.inst_moves:
-                    kinds = (MV.REPLACE_SECONDARY,)
-                elif opts.restricted_migration and not pdrained:
-                    kinds = (MV.REPLACE_SECONDARY,)
-                elif use_sec and opts.restricted_migration:
-                    kinds = (MV.REPLACE_SECONDARY,
-                             MV.REPLACE_AND_FAILOVER,
-                             MV.FAILOVER_AND_REPLACE)
-                elif use_sec:
-                    kinds = (MV.REPLACE_SECONDARY,
-                             MV.REPLACE_AND_FAILOVER,
-                             MV.REPLACE_PRIMARY,
-                             MV.FAILOVER_AND_REPLACE)
-                else:
-                    kinds = (MV.REPLACE_SECONDARY,
-                             MV.REPLACE_AND_FAILOVER)
                 for t in targets:
                     if t == p or t == s:
                         continue
@@ -566,12 +819,18 @@ class Balancer:
         nodes (None = all); with ``skip_barren`` the ranking passes over
         nodes that a recent scan found useless and that did not change
         since."""
+        insts, targets = self._scan_sets(k, skip_barren)
+        full = k is None
+        return [(i, m) for i in insts
+                for m in self._candidate_moves(i, targets, full)]
+
+    def _scan_sets(self, k, skip_barren=False):
+        """(instances to move, target nodes) of a scan with ``k`` source
+        and target nodes (see ``_candidates``)."""
         insts = self._movable()
         self._ranked = ([], [])
         if k is None:
-            targets = self.online
-            return [(i, m) for i in insts
-                    for m in self._candidate_moves(i, targets, True)]
+            return insts, self.online
         press = self._node_pressure()
         ranked = sorted(self.online, key=lambda x: press[x])
         if skip_barren:
@@ -593,15 +852,20 @@ class Balancer:
                 su = S.node_values(nd)[1]
                 if su[1] or su[2]:
                     sources.add(nd.idx)
-        res = []
-        for i in insts:
-            if i.pnode in sources or (i.snode != NO_SECONDARY and
-                                      i.snode in sources):
-                res.extend((i, m) for m in
-                           self._candidate_moves(i, targets, False))
-        return res
+        return [i for i in insts
+                if i.pnode in sources or (i.snode != NO_SECONDARY and
+                                          i.snode in sources)], targets
 
     def _full_size(self):
+        if self.opts.evac_mode:
+            return self._count_full()
+        key = self.opts.disk_moves
+        ent = self._size_cache
+        if ent is None or ent[0] != key:
+            ent = self._size_cache = (key, self._count_full())
+        return ent[1]
+
+    def _count_full(self):
         insts = self._movable()
         n = len(self.online)
         total = 0
@@ -673,6 +937,27 @@ class Balancer:
                 best_forth = True
         return best, best_score
 
+    def _screened_best(self, insts, targets, record=None):
+        """As ``_best`` over the candidates of ``insts`` towards
+        ``targets``, from their screening estimates: the best few by
+        estimate are scored exactly and the best of those is returned.
+        ``record`` gets (estimate, inst, move) of every candidate whose
+        estimate improves the score."""
+        base = self.score
+        good = self._screen(insts, targets)
+        if record is not None:
+            record.extend(good)
+        if not good:
+            return None, base
+        opts = self.opts
+        top = heapq.nsmallest(opts.screen_exact, good, key=_first)
+        # past the first few, a candidate is scored exactly only while
+        # its estimate is near the best estimate
+        reach = top[0][0] + opts.screen_margin * (base - top[0][0])
+        cands = [(inst, move) for n, (est, inst, move) in enumerate(top)
+                 if n < opts.screen_min or est <= reach]
+        return self._best(cands)
+
     def _acceptable(self, new_score):
         opts = self.opts
         ini = self.score
@@ -712,11 +997,25 @@ class Balancer:
         # start one level below the one that found the last move: near
         # the end only the wide searches still find moves
         first = max(0, min(self._start_level, len(levels) - 1) - 1)
+        # below the full budget every candidate is scored exactly, as
+        # Ganeti does, so that the moves are Ganeti's
+        screened = levels != [None] and opts.screen_exact > 0 and \
+            not self.has_pairs
         for pos in range(first, len(levels)):
             k = levels[pos]
             record = [] if k is not None else None
             narrow = pos < len(levels) - 1
-            best, sc = self._best(self._candidates(k, narrow), record)
+            if screened:
+                best, sc = self._screened_best(
+                    *self._scan_sets(k, narrow), record=record)
+                if not narrow and (best is None or
+                                   not self._acceptable(sc)):
+                    # the run ends only where no move of the widest
+                    # scan improves the score: make sure exactly
+                    record = [] if k is not None else None
+                    best, sc = self._best(self._candidates(k), record)
+            else:
+                best, sc = self._best(self._candidates(k, narrow), record)
             if narrow:
                 self._mark_barren(record, *self._ranked)
             if best is not None and self._acceptable(sc):
