@@ -1,0 +1,1 @@
+"""Self-healing: the watcher and auto-repair."""
