@@ -49,6 +49,7 @@ setup(
             "gnt-os = ganeti.cli.gnt_os:main",
             "hbal = ganeti.htools.hbal:main",
             "hail = ganeti.htools.hail:main",
+            "harep = ganeti.watcher.autorepair.harep:main",
             "hspace = ganeti.htools.hspace:main",
         ],
     },

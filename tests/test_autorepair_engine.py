@@ -129,6 +129,7 @@ class EngineTests(unittest.TestCase):
              ("failover", "OP_INSTANCE_FAILOVER")),
             (dict(dt="sharedfile", snodes=(), pnode="dr"),
              ("migrate", "OP_INSTANCE_MIGRATE")),
+            (dict(dt="diskless", snodes=(), pnode="off"), None),
         ]
         for kw, want in cases:
             step = detect.next_step(inst(**kw), NODES, "hail")

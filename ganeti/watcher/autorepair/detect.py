@@ -6,7 +6,8 @@ while that matters: a drained primary of an instance that can migrate
 should move).  A non-redundant instance (plain, file) on a drained but
 online node keeps running: draining asks to move away what can move
 without loss, and its repair (a reinstall elsewhere) starts only once
-the node is offline.
+the node is offline.  Diskless instances are left out: the allocator
+cannot relocate them (they have no storage to follow).
 
 A repair may take several steps, one per pass (a drbd instance whose
 primary died is failed over, then gets a new secondary); each step is
@@ -88,7 +89,7 @@ def next_step(inst, nodes, iallocator):
         if pri.drained:
             return _leave(inst, pri, target=None, iallocator=None)
         return None
-    if dt in constants.DTS_EXT_MIRROR:
+    if dt in constants.DTS_EXT_MIRROR and dt != constants.DT_DISKLESS:
         if pri.offline:
             return Step(T.FAILOVER, (
                 _op("OP_INSTANCE_FAILOVER", instance_name=name,

@@ -1,0 +1,238 @@
+"""One auto-repair pass against a running master, over luxi.
+
+The pass reads the cluster (instances, nodes, groups, cluster tags and
+the jobs its pending tags name), decides per instance (``engine``) and
+applies the decisions as ordinary jobs: a repair step is one job, and the
+tag changes of an instance (the new pending tag naming that job, results)
+are another, submitted right after it.  An instance with an unfinished
+job that is not one of its repair's own is left alone for this pass, so
+auto-repair never races a person or another tool; and since each step is
+computed from the cluster as it is, a step that ran but was not recorded
+is not repeated once its job is over.
+"""
+
+import time
+import uuid
+
+from twisted.internet import task
+from twisted.logger import Logger
+
+from ganeti import errors
+from ganeti import luxi
+from ganeti.jqueue import model as JQ
+from ganeti.watcher.autorepair import detect, engine, tags as T
+
+COMMENT = "automated repairs by harep"
+
+_INSTANCE_FIELDS = ["name", "disk_template", "pnode", "snodes",
+                    "admin_state", "tags", "pnode.group.uuid"]
+
+
+def _value(cell):
+    # query rows hold (status, value) pairs
+    return cell[1] if isinstance(cell, (list, tuple)) and len(cell) == 2 \
+        else cell
+
+
+def _rows(answer):
+    return [[_value(c) for c in row] for row in answer["data"]]
+
+
+def _nores(opresult):
+    """Whether a failed job's opcode results show a lack of resources."""
+    for res in opresult or ():
+        err = errors.decode_exception(res)
+        if err is not None and len(err.args) > 1 and err.args[1] in (
+                errors.ECODE_NORES, errors.ECODE_TEMP_NORES):
+            return True
+    return False
+
+
+def _end(ts):
+    if isinstance(ts, (list, tuple)) and len(ts) == 2:
+        return ts[0] + ts[1] / 1e6
+    return None
+
+
+class AutoRepair:
+    """Auto-repair passes through the luxi client ``client`` (anything
+    with ``call(method, *args)`` returning a Deferred)."""
+
+    log = Logger()
+
+    def __init__(self, client, clock, dry_run=False, job_delay=0.0,
+                 reason_source="gnt:watcher", iallocator=None,
+                 retry_interval=300.0, poll=0.5, wallclock=time.time):
+        self.client = client
+        self.clock = clock
+        self.dry_run = dry_run
+        self.job_delay = job_delay
+        self.reason_source = reason_source
+        self.iallocator = iallocator
+        self.retry_interval = retry_interval
+        self.poll = poll
+        self.wallclock = wallclock
+
+    async def _call(self, method, *args):
+        return await self.client.call(method, *args)
+
+    async def snapshot(self):
+        """(instances, nodes, cluster tags, iallocator, unfinished job
+        summaries) of the cluster now."""
+        c = self._call
+        info = await c(luxi.REQ_QUERY_CLUSTER_INFO)
+        cluster_tags = list(info.get("tags") or [])
+        ialloc = self.iallocator or info.get("default_iallocator") or "hail"
+        groups = {u: list(t or []) for u, t in _rows(await c(
+            luxi.REQ_QUERY, "group", ["uuid", "tags"], None))}
+        nodes = {}
+        for name, off, drained in _rows(await c(
+                luxi.REQ_QUERY, "node", ["name", "offline", "drained"], None)):
+            nodes[name] = detect.Node(name, bool(off), bool(drained))
+        insts = []
+        for (name, dt, pnode, snodes, admin, tags, guuid) in _rows(await c(
+                luxi.REQ_QUERY, "instance", _INSTANCE_FIELDS, None)):
+            insts.append(detect.Instance(
+                name, dt, pnode, tuple(snodes or ()), admin == "up",
+                tuple(tags or ()), tuple(groups.get(guuid, ()))))
+        busy = []
+        for row in await c(luxi.REQ_QUERY_JOBS, None,
+                           ["id", "status", "summary"]):
+            if row is not None and row[1] not in JQ.FINALIZED:
+                busy.append((row[0], row[2] or []))
+        return insts, nodes, cluster_tags, ialloc, busy
+
+    async def _jobs(self, ids):
+        if not ids:
+            return {}
+        ids = sorted(ids)
+        rows = await self._call(luxi.REQ_QUERY_JOBS, ids,
+                                ["id", "status", "opresult", "end_ts"])
+        res = {}
+        for jid, row in zip(ids, rows):
+            if row is None:
+                continue  # archived: it is over
+            _, status, opresult, end = row
+            res[jid] = engine.Job(status, status == JQ.STATUS_ERROR
+                                  and _nores(opresult), _end(end))
+        return res
+
+    async def run_once(self):
+        """One pass; returns the decisions (applied unless ``dry_run``)."""
+        insts, nodes, cluster_tags, ialloc, busy = await self.snapshot()
+        wanted = set()
+        for inst in insts:
+            for p in T.instance_tags(inst.tags)[0]:
+                wanted.update(p.jobs)
+        jobs = await self._jobs(wanted)
+        now = self.wallclock()
+        decisions = []
+        for inst in insts:
+            d = engine.decide(inst, nodes, cluster_tags, jobs, now,
+                              lambda: str(uuid.uuid4()), ialloc,
+                              self.retry_interval)
+            decisions.append(d)
+        expired = set()
+        for inst, d in zip(insts, decisions):
+            for bad in d.malformed:
+                self.log.warn("Instance {inst}: ignoring malformed"
+                              " auto-repair tag {tag!r}: {reason}",
+                              inst=inst.name, tag=bad.tag, reason=bad.reason)
+            expired.update(d.expired)
+            other = self._foreign_jobs(inst, d, busy)
+            if other and (d.step is not None or d.add_tags or
+                          d.remove_tags):
+                self.log.info("Instance {inst}: {state}; left alone while"
+                              " job {jobs} runs", inst=inst.name,
+                              state=d.state, jobs=other)
+                continue
+            if d.state != engine.HEALTHY or d.add_tags or d.remove_tags:
+                self.log.info("Instance {inst}: {state}: {msg}",
+                              inst=inst.name, state=d.state, msg=d.message)
+            if not self.dry_run:
+                await self._apply(d)
+        if expired and not self.dry_run:
+            await self._remove_expired(insts, expired)
+        return decisions
+
+    @staticmethod
+    def _foreign_jobs(inst, d, busy):
+        own = set(d.pending.jobs) if d.pending is not None else set()
+        needle = "(%s)" % inst.name
+        return [jid for jid, summaries in busy if jid not in own and
+                any(needle in s for s in summaries)]
+
+    def _reason(self):
+        return [[self.reason_source, "auto-repair",
+                 int(self.wallclock() * 1e9)]]
+
+    def _ops(self, ops):
+        res = []
+        for op in ops:
+            op = dict(op)
+            op.setdefault("comment", COMMENT)
+            op["reason"] = self._reason()
+            res.append(op)
+        return res
+
+    async def _apply(self, d):
+        add = list(d.add_tags)
+        remove = list(d.remove_tags)
+        if d.step is not None:
+            ops = list(d.step.ops)
+            if self.job_delay > 0:
+                ops.insert(0, {"OP_ID": "OP_TEST_DELAY",
+                               "duration": float(self.job_delay)})
+            jid = await self._call(luxi.REQ_SUBMIT_JOB, self._ops(ops))
+            self.log.info("Instance {inst}: submitted job {job} ({kind}:"
+                          " {why})", inst=d.instance, job=jid,
+                          kind=d.step.kind, why=d.step.why)
+            add.append(d.pending.with_jobs([int(jid)]).tag)
+            if d.replaces:
+                remove.append(d.replaces)
+        if add or remove:
+            await self._change_tags("instance", d.instance, add, remove)
+
+    async def _change_tags(self, kind, name, add, remove):
+        ops = []
+        if remove:
+            ops.append({"OP_ID": "OP_TAGS_DEL", "kind": kind, "name": name,
+                        "tags": list(remove)})
+        if add:
+            ops.append({"OP_ID": "OP_TAGS_SET", "kind": kind, "name": name,
+                        "tags": list(add)})
+        jid = await self._call(luxi.REQ_SUBMIT_JOB, self._ops(ops))
+        status = await self._wait(jid)
+        if status != JQ.STATUS_SUCCESS:
+            self.log.error("Changing the auto-repair tags of {kind} {name}"
+                           " (job {job}) ended {status}", kind=kind,
+                           name=name, job=jid, status=status)
+        return status
+
+    async def _wait(self, jid):
+        while True:
+            rows = await self._call(luxi.REQ_QUERY_JOBS, [int(jid)],
+                                    ["status"])
+            status = rows[0][0] if rows and rows[0] is not None else None
+            if status is None or status in JQ.FINALIZED:
+                return status
+            await task.deferLater(self.clock, self.poll, lambda: None)
+
+    async def _remove_expired(self, insts, expired):
+        """Passed timed suspensions of groups and the cluster."""
+        by_group = {}
+        cluster = []
+        for level, tag in sorted(expired):
+            if level == "cluster":
+                cluster.append(tag)
+            else:
+                by_group.setdefault(tag, None)
+        if cluster:
+            await self._change_tags("cluster", None, [], cluster)
+        if by_group:
+            rows = _rows(await self._call(luxi.REQ_QUERY, "group",
+                                          ["name", "tags"], None))
+            for name, tags in rows:
+                gone = [t for t in by_group if t in (tags or ())]
+                if gone:
+                    await self._change_tags("nodegroup", name, [], gone)
