@@ -9,6 +9,7 @@ from twisted.internet import defer, reactor, task
 from twisted.trial import unittest
 
 from ganeti import objects
+from ganeti.cli import base, gnt_instance
 from ganeti.watcher.autorepair import engine, harep, runner, tags as T
 
 from tests.inprocess import start_master
@@ -68,6 +69,17 @@ class MasterTests(unittest.TestCase):
         return {d.instance: d for d in decisions}
 
     @defer.inlineCallbacks
+    def info(self, name):
+        jid = yield self.client.call("SubmitJob", [{
+            "OP_ID": "OP_INSTANCE_QUERY_DATA", "instances": [name],
+            "static": True}])
+        yield self.settle()
+        [[result]] = yield self.client.call("QueryJobs", [jid], ["opresult"])
+        lines = base.format_info(gnt_instance.instance_info_items(
+            result[0][name]))
+        return "\n".join(lines)
+
+    @defer.inlineCallbacks
     def settle(self):
         # until the queue has nothing unfinished
         for _ in range(200):
@@ -91,6 +103,18 @@ class MasterTests(unittest.TestCase):
         self.assertNotEqual(self.cfg().get_node(light.primary_node).name,
                             NODES[1])
         [pending] = [t for t in self.tags("light") if ":pending:" in t]
+        # what it thinks shows in queries and in gnt-instance info
+        jid = int(pending.split(":")[-1])
+        answer = yield self.client.call(
+            "Query", "instance", ["name", "autorepair.state"], None)
+        states = {row[0][1]: row[1][1] for row in answer["data"]}
+        self.assertEqual(states, {"light": "pending failover (jobs %d)" % jid,
+                                  "heavy": "healthy"})
+        info = yield self.info("light")
+        self.assertIn("Auto-repair:", info)
+        self.assertIn("state: pending", info)
+        self.assertIn("repairs allowed: up to failover (instance tag)", info)
+        self.assertIn("pending repair: failover", info)
         d = yield self.run_pass()
         self.assertEqual(d["light"].state, engine.HEALTHY)
         [result] = [t for t in self.tags("light") if ":result:" in t]
@@ -110,6 +134,11 @@ class MasterTests(unittest.TestCase):
         self.assertEqual(len(results), 1)
         self.assertIn(":migrate:", results[0])
         self.assertIn(":enoperm:", results[0])
+        info = yield self.info("heavy")
+        self.assertIn("state: needs-repair", info)
+        self.assertIn("needs: reinstall (primary node %s is offline"
+                      % NODES[2], info)
+        self.assertIn("last result: enoperm of migrate", info)
         self.assertEqual(self.cfg().verify(), [])
 
     @defer.inlineCallbacks

@@ -1077,7 +1077,40 @@ def instance_info_items(data):
         ("NICs", _nic_items(data.get("nics"))),
         ("Disk template", data.get("disk_template")),
         ("Disks", _disk_items(data.get("disks"))),
-    ]
+    ] + _autorepair_items(data.get("autorepair"))
+
+
+def _autorepair_items(ar):
+    """The auto-repair section of ``gnt-instance info`` (a master that
+    does not report it gets none)."""
+    if not ar:
+        return []
+    if ar["policy"] == "enabled":
+        policy = "up to %s (%s tag)" % (ar["allowed"], ar["source"])
+    elif ar["policy"] == "suspended":
+        until = ar.get("suspended_until")
+        policy = "suspended (%s tag)%s" % (
+            ar["source"], "" if until is None else
+            " until %s" % base.format_time(until))
+    else:
+        policy = "not enabled"
+    items = [("state", ar["state"]), ("repairs allowed", policy)]
+    if ar.get("needs"):
+        items.append(("needs", ar["needs"]))
+    pend = ar.get("pending")
+    if pend:
+        items.append(("pending repair", "%s %s since %s, jobs %s" % (
+            pend["type"], pend["id"], base.format_time(pend["since"]),
+            ", ".join(str(j) for j in pend["jobs"]) or "none yet")))
+    last = ar.get("last_result")
+    if last:
+        items.append(("last result", "%s of %s %s at %s, jobs %s" % (
+            last["result"], last["type"], last["id"],
+            base.format_time(last["time"]),
+            ", ".join(str(j) for j in last["jobs"]) or "none")))
+    for tag, reason in ar.get("malformed") or ():
+        items.append(("ignored tag", "%s: %s" % (tag, reason)))
+    return [("Auto-repair", items)]
 
 
 @commands.command(

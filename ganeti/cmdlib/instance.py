@@ -626,6 +626,8 @@ class LUInstanceQueryData(LogicalUnit):
                     [inst.name, inst.hypervisor],
                     "Checking instance %s" % inst.name)
                 remote_state = run_state(cluster, inst, info)
+        from ganeti.watcher.autorepair import report
+        autorepair = report.describe(cfg, inst)
         disks = cfg.instance_disks(inst)
         statuses = await self._disk_status(inst, disks)
         out_disks = []
@@ -675,4 +677,5 @@ class LUInstanceQueryData(LogicalUnit):
             "forthcoming": inst.forthcoming,
             "admin_state_source": inst.admin_state_source,
             "disks_active": inst.disks_active,
+            "autorepair": autorepair,
         }

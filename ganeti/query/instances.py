@@ -126,6 +126,17 @@ def _disk_template(run, inst):
     return objects.disk_template_of(disks)
 
 
+def _autorepair(run, inst):
+    from ganeti.watcher.autorepair import report
+    return run.memo(("autorepair", inst.uuid),
+                    lambda: report.describe(run.cfg, inst))
+
+
+def _autorepair_summary(run, inst):
+    from ganeti.watcher.autorepair import report
+    return report.summary(_autorepair(run, inst))
+
+
 def _disk_usage(run, inst):
     return sum(d.storage_size() for d in _disks(run, inst))
 
@@ -334,6 +345,13 @@ def build_fields():
         Field("disk_template", "Disk_template", QFT_TEXT,
               "Disk template, derived from the disks (\"mixed\" if they"
               " differ)", _disk_template),
+        Field("autorepair.state", "AutoRepair", QFT_TEXT,
+              "Auto-repair state: healthy, needs <type>, pending <type>"
+              " (jobs), failed or suspended", _autorepair_summary),
+        Field("autorepair", "AutoRepairInfo", QFT_OTHER,
+              "Auto-repair: state, policy, allowed type and where it comes"
+              " from, what is needed, the pending repair and the last"
+              " result", _autorepair),
         Field("network_port", "Network_port", QFT_OTHER,
               "Port allocated to the instance (e.g. for VNC), or null",
               lambda run, inst: inst.network_port),
