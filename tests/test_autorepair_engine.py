@@ -120,8 +120,8 @@ class EngineTests(unittest.TestCase):
             (dict(pnode="dr"), ("migrate", "OP_INSTANCE_MIGRATE")),
             (dict(pnode="dr", up=False), ("migrate", "OP_INSTANCE_FAILOVER")),
             (dict(pnode="off", snodes=("dr",)),
-             ("reinstall", "OP_INSTANCE_RECREATE_DISKS")),
-            (dict(dt="plain", snodes=(), pnode="off"),
+             ("reinstall", "OP_INSTANCE_SHUTDOWN")),
+            (dict(dt="plain", snodes=(), pnode="off", up=False),
              ("reinstall", "OP_INSTANCE_RECREATE_DISKS")),
             # a plain instance on a drained node keeps running
             (dict(dt="plain", snodes=(), pnode="dr"), None),
@@ -135,12 +135,17 @@ class EngineTests(unittest.TestCase):
             step = detect.next_step(inst(**kw), NODES, "hail")
             got = None if step is None else (step.kind, step.ops[0]["OP_ID"])
             self.assertEqual(got, want, kw)
+        # a reinstall marks the instance down (its node is not asked),
+        # recreates its disks where the allocator says, and starts it
+        # again if it was to run
         step = detect.next_step(inst(dt="plain", snodes=(), pnode="off"),
                                 NODES, "hail")
         self.assertEqual([op["OP_ID"] for op in step.ops],
-                         ["OP_INSTANCE_RECREATE_DISKS",
-                          "OP_INSTANCE_REINSTALL"])
-        self.assertEqual(step.ops[0]["iallocator"], "hail")
+                         ["OP_INSTANCE_SHUTDOWN",
+                          "OP_INSTANCE_RECREATE_DISKS",
+                          "OP_INSTANCE_REINSTALL", "OP_INSTANCE_STARTUP"])
+        self.assertTrue(step.ops[0]["ignore_offline_nodes"])
+        self.assertEqual(step.ops[1]["iallocator"], "hail")
 
     # -- healthy ----------------------------------------------------------
 

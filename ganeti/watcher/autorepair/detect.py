@@ -77,7 +77,7 @@ def next_step(inst, nodes, iallocator):
                     ignore_consistency=True),),
                 "primary node %s is offline" % pri.name)
         if pri.offline or (not sec.usable and not pri.usable):
-            return Step(T.REINSTALL, _reinstall(name, iallocator),
+            return Step(T.REINSTALL, _reinstall(inst, iallocator),
                         "nodes %s and %s are both unusable"
                         % (pri.name, sec.name))
         if not sec.usable:
@@ -100,7 +100,7 @@ def next_step(inst, nodes, iallocator):
         return None
     if dt in (constants.DT_PLAIN, constants.DT_FILE):
         if pri.offline:
-            return Step(T.REINSTALL, _reinstall(name, iallocator),
+            return Step(T.REINSTALL, _reinstall(inst, iallocator),
                         "primary node %s is offline and the disks exist"
                         " nowhere else" % pri.name)
         return None
@@ -111,10 +111,20 @@ def _state(node):
     return "offline" if node.offline else "drained"
 
 
-def _reinstall(name, iallocator):
-    return (_op("OP_INSTANCE_RECREATE_DISKS", instance_name=name,
+def _reinstall(inst, iallocator):
+    """Recreating disks needs the instance marked down (its node is gone:
+    nothing is asked of it); it is started again if it was up."""
+    name = inst.name
+    ops = []
+    if inst.admin_up:
+        ops.append(_op("OP_INSTANCE_SHUTDOWN", instance_name=name,
+                       ignore_offline_nodes=True))
+    ops += [_op("OP_INSTANCE_RECREATE_DISKS", instance_name=name,
                 iallocator=iallocator),
-            _op("OP_INSTANCE_REINSTALL", instance_name=name))
+            _op("OP_INSTANCE_REINSTALL", instance_name=name)]
+    if inst.admin_up:
+        ops.append(_op("OP_INSTANCE_STARTUP", instance_name=name))
+    return tuple(ops)
 
 
 def _leave(inst, pri, target, iallocator):

@@ -10,6 +10,7 @@ the master continuously.
 """
 
 import argparse
+import os
 import sys
 
 from twisted.internet import defer, task
@@ -28,7 +29,7 @@ def build_parser():
     p.add_argument("-L", "--luxi", nargs="?", const="", default="",
                    metavar="SOCKET",
                    help="the master's luxi socket (default: the standard"
-                        " one)")
+                        " one, under $GANETI_ROOTDIR if set)")
     p.add_argument("--job-delay", type=float, default=0.0,
                    metavar="SECONDS",
                    help="delay the execution of each repair job by this"
@@ -64,7 +65,8 @@ def report(decisions, out, dry_run):
 
 
 async def _run(reactor, opts, out):
-    path = opts.luxi or pathutils.Paths("/").master_socket
+    path = opts.luxi or pathutils.Paths(
+        os.environ.get("GANETI_ROOTDIR") or "/").master_socket
     client = luxi.LuxiClient(reactor, path)
     try:
         ar = runner.AutoRepair(client, reactor, dry_run=opts.dry_run,
@@ -105,3 +107,6 @@ def main(argv=None, out=None, err=None):
             return e.code
     return result[0] if result else 0
 
+
+if __name__ == "__main__":
+    sys.exit(main())
