@@ -37,6 +37,9 @@ class MasterContext(object):
     # Timeouts of the lock acquisition attempts before a blocking one; None
     # means locking.DEFAULT_RETRY_TIMEOUTS.
     lock_retry_timeouts = attr.ib(default=None)
+    # runs programs on the master (out-of-band programs); None: a
+    # backend.process.CommandRunner on ``clock`` (the reactor)
+    runner = attr.ib(default=None)
 
 
 class ConfigFirstRpc(object):

@@ -33,6 +33,11 @@ class Paths(object):
         return os.path.join(self.run_dir, "socket")
 
     @property
+    def oob_dir(self):
+        """Where the out-of-band programs that may run live."""
+        return self._p("etc", "ganeti", "oob")
+
+    @property
     def config_file(self):
         return os.path.join(self.data_dir, "config.data")
 

@@ -91,7 +91,9 @@ class TagTests(unittest.TestCase):
 NODES = {"n1": detect.Node("n1"), "n2": detect.Node("n2"),
          "n3": detect.Node("n3"),
          "off": detect.Node("off", offline=True),
-         "dr": detect.Node("dr", drained=True)}
+         "dr": detect.Node("dr", drained=True),
+         # offline, with an out-of-band program, not known to be off
+         "unfenced": detect.Node("unfenced", offline=True, fenced=False)}
 
 
 def inst(tags=(), pnode="n1", snodes=("n2",), dt="drbd", up=True,
@@ -278,6 +280,27 @@ class EngineTests(unittest.TestCase):
         cur = T.Pending("failover", "a", NOW - 10, (7,))
         d = self.decide(inst([cur.tag]), jobs={})
         self.assertEqual(d.state, engine.HEALTHY)
+
+    # -- fencing ----------------------------------------------------------
+
+    def test_no_instance_starts_elsewhere_before_its_node_is_fenced(self):
+        for kw in (dict(pnode="unfenced"),
+                   dict(dt="plain", snodes=(), pnode="unfenced"),
+                   dict(dt="sharedfile", snodes=(), pnode="unfenced")):
+            d = self.decide(inst([P + "reinstall"], **kw))
+            self.assertEqual(d.state, engine.NEEDS_REPAIR, kw)
+            self.assertIsNone(d.step)
+            self.assertIn("not known to be powered off", d.message)
+            self.assertEqual((d.add_tags, d.remove_tags), ((), ()))
+        # a pending repair waits too, without failing
+        cur = T.Pending("failover", "a", NOW - 10, ())
+        d = self.decide(inst([cur.tag], pnode="unfenced"))
+        self.assertEqual(d.state, engine.PENDING)
+        self.assertIsNone(d.step)
+        self.assertIn("waits", d.message)
+        # an unfenced secondary is no danger: the mirror moves
+        d = self.decide(inst([P + "fix-storage"], snodes=("unfenced",)))
+        self.assertEqual(d.step.kind, "fix-storage")
 
     # -- failed -----------------------------------------------------------
 

@@ -19,7 +19,8 @@ class FakeMaster:
     def __init__(self):
         self.cluster_tags = []
         self.groups = {"g1": {"name": "default", "tags": []}}
-        self.nodes = {n: {"offline": False, "drained": False}
+        self.nodes = {n: {"offline": False, "drained": False,
+                          "powered": True, "ndparams": {}}
                       for n in ("n1", "n2", "n3")}
         self.instances = {}
         self.jobs = {}
@@ -142,6 +143,19 @@ class RunnerTests(unittest.TestCase):
                          [])
         [result] = [t for t in self.tags("web1") if ":result:" in t]
         self.assertIn(":success:%d+%d" % (jid, jid2), result)
+
+    def test_waits_for_fencing_where_a_node_can_be_fenced(self):
+        m = self.master
+        m.add_instance("web1", tags=[P + "failover"])
+        m.nodes["n1"].update(offline=True,
+                             ndparams={"oob_program": "/etc/ganeti/oob/x"})
+        decisions = self.run_pass()
+        self.assertIn("not known to be powered off", decisions[0].message)
+        self.assertEqual(m.submitted, [])
+        m.nodes["n1"]["powered"] = False
+        self.run_pass()
+        [(_, ops)] = m.repair_jobs()
+        self.assertEqual(ops, ["OP_INSTANCE_FAILOVER"])
 
     def test_failed_job_records_failure_and_stops(self):
         m = self.master

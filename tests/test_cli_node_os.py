@@ -157,6 +157,45 @@ class NodeTests(unittest.TestCase):
                          ("node", "node1", ["rack:1"]))
 
 
+class PowerTests(unittest.TestCase):
+    """gnt-node power / health: OP_OOB_COMMAND and its per-node rows."""
+
+    def test_power_status_and_failures(self):
+        client = FakeClient()
+        client.results["OP_OOB_COMMAND"] = [
+            [[0, "node2.example.com"], [0, {"powered": True}]],
+            [[0, "node3.example.com"], [2, "ipmi failed with exit code 1"]]]
+        code, out, err = node(client, "power", "status", "node2", "node3")
+        self.assertEqual(code, 1, err)
+        op = client.op()
+        self.assertEqual((op["OP_ID"], op["command"], op["node_names"]),
+                         ("OP_OOB_COMMAND", "power-status",
+                          ["node2", "node3"]))
+        self.assertIn("node2.example.com: power on", out)
+        self.assertIn("node3.example.com: power-status failed: ipmi failed",
+                      out)
+
+    def test_power_off_and_health(self):
+        client = FakeClient()
+        client.results["OP_OOB_COMMAND"] = [
+            [[0, "node2.example.com"], [0, True]]]
+        code, out, err = node(client, "power", "--force", "--ignore-status",
+                              "off", "node2")
+        self.assertEqual(code, 0, err)
+        op = client.op()
+        self.assertEqual((op["command"], op["ignore_status"]),
+                         ("power-off", True))
+        self.assertIn("node2.example.com: power-off done", out)
+        client.results["OP_OOB_COMMAND"] = [
+            [[0, "node2.example.com"], [0, [["PSU", "OK"],
+                                            ["fan", "WARNING"]]]]]
+        code, out, err = node(client, "health", "node2")
+        self.assertEqual(code, 0, err)
+        self.assertIn("node2.example.com: PSU=OK, fan=WARNING", out)
+        code, out, err = node(client, "power", "on")
+        self.assertNotEqual(code, 0)
+
+
 class OsTests(unittest.TestCase):
 
     def test_list(self):

@@ -252,6 +252,77 @@ def modify(ctx, opts):
                 ctx.out(" - %s" % (change,))
 
 
+# --- out-of-band management -------------------------------------------------
+
+_POWER_COMMANDS = {"on": "power-on", "off": "power-off",
+                   "cycle": "power-cycle", "status": "power-status"}
+
+
+def _oob_rows(ctx, result):
+    """(node, ok, data) per node of an OP_OOB_COMMAND result."""
+    rows = []
+    for entry in result or ():
+        (_, node), (status, data) = entry
+        rows.append((node, status == 0, data))
+    return rows
+
+
+@commands.command(
+    "power",
+    opts=[base.FORCE_OPT,
+          Opt("--ignore-status", action="store_true",
+              help="power off even a node that is not marked offline"),
+          Opt("--power-delay", type=float, default=2.0, metavar="SECONDS",
+              help="pause between nodes when powering on several"),
+          Opt("--all", action="store_true", help="every node")]
+    + base.JOB_OPTS,
+    args=[Opt("command", choices=sorted(_POWER_COMMANDS),
+              metavar="on|off|cycle|status"),
+          Opt("nodes", nargs="*", metavar="NODE")],
+    help="power nodes on, off, cycle them or show their power state"
+         " through their out-of-band program")
+def power(ctx, opts):
+    if opts.all == bool(opts.nodes):
+        raise base.UsageError("give node names or --all")
+    command = _POWER_COMMANDS[opts.command]
+    if command in ("power-off", "power-cycle") and not opts.force:
+        ctx.out("Nodes %s will be %s." % (
+            ", ".join(opts.nodes) or "(all)",
+            "powered off" if command == "power-off" else "power cycled"))
+    result = ctx.run_op(ctx.opcode(
+        "OP_OOB_COMMAND", command=command, node_names=list(opts.nodes),
+        ignore_status=opts.ignore_status, power_delay=opts.power_delay))
+    failed = False
+    for node, ok, data in _oob_rows(ctx, result):
+        if not ok:
+            failed = True
+            ctx.out("%s: %s failed: %s" % (node, command, data))
+        elif command == "power-status":
+            ctx.out("%s: power %s" % (node, "on" if data.get("powered")
+                                      else "off"))
+        else:
+            ctx.out("%s: %s done" % (node, command))
+    return base.EXIT_FAILURE if failed else base.EXIT_SUCCESS
+
+
+@commands.command(
+    "health", opts=base.JOB_OPTS,
+    args=[Opt("nodes", nargs="*", metavar="NODE")],
+    help="show what the nodes' out-of-band programs say of their health")
+def health(ctx, opts):
+    result = ctx.run_op(ctx.opcode("OP_OOB_COMMAND", command="health",
+                                   node_names=list(opts.nodes)))
+    failed = False
+    for node, ok, data in _oob_rows(ctx, result):
+        if not ok:
+            failed = True
+            ctx.out("%s: health failed: %s" % (node, data))
+            continue
+        ctx.out("%s: %s" % (node, ", ".join("%s=%s" % (item, status)
+                                             for item, status in data)))
+    return base.EXIT_FAILURE if failed else base.EXIT_SUCCESS
+
+
 # --- storage ------------------------------------------------------------------------
 
 def _default_storage_type(ctx):

@@ -27,6 +27,9 @@ class Node:
     name: str
     offline: bool = False
     drained: bool = False
+    #: False for an offline node that has an out-of-band program and is
+    #: not known to be powered off: it may still run its instances
+    fenced: bool = True
 
     @property
     def usable(self):
@@ -52,6 +55,8 @@ class Step:
     kind: str
     ops: tuple
     why: str
+    #: why the step may not run yet (None: it may)
+    blocked: str = None
 
 
 def _op(op_id, **params):
@@ -63,6 +68,10 @@ def next_step(inst, nodes, iallocator):
     """The repair step ``inst`` needs now (None when it is healthy or not
     repairable): ``nodes`` maps node names to Node."""
     pri = nodes.get(inst.pnode)
+    return _fenced(_next_step(inst, nodes, iallocator, pri), pri)
+
+
+def _next_step(inst, nodes, iallocator, pri):
     if pri is None:
         return None
     name = inst.name
@@ -105,6 +114,17 @@ def next_step(inst, nodes, iallocator):
                         " nowhere else" % pri.name)
         return None
     return None
+
+
+def _fenced(step, pri):
+    """A step that starts the instance elsewhere waits until its offline
+    primary is known to be powered off, where it can be (it has an
+    out-of-band program): the instance must never run twice."""
+    if step is None or pri.fenced or not pri.offline:
+        return step
+    return attrs.evolve(step, blocked="node %s is offline but not known to"
+                        " be powered off (fence it: gnt-node power off)"
+                        % pri.name)
 
 
 def _state(node):

@@ -114,6 +114,9 @@ def decide(inst, nodes, cluster_tags, jobs, now, new_id, iallocator,
             return make(NEEDS_REPAIR, msg)
         res = T.Result(pol.kind, new_id(), now, T.ENOPERM, ())
         return make(NEEDS_REPAIR, msg, add_tags=(res.tag,))
+    if step.blocked:
+        return make(NEEDS_REPAIR, "needs %s (%s) but waits: %s"
+                    % (step.kind, step.why, step.blocked))
     new = T.Pending(pol.kind, new_id(), now, ())
     return make(PENDING, "repair %s started: %s (%s)"
                 % (new.id, step.kind, step.why), step=step, pending=new)
@@ -131,6 +134,9 @@ def _pending(make, inst, pending, step, jobs, now, retry_interval):
     if last is not None and last.status in (JQ.STATUS_ERROR,
                                             JQ.STATUS_CANCELED):
         if last.nores and step is not None:
+            if step.blocked:
+                return make(PENDING, "repair %s waits: %s"
+                            % (cur.id, step.blocked), pending=cur)
             if last.end is not None and now - last.end < retry_interval:
                 return make(PENDING, "repair %s waits for resources (job %s"
                             " found none)" % (cur.id, cur.jobs[-1]),
@@ -157,5 +163,8 @@ def _pending(make, inst, pending, step, jobs, now, retry_interval):
                     " than its type %s allows"
                     % (cur.id, step.kind, step.why, cur.kind),
                     add_tags=(res.tag,), remove_tags=(cur.tag,))
+    if step.blocked:
+        return make(PENDING, "repair %s waits: %s" % (cur.id, step.blocked),
+                    pending=cur)
     return make(PENDING, "repair %s: %s (%s)" % (cur.id, step.kind, step.why),
                 step=step, pending=cur, replaces=cur.tag)

@@ -25,8 +25,12 @@ def view(cfg, inst):
         if node is None:
             continue
         names[uuid] = node.name
-        nodes[node.name] = detect.Node(node.name, bool(node.offline),
-                                       bool(node.drained))
+        oob = objects.fill_ndparams(
+            cfg.cluster, cfg.nodegroups.get(node.group),
+            node).get("oob_program")
+        nodes[node.name] = detect.Node(
+            node.name, bool(node.offline), bool(node.drained),
+            not node.offline or not oob or node.powered is False)
     pnode = cfg.nodes.get(inst.primary_node)
     group = cfg.nodegroups.get(pnode.group) if pnode is not None else None
     v = detect.Instance(
@@ -68,8 +72,9 @@ def describe(cfg, inst, now=None):
         "allowed": pol.kind,
         "source": pol.source,
         "suspended_until": pol.until,
-        "needs": None if step is None else "%s (%s)" % (step.kind,
-                                                       step.why),
+        "needs": None if step is None else "%s (%s)%s" % (
+            step.kind, step.why,
+            "; waits: %s" % step.blocked if step.blocked else ""),
         "pending": None if cur is None else {
             "type": cur.kind, "id": cur.id, "since": cur.timestamp,
             "jobs": list(cur.jobs)},

@@ -48,6 +48,17 @@ def _nores(opresult):
     return False
 
 
+def _fenced(offline, powered, ndparams):
+    """Whether an offline node can be taken for dead: it has no
+    out-of-band program (the admin's word is trusted), or it is known to
+    be powered off."""
+    if not offline:
+        return True
+    oob = (ndparams or {}).get("oob_program") \
+        if isinstance(ndparams, dict) else None
+    return not oob or powered is False
+
+
 def _end(ts):
     if isinstance(ts, (list, tuple)) and len(ts) == 2:
         return ts[0] + ts[1] / 1e6
@@ -86,9 +97,11 @@ class AutoRepair:
         groups = {u: list(t or []) for u, t in _rows(await c(
             luxi.REQ_QUERY, "group", ["uuid", "tags"], None))}
         nodes = {}
-        for name, off, drained in _rows(await c(
-                luxi.REQ_QUERY, "node", ["name", "offline", "drained"], None)):
-            nodes[name] = detect.Node(name, bool(off), bool(drained))
+        for name, off, drained, powered, ndparams in _rows(await c(
+                luxi.REQ_QUERY, "node", ["name", "offline", "drained",
+                                         "powered", "ndparams"], None)):
+            nodes[name] = detect.Node(name, bool(off), bool(drained),
+                                      _fenced(off, powered, ndparams))
         insts = []
         for (name, dt, pnode, snodes, admin, tags, guuid) in _rows(await c(
                 luxi.REQ_QUERY, "instance", _INSTANCE_FIELDS, None)):
