@@ -32,7 +32,8 @@ def start_master(testcase, prefix, prepare=None):
     if prepare is not None:
         prepare(store)
     options = masterd.Options()
-    options.parseOptions(["--root", root])
+    # no node checks: its nodes are fakes, replaced after the start
+    options.parseOptions(["--root", root, "--node-check-interval", "0"])
     master = masterd.makeService(options, reactor=reactor)
     yield master.startService()
     testcase.addCleanup(master.stopService)

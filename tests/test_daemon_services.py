@@ -45,7 +45,8 @@ class MasterdServiceTests(unittest.TestCase):
         reactor = MemoryReactorClock()
         top = self.make(reactor)
         self.assertEqual([child.name for child in top],
-                         ["queue-lock", "config", "jobs", "luxi"])
+                         ["queue-lock", "config", "jobs", "luxi",
+                          "nodehealth"])
         self.assertEqual(snapshot(self.paths.root), before)
         self.assertEqual(reactor.unixServers, [])
 
@@ -62,7 +63,18 @@ class MasterdServiceTests(unittest.TestCase):
             self.assertEqual(f.read(), "%d\n" % os.getpid())
 
         self.successResultOf(top.stopService())
-        self.assertEqual([child.running for child in top], [False] * 4)
+        self.assertEqual([child.running for child in top], [False] * 5)
+        # the node checks ran on the master's clock and stopped with it
+        self.assertEqual(reactor.getDelayedCalls(), [])
+
+    def test_node_checks_can_be_turned_off(self):
+        options = masterd.Options()
+        options.parseOptions(["--root", self.paths.root,
+                              "--node-check-interval", "0"])
+        top = masterd.makeService(options, reactor=MemoryReactorClock(),
+                                  writer=InlineWriter())
+        self.addCleanup(top.getServiceNamed("queue-lock").store.unlock)
+        self.assertNotIn("nodehealth", [child.name for child in top])
 
     def test_allocator_options(self):
         """The master finds allocators where --iallocator-search-path says,

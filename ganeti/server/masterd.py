@@ -31,6 +31,7 @@ from ganeti import errors
 from ganeti import jqueue
 from ganeti import luxi
 from ganeti import mcpu
+from ganeti import opcodes
 from ganeti import pathutils
 from ganeti import query
 from ganeti import replication
@@ -42,6 +43,7 @@ from ganeti.backend import files as backend_files
 from ganeti.jqueue.store import JobStore
 from ganeti.query.rpclive import RpcLiveData
 from ganeti.utils.writer import OrderedWriter
+from ganeti.watcher import nodehealth
 
 log = Logger()
 
@@ -60,6 +62,14 @@ class Options(usage.Options):
         ["iallocator-timeout", None, allocators.DEFAULT_TIMEOUT,
          "Seconds an external instance allocator may run before it is"
          " killed.", float],
+        ["node-check-interval", None, 5.0, "Seconds between checks of"
+         " every online node's daemon (0: no checks).", float],
+        ["node-check-misses", None, 3, "Checks a node may miss in a row"
+         " before it is lost (marked offline and fenced, if it has an"
+         " out-of-band program).", int],
+        ["node-check-min-healthy", None, 0.5, "Share of a node group's"
+         " online nodes that must answer for the master to act on the"
+         " others (below it, the master assumes it is cut off).", float],
     ]
 
     def __init__(self):
@@ -451,4 +461,49 @@ def makeService(options, reactor=None, writer=None):
     jobs.setServiceParent(top)
     LuxiService(reactor, paths.master_socket,
                 MasterLuxiHandler(top)).setServiceParent(top)
+    interval = options.get("node-check-interval")
+    if interval is None:
+        interval = 5.0
+    if interval > 0:
+        NodeHealthService(config_service, jobs, reactor,
+                          nodehealth.NodeHealthOptions(
+                              interval=interval,
+                              misses=options.get("node-check-misses") or 3,
+                              min_healthy=options.get(
+                                  "node-check-min-healthy", 0.5),
+                              timeout=min(interval, 5.0))
+                          ).setServiceParent(top)
     return top
+
+
+class NodeHealthService(service.Service):
+    """The node checks (docs/autorepair.rst), once the queue runs."""
+
+    name = "nodehealth"
+
+    def __init__(self, config_service, jobs, reactor, opts):
+        self.config = config_service
+        self.jobs = jobs
+        self.reactor = reactor
+        self.opts = opts
+        self.health = None
+
+    def startService(self):
+        service.Service.startService(self)
+        ctx = self.config.ctx
+        if ctx is None or ctx.rpc is None or self.jobs.queue is None:
+            log.warn("no node checks: this master cannot reach its nodes")
+            return
+        queue = self.jobs.queue
+
+        def submit(ops):
+            return queue.submit_job([opcodes.from_dict(op) for op in ops])
+        self.health = nodehealth.NodeHealth(ctx.cfg, ctx.rpc, submit,
+                                            self.reactor, self.opts)
+        self.health.start().addErrback(
+            lambda f: log.failure("node checks stopped", f))
+
+    def stopService(self):
+        service.Service.stopService(self)
+        if self.health is not None:
+            self.health.stop()
