@@ -27,6 +27,7 @@ from ganeti.cmdlib import operating_system
 from ganeti.cmdlib import instance_params
 from ganeti.cmdlib import payloads
 from ganeti.cmdlib.base import LogicalUnit
+from ganeti.watcher import state as watcher_state
 
 ALL_NODES = "all"
 PRIMARY_NODE = "primary"
@@ -693,4 +694,23 @@ class LUInstanceQueryData(LogicalUnit):
             "admin_state_source": inst.admin_state_source,
             "disks_active": inst.disks_active,
             "autorepair": autorepair,
+            "watcher_restarts": self._watcher_restarts(
+                inst, pgroup.uuid if pgroup else None),
         }
+
+    def _watcher_restarts(self, inst, group_uuid):
+        """What the watcher's state file on this (the master) node says of
+        its restarts of ``inst``: ``{"attempts", "last_attempt",
+        "gave_up"}`` (times in seconds, ``gave_up`` None while it still
+        tries), or None if it is not restarting it (docs/watcher.rst)."""
+        paths = self.ctx.paths
+        if paths is None or not inst.name:
+            return None
+        record = watcher_state.read_instance_record(paths, group_uuid,
+                                                    inst.name)
+        attempts = record.get(watcher_state.KEY_RESTART_COUNT, 0)
+        if not attempts:
+            return None
+        return {"attempts": attempts,
+                "last_attempt": record.get(watcher_state.KEY_RESTART_WHEN),
+                "gave_up": record.get(watcher_state.KEY_GAVE_UP)}

@@ -12,10 +12,15 @@ and removed.
 
 import os
 
+from twisted.internet import defer
+from twisted.logger import Logger
+
 from ganeti.utils.io import atomic_write
 
 __all__ = ["REMOVE_AFTER", "pause_path", "read_pause", "write_pause",
-           "active_pause"]
+           "active_pause", "MasterPause"]
+
+log = Logger(namespace="ganeti.watcher")
 
 #: Seconds after its end when an ended pause's file is removed.
 REMOVE_AFTER = 3600
@@ -73,3 +78,50 @@ def active_pause(until, now):
     if until is None or now > until:
         return None
     return until
+
+
+class MasterPause(object):
+    """The master daemon's pause: read from its file at start, and on each
+    change written there first (``write(fn, *args)``: the master's file
+    writer) and then handed to the other nodes (``distribute(until)``:
+    Deferred of ``{node: problem}``), each of which gets its own copy."""
+
+    def __init__(self, path, clock, write=None, distribute=None):
+        self.path = path
+        self.clock = clock
+        self._write = write or defer.maybeDeferred
+        self._distribute = distribute
+        self._until = None
+
+    def load(self):
+        """Read the file (at start); a problem with it is logged."""
+        until, problem = read_pause(self.path, self.clock.seconds())
+        if problem:
+            log.warn("Watcher pause: {problem}", problem=problem)
+        self._until = until
+        if until is not None:
+            log.info("The watcher is paused until {until}", until=until)
+
+    @property
+    def until(self):
+        """The end of the pause, None if the watcher is not paused."""
+        return active_pause(self._until, self.clock.seconds())
+
+    def set(self, until):
+        """Pause until ``until`` (None: no pause); Deferred of ``until``
+        once the master's file is written and the nodes were asked."""
+        return defer.Deferred.fromCoroutine(self._set(until))
+
+    async def _set(self, until):
+        await self._write(write_pause, self.path, until)
+        self._until = until
+        if self._distribute is not None:
+            try:
+                problems = await self._distribute(until)
+            except Exception as err:
+                problems = {"(all nodes)": str(err)}
+            for node, problem in sorted((problems or {}).items()):
+                log.warn("Could not set the watcher pause on node {node}:"
+                         " {problem}; its watcher keeps its old setting",
+                         node=node, problem=problem)
+        return until
