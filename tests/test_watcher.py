@@ -592,6 +592,17 @@ class PassTests(WatcherTestCase):
         self.assertIn("ganeti-noded does not answer: connection refused",
                       report.texts("warn"))
 
+    def test_a_master_socket_nobody_answers_fails_the_pass(self):
+        self.master.master = False
+        with open(self.paths.master_socket, "w"):
+            pass        # left by a master daemon that crashed
+        self.clock.advance(300)
+        report = self.successResultOf(self.watcher().run_pass())
+        self.assertTrue(report.failed)
+        self.assertEqual(self.probes.asked, [False])
+        self.assertTrue(any(t.startswith("The master daemon does not answer")
+                            for t in report.texts("error")), report.messages)
+
     def test_master_daemons_that_do_not_answer_are_reported(self):
         self.probes.problems["ganeti-rapi"] = "no answer within 10s"
         report = self.run_pass()

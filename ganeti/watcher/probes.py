@@ -16,6 +16,7 @@ import os
 
 from OpenSSL import SSL
 from twisted.internet import defer
+from twisted.internet.interfaces import IOpenSSLClientConnectionCreator
 from twisted.web import client as web_client
 from twisted.web.iweb import IPolicyForHTTPS
 from zope.interface import Interface, implementer
@@ -45,6 +46,7 @@ class IDaemonProbes(Interface):
         did not answer (None: it did)."""
 
 
+@implementer(IOpenSSLClientConnectionCreator)
 class _Creator(object):
     """A TLS client connection that accepts any server certificate."""
 
@@ -89,11 +91,13 @@ class DaemonProbes(object):
         return defer.Deferred.fromCoroutine(self._check(master))
 
     async def _check(self, master):
-        results = [(NODED, await self._noded())]
+        probes = [(NODED, self._noded)]
         if master:
-            results.append((RAPI, await self._rapi()))
-            results.append((CONFD, await self._confd()))
-        return results
+            probes += [(RAPI, self._rapi), (CONFD, self._confd)]
+        problems = await defer.gatherResults(
+            [defer.Deferred.fromCoroutine(probe()) for (_, probe) in probes])
+        return [(name, problem)
+                for ((name, _), problem) in zip(probes, problems)]
 
     async def _noded(self):
         pem = crypto.server_pem_path(self.paths)

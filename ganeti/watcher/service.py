@@ -244,7 +244,11 @@ def makeService(options, reactor=None):
     def close(watcher):
         return watcher.client.close()
 
+    def stop():
+        # a pass with nothing to do (paused) ends before the reactor runs
+        reactor.callWhenRunning(reactor.stop)
+
     return WatcherService(make_watcher, reactor, interval=options["interval"],
-                          once=options["once"], stop=reactor.stop,
+                          once=options["once"], stop=stop,
                           lock=PassLock(lock_path(paths)), close=close,
                           exit_status=_exit_with)

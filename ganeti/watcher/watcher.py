@@ -34,6 +34,7 @@ state again under its lock anyway.  The pass then waits (at most
 ``job_wait`` seconds) for its jobs and logs how they ended.
 """
 
+import os
 import time
 
 import attr
@@ -258,24 +259,37 @@ class Watcher(object):
                 return report
             self._say(report, "info", "The watcher is paused until {until},"
                       " but told to ignore the pause", until=until)
+        probing = None
         try:
             master = await self._master_check(report)
-            await self._probe(report, master)
+            # the daemons answer (or time out) while the pass goes on
+            probing = defer.Deferred.fromCoroutine(
+                self._probe(report, master))
             if master:
                 await self._master_pass(report)
         except Exception as err:   # one bad pass must not stop the daemon
             report.failed = True
             self._say(report, "error", "Watcher pass failed: {err}",
                       err=_describe(err))
+        if probing is not None:
+            await probing
         return report
 
     async def _master_check(self, report):
         try:
             (master,) = await self.client.query_config_values(
                 ["master_node"])
-        except luxi.NoMasterError:
-            self._say(report, "debug", "No master daemon on this node;"
-                      " node checks only")
+        except luxi.NoMasterError as err:
+            if os.path.exists(self.paths.master_socket):
+                # the master node, or one whose master daemon crashed:
+                # nobody else will do the master's part of the pass
+                report.failed = True
+                self._say(report, "error", "The master daemon does not"
+                          " answer ({err}); only this node's checks are"
+                          " done", err=err)
+            else:
+                self._say(report, "debug", "No master daemon on this node;"
+                          " node checks only")
             return False
         report.master = True
         self._say(report, "debug", "Master daemon answers (master node"
