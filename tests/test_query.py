@@ -609,7 +609,9 @@ class StatusTests(unittest.TestCase):
         ("sd-fake-off", "up", "admin", "fake", {}, ("p", "shutdown"), False,
          "ERROR_down"),
         ("sd-kvm", "up", "admin", "kvm", {}, ("p", "shutdown"), True,
-         "ERROR_down"),
+         "USER_down"),
+        ("sd-kvm-restart", "up", "admin", "kvm", {"user_shutdown": False},
+         ("p", "shutdown"), True, "ERROR_down"),
         ("sd-kvm-us", "up", "admin", "kvm", {"user_shutdown": True},
          ("p", "shutdown"), True, "USER_down"),
         ("sd-kvm-us-off", "up", "admin", "kvm", {"user_shutdown": True},
@@ -740,6 +742,9 @@ class StatusTests(unittest.TestCase):
                           default_hypervisor="kvm")
         inst = Instance(name="i", primary_node="p", hypervisor="kvm",
                         admin_state="up")
+        # on by default: a poweroff follows the user's will
+        self.assertTrue(user_shutdown.allowed(cluster, inst))
+        inst.hvparams = {"user_shutdown": False}
         self.assertFalse(user_shutdown.allowed(cluster, inst))
         inst.hvparams = {"user_shutdown": True}
         self.assertTrue(user_shutdown.allowed(cluster, inst))
