@@ -625,6 +625,38 @@ class PassTests(WatcherTestCase):
         self.assertEqual(self.notes(G2).boot_id("node3"), "boot-1")
         self.assertIsNone(self.notes(G2).boot_id("node1"))
 
+    def test_auto_repair_pass_on_the_master_only(self):
+        passes = []
+
+        class Decision(object):
+            def __init__(self, state):
+                self.state = state
+
+        def autorepair(client):
+            passes.append(client)
+            return defer.succeed([Decision("healthy"), Decision("pending"),
+                                  Decision("healthy")])
+        watcher = self.watcher()
+        watcher.autorepair = autorepair
+        self.clock.advance(300)
+        report = self.successResultOf(watcher.run_pass())
+        self.assertEqual(passes, [self.master])
+        self.assertEqual(report.autorepair, {"healthy": 2, "pending": 1})
+        self.assertIn("Auto-repair: 2 healthy, 1 pending",
+                      report.texts("info"))
+        # a failing auto-repair pass is reported; the watcher's pass is done
+        watcher.autorepair = lambda client: defer.fail(
+            luxi.ConnectionClosedError("gone"))
+        report = self.successResultOf(watcher.run_pass())
+        self.assertFalse(report.failed)
+        self.assertIn("Auto-repair pass failed: ConnectionClosedError: gone",
+                      report.texts("warn"))
+        # not on other nodes
+        self.master.master = False
+        watcher.autorepair = autorepair
+        self.successResultOf(watcher.run_pass())
+        self.assertEqual(len(passes), 1)
+
     def test_a_failing_master_fails_the_pass_not_the_watcher(self):
         def broken(*args):
             return defer.fail(luxi.LuxiTimeoutError("no answer"))
@@ -790,7 +822,8 @@ class ServiceTests(WatcherTestCase):
         opts.parseOptions(["--root", self.root, "--once", "--job-age", "2h",
                            "--interval", "1m"])
         self.assertEqual((opts["once"], opts["job-age"], opts["interval"],
-                          opts["job-wait"]), (True, 7200, 60, 300))
+                          opts["job-wait"], opts["no-auto-repair"]),
+                         (True, 7200, 60, 300, False))
         for args, message in (
                 (["--interval", "0"], "--interval must be positive"),
                 (["--job-age", "soon"], "--job-age: 'soon' is not a"

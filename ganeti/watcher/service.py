@@ -73,6 +73,8 @@ class Options(usage.Options):
          " (gnt-cluster watcher pause)."],
         ["no-daemon-checks", None, "Do not check that this node's daemons"
          " answer."],
+        ["no-auto-repair", None, "Do not make an auto-repair pass on the"
+         " master (docs/autorepair.rst; harep makes one too)."],
     ]
     optParameters = [
         ["root", None, "/", "Root directory: files are under"
@@ -234,12 +236,20 @@ def makeService(options, reactor=None):
     if not options["no-daemon-checks"]:
         probes = wprobes.DaemonProbes(reactor, paths, options["bind"])
 
+    autorepair = None
+    if not options["no-auto-repair"]:
+        def autorepair(client):
+            from ganeti.watcher.autorepair import runner
+            return defer.Deferred.fromCoroutine(
+                runner.AutoRepair(client, reactor).run_once())
+
     def make_watcher():
         client = luxi.LuxiClient(reactor, paths.master_socket)
         return wwatcher.Watcher(client, paths, reactor, probes=probes,
                                 job_age=options["job-age"],
                                 job_wait=options["job-wait"],
-                                ignore_pause=options["ignore-pause"])
+                                ignore_pause=options["ignore-pause"],
+                                autorepair=autorepair)
 
     def close(watcher):
         return watcher.client.close()

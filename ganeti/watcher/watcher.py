@@ -27,6 +27,9 @@ A pass on any node:
      (its boot id changed) and whose disks should be active are activated
      again (``OP_INSTANCE_ACTIVATE_DISKS``).
 
+6. auto-repair (:mod:`ganeti.watcher.autorepair`, docs/autorepair.rst)
+   makes its pass, when the watcher is given one.
+
 Every job carries the reason ``gnt:watcher``.  An instance named by an
 unfinished job, on a node named by one, or whose lock is held or waited
 for, is left alone in this pass; the logical units check the instance's
@@ -125,6 +128,7 @@ class PassReport(object):
     paused_until = attr.ib(default=None)
     master = attr.ib(default=False)
     archived = attr.ib(default=None)      # (archived, left) or None
+    autorepair = attr.ib(default=None)    # {state: instance count} or None
     actions = attr.ib(default=attr.Factory(list))
     messages = attr.ib(default=attr.Factory(list))   # (level, text)
     failed = attr.ib(default=False)
@@ -205,12 +209,15 @@ class Watcher(object):
     """The pass logic.  ``client`` is a luxi client whose methods return
     Deferreds (:class:`ganeti.luxi.LuxiClient`); ``clock`` an IReactorTime;
     ``probes`` an object with ``check(master)`` returning (a Deferred of) a
-    list of ``(daemon, problem or None)`` (None: no probing)."""
+    list of ``(daemon, problem or None)`` (None: no probing);
+    ``autorepair(client)`` makes an auto-repair pass on the master and
+    returns (a Deferred of) its decisions (objects with a ``state``)."""
 
     def __init__(self, client, paths, clock, probes=None,
                  job_age=DEFAULT_JOB_AGE, job_wait=DEFAULT_JOB_WAIT,
-                 ignore_pause=False, time_ns=None):
+                 ignore_pause=False, time_ns=None, autorepair=None):
         self.client = client
+        self.autorepair = autorepair
         self.paths = paths
         self.clock = clock
         self.probes = probes
@@ -323,6 +330,27 @@ class Watcher(object):
             await self._group_pass(report, group["uuid"], group["name"],
                                    busy)
         await self._wait_for_jobs(report)
+        await self._autorepair(report)
+
+    async def _autorepair(self, report):
+        if self.autorepair is None:
+            return
+        try:
+            decisions = await defer.maybeDeferred(self.autorepair,
+                                                  self.client)
+        except Exception as err:
+            self._say(report, "warn", "Auto-repair pass failed: {err}",
+                      err=_describe(err))
+            return
+        counts = {}
+        for decision in decisions or ():
+            state = getattr(decision, "state", None) or "?"
+            counts[state] = counts.get(state, 0) + 1
+        report.autorepair = counts
+        if set(counts) - {"healthy"}:
+            self._say(report, "info", "Auto-repair: {summary}",
+                      summary=", ".join("%d %s" % (n, s) for (s, n)
+                                        in sorted(counts.items())))
 
     async def _archive(self, report):
         try:
