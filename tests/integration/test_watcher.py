@@ -72,7 +72,10 @@ class WatcherTests(RunningClusterTestCase, GntCommandsMixin):
             self.fail("ganeti-watcher --once did not end; see %s" % log_path)
         with open(log_path, encoding="utf-8", errors="replace") as f:
             f.seek(seen)
-            return code, f.read()
+            log = f.read()
+        # no job of the watcher fails in these tests
+        self.assertNotIn(" ended error", log)
+        return code, log
 
     def test_restart_and_user_shutdown(self):
         self.create(WEB)
@@ -82,6 +85,10 @@ class WatcherTests(RunningClusterTestCase, GntCommandsMixin):
         code, log = self.watcher(checks=True)
         self.assertEqual(code, 0, log)
         self.assertNotIn("Restarting", log)
+        # a first pass takes every node for freshly rebooted
+        for name in (WEB, DB):
+            self.assertIn("activating the disks of instance %s" % name, log)
+            self.assertIn("(activate-disks of %s) succeeded" % name, log)
         # the daemons of the master node: this cluster runs no RAPI and no
         # confd, which the watcher reports (and leaves alone)
         self.assertNotIn("daemons failed", log)
@@ -134,6 +141,23 @@ class WatcherTests(RunningClusterTestCase, GntCommandsMixin):
         self.assertNotIn("Watcher restarts", self.ok("gnt-instance", "info",
                                                      WEB))
 
+        # the master node "reboots" (in a virtual cluster: its node daemon
+        # restarts; the guests live on): its instances' disks are activated
+        master = self.vc.master
+        noded = self.nodeds[master.name]
+        noded.send_signal(signal.SIGTERM)
+        noded.wait(30)
+        self.nodeds[master.name] = self.start_noded(
+            master, "--os-search-path", ETC_OS, "--file-storage-dir",
+            self.fsd, "--file-storage-dir", self.shared)
+        code, log = self.watcher()
+        self.assertEqual(code, 0, log)
+        self.assertIn("Node %s rebooted (boot id" % master.name, log)
+        for name in (WEB, DB):        # DB: down by its user, disks active
+            self.assertIn("(activate-disks of %s) succeeded" % name, log)
+        code, log = self.watcher()
+        self.assertNotIn("activate", log)
+
         # the watcher on the other node: no master there, its node daemon
         # answers
         other = self.vc.nodes[1]
@@ -183,5 +207,3 @@ class WatcherTests(RunningClusterTestCase, GntCommandsMixin):
         self.assertEqual(code, 1, log)
         self.assertIn("The master daemon does not answer", log)
 
-
-del ETC_OS
