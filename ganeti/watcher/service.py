@@ -223,6 +223,15 @@ class WatcherService(service.Service):
         return report
 
 
+def _autorepair_pass(reactor):
+    """``autorepair(client)``: one auto-repair pass (docs/autorepair.rst)."""
+    def autorepair(client):
+        from ganeti.watcher.autorepair import runner
+        return defer.Deferred.fromCoroutine(
+            runner.AutoRepair(client, reactor).run_once())
+    return autorepair
+
+
 def _exit_with(code):
     """Make the process exit with ``code`` once twist/twistd is done."""
     atexit.register(os._exit, code)
@@ -236,12 +245,8 @@ def makeService(options, reactor=None):
     if not options["no-daemon-checks"]:
         probes = wprobes.DaemonProbes(reactor, paths, options["bind"])
 
-    autorepair = None
-    if not options["no-auto-repair"]:
-        def autorepair(client):
-            from ganeti.watcher.autorepair import runner
-            return defer.Deferred.fromCoroutine(
-                runner.AutoRepair(client, reactor).run_once())
+    autorepair = (None if options["no-auto-repair"]
+                  else _autorepair_pass(reactor))
 
     def make_watcher():
         client = luxi.LuxiClient(reactor, paths.master_socket)
