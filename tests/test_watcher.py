@@ -805,7 +805,8 @@ class ServiceTests(WatcherTestCase):
         svc = self.make_service(once=True, lock=_Lock(free=False))
         svc.startService()
         self.assertEqual(self.master.calls, [])
-        self.assertEqual(self.exit, [1])
+        self.assertEqual((self.stopped, self.exit), ([1], []))
+        self.assertTrue(svc.reports[-1].skipped)
         svc.stopService()
 
     def test_pass_lock_is_exclusive(self):

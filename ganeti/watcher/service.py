@@ -180,8 +180,9 @@ class WatcherService(service.Service):
         return None
 
     def run_once(self):
-        """One pass; Deferred of its report (None if another watcher
-        held the lock).  Never fails."""
+        """One pass; Deferred of its report (``skipped`` if another
+        watcher held the lock, None if it failed unexpectedly).  Never
+        fails."""
         d = defer.Deferred.fromCoroutine(self._pass())
         self._current = d
 
@@ -192,6 +193,13 @@ class WatcherService(service.Service):
         return d.addBoth(done)
 
     async def _pass(self):
+        report = await self._locked_pass()
+        if report is not None:
+            self.reports.append(report)
+            del self.reports[:-10]
+        return report
+
+    async def _locked_pass(self):
         if self.lock is not None:
             try:
                 taken = self.lock.acquire()
@@ -200,13 +208,14 @@ class WatcherService(service.Service):
                           path=self.lock.path, err=err.strerror or err)
                 return None
             if not taken:
+                # not a failure (as in Ganeti): the other one does the work
                 log.info("Another watcher holds {path}; skipping this pass",
                          path=self.lock.path)
-                return None
+                return wwatcher.PassReport(skipped=True)
         watcher = None
         try:
             watcher = self.make_watcher()
-            report = await watcher.run_pass()
+            return await watcher.run_pass()
         except Exception:
             log.failure("Watcher pass failed")
             return None
@@ -218,9 +227,6 @@ class WatcherService(service.Service):
                     log.failure("closing the watcher's connections failed")
             if self.lock is not None:
                 self.lock.release()
-        self.reports.append(report)
-        del self.reports[:-10]
-        return report
 
 
 def _autorepair_pass(reactor):

@@ -25,16 +25,16 @@ A pass on any node:
      the instance lock; the configuration is left as it is);
    * the disks of instances with a node that rebooted since the last pass
      (its boot id changed) and whose disks should be active are activated
-     again (``OP_INSTANCE_ACTIVATE_DISKS``).
+     again (``OP_INSTANCE_ACTIVATE_DISKS``);
 
-6. auto-repair (:mod:`ganeti.watcher.autorepair`, docs/autorepair.rst)
-   makes its pass, when the watcher is given one.
+   the pass then waits (at most ``job_wait`` seconds) for its jobs and
+   logs how they ended, and auto-repair (:mod:`ganeti.watcher.autorepair`,
+   docs/autorepair.rst) makes its pass, when the watcher is given one.
 
 Every job carries the reason ``gnt:watcher``.  An instance named by an
 unfinished job, on a node named by one, or whose lock is held or waited
 for, is left alone in this pass; the logical units check the instance's
-state again under its lock anyway.  The pass then waits (at most
-``job_wait`` seconds) for its jobs and logs how they ended.
+state again under its lock anyway.
 """
 
 import os
@@ -132,7 +132,7 @@ class PassReport(object):
     actions = attr.ib(default=attr.Factory(list))
     messages = attr.ib(default=attr.Factory(list))   # (level, text)
     failed = attr.ib(default=False)
-    locked_out = attr.ib(default=False)
+    skipped = attr.ib(default=False)      # another watcher was at work
 
     def texts(self, level=None):
         return [t for (lvl, t) in self.messages
