@@ -226,7 +226,11 @@ HVC_DEFAULTS = {
         "serial_console": True,
         "serial_speed": 38400,
         "use_chroot": False,
-        HV_KVM_USER_SHUTDOWN: False,
+        # Ganeti's default is False (its KVM needed a helper daemon to tell
+        # a poweroff from a crash; our qemu always can): a guest's own
+        # poweroff follows the user's will once the cluster enables user
+        # shutdown (docs/watcher.rst)
+        HV_KVM_USER_SHUTDOWN: True,
         "vhost_net": False,
         "vnc_bind_address": "",
         "vnc_password_file": "",

@@ -670,6 +670,52 @@ class LifeCycleTests(InstanceTestCase):
         data = self.ok({"OP_ID": "OP_INSTANCE_QUERY_DATA"})
         self.assertEqual(data["inst1.example.com"]["run_state"], "user down")
 
+    def test_kept_domain_of_a_down_instance_cleaned_up_without_recording(
+            self):
+        # what the watcher submits for an instance that should not run but
+        # whose guest powered itself off: the domain goes, the configuration
+        # stays, whatever the user-shutdown settings (off here)
+        self.ok(self.op("OP_INSTANCE_SHUTDOWN"))
+        self.rpc.domains[(NODE1, "inst1.example.com")] = "shutdown"
+        disks_before = self.inst().disks_active
+        self.rpc.calls = []
+        self.log[:] = []
+        self.ok(self.op("OP_INSTANCE_SHUTDOWN", admin_state_source="user",
+                        no_remember=True))
+        inst = self.inst()
+        self.assertEqual((inst.admin_state, inst.admin_state_source),
+                         ("down", "admin"))
+        self.assertEqual(inst.disks_active, disks_before)
+        self.assertEqual(self.rpc.procedures(),
+                         ["instance_info", "instance_cleanup"])
+        self.assertNotIn((NODE1, "inst1.example.com"), self.rpc.domains)
+        self.assertFalse(any("has no effect" in str(m) for m in self.log),
+                         self.log)
+        # (unlike "admin" with no_remember, which indeed does nothing more)
+        self.ok(self.op("OP_INSTANCE_SHUTDOWN", admin_state_source="admin",
+                        no_remember=True))
+        self.assertTrue(any("has no effect" in str(m) for m in self.log),
+                        self.log)
+
+    def test_kept_domain_cleanup_rechecks_under_the_lock(self):
+        # started meanwhile: the watcher's cleanup must not stop it
+        self.rpc.calls = []
+        err = self.fails(self.op("OP_INSTANCE_SHUTDOWN",
+                                 admin_state_source="user",
+                                 no_remember=True))
+        self.assertIn("was not shutdown by the user (the node reports it"
+                      " running)", str(err))
+        self.assertEqual(self.rpc.procedures(), ["instance_info"])
+        self.assertEqual(self.rpc.domains[(NODE1, "inst1.example.com")],
+                         "running")
+        self.assertEqual(self.inst().admin_state, "up")
+        # a crashed domain is no guest poweroff either
+        self.rpc.domains[(NODE1, "inst1.example.com")] = "crashed"
+        self.fails(self.op("OP_INSTANCE_SHUTDOWN", admin_state_source="user",
+                           no_remember=True))
+        self.assertEqual(self.rpc.domains[(NODE1, "inst1.example.com")],
+                         "crashed")
+
     def test_crashed_instance_is_not_shown_up(self):
         # The admin wants it up, the node reports a crashed domain.
         self.rpc.domains[(NODE1, "inst1.example.com")] = "crashed"

@@ -4,7 +4,7 @@ listening once started, a failed listen raised (which stops the daemon)."""
 
 import os
 
-from twisted.internet import error
+from twisted.internet import error, task
 from twisted.internet.testing import MemoryReactorClock, RaisingMemoryReactor
 from twisted.trial import unittest
 from twisted.web.server import Site
@@ -45,8 +45,8 @@ class MasterdServiceTests(unittest.TestCase):
         reactor = MemoryReactorClock()
         top = self.make(reactor)
         self.assertEqual([child.name for child in top],
-                         ["queue-lock", "config", "jobs", "luxi",
-                          "nodehealth"])
+                         ["queue-lock", "config", "watcher-pause", "jobs",
+                          "luxi", "nodehealth"])
         self.assertEqual(snapshot(self.paths.root), before)
         self.assertEqual(reactor.unixServers, [])
 
@@ -63,7 +63,7 @@ class MasterdServiceTests(unittest.TestCase):
             self.assertEqual(f.read(), "%d\n" % os.getpid())
 
         self.successResultOf(top.stopService())
-        self.assertEqual([child.running for child in top], [False] * 5)
+        self.assertEqual([child.running for child in top], [False] * 6)
         # the node checks ran on the master's clock and stopped with it
         self.assertEqual(reactor.getDelayedCalls(), [])
 
@@ -114,13 +114,24 @@ class MasterdServiceTests(unittest.TestCase):
         self.successResultOf(first.stopService())
 
     def test_socket_that_cannot_be_bound_is_raised(self):
-        reactor = RaisingMemoryReactor(listenException=error.CannotListenError(
-            None, self.paths.master_socket, OSError(98, "Address in use")))
+        reactor = _RaisingReactorClock(
+            listenException=error.CannotListenError(
+                None, self.paths.master_socket,
+                OSError(98, "Address in use")))
         top = self.make(reactor)
         err = self.assertRaises(masterd.MasterSocketError, top.startService)
         self.assertEqual(str(err), "Cannot listen on the master socket %s:"
                          " [Errno 98] Address in use"
                          % self.paths.master_socket)
+
+
+class _RaisingReactorClock(RaisingMemoryReactor, task.Clock):
+    """Refuses to listen; tells the time (the master reads its files'
+    timestamps against it at start)."""
+
+    def __init__(self, *args, **kwargs):
+        RaisingMemoryReactor.__init__(self, *args, **kwargs)
+        task.Clock.__init__(self)
 
 
 class RapiServiceTests(unittest.TestCase):

@@ -15,7 +15,11 @@ from twisted.web import client as web_client
 from twisted.web.http_headers import Headers
 
 from ganeti import crypto
+from ganeti import pathutils
 from ganeti.hypervisor import state
+from ganeti.server.noded import make_procedures
+from ganeti.server.noded import node as noded_node
+from ganeti.server.noded.procedure import INLINE
 from tests.test_crypto import cluster_cert, listen_noded, rpc_client
 from tests.test_os import ETC_OS, read_install_record
 
@@ -282,6 +286,38 @@ class NodedInProcessTests(unittest.TestCase):
         rows = (yield self.client.call("n", "storage_list", [
             "file", [], None, ["name", "allocatable"]])).payload
         self.assertIn([self.store, True], rows)
+
+    @defer.inlineCallbacks
+    def test_boot_id_of_a_virtual_node_changes_with_each_start(self):
+        # several node daemons share this kernel: the kernel's boot id
+        # alone could not tell one "rebooted" virtual node from another
+        info = (yield self.client.call("n", "node_info", [[], []])).payload
+        again = (yield self.client.call("n", "node_info", [[], []])).payload
+        self.assertEqual(info["boot_id"], again["boot_id"])
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            kernel = f.read().strip()
+        self.assertEqual(info["boot_id"],
+                         "%s/%s" % (kernel, self.procs.start_id))
+        other = make_procedures(reactor, self.root, run_blocking=INLINE)
+        self.assertNotEqual(other.start_id, self.procs.start_id)
+        # a normal node (root /) reports the kernel's
+        self.assertEqual(noded_node.boot_id(pathutils.Paths("/"), "x"),
+                         kernel)
+
+    @defer.inlineCallbacks
+    def test_watcher_pause(self):
+        path = os.path.join(self.root, "var/lib/ganeti/watcher.pause")
+        self.assertTrue((yield self.client.call(
+            "n", "set_watcher_pause", [1700000000.9])).success)
+        with open(path) as f:
+            self.assertEqual(f.read(), "1700000000\n")
+        self.assertTrue((yield self.client.call(
+            "n", "set_watcher_pause", [None])).success)
+        self.assertFalse(os.path.exists(path))
+        result = yield self.client.call("n", "set_watcher_pause", ["soon"])
+        self.assertFalse(result.success)
+        self.assertIn("until", result.fail_msg)
+        self.assertFalse(os.path.exists(path))
 
     # -- files --------------------------------------------------------------
 

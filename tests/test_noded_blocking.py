@@ -157,7 +157,7 @@ class ProcedureTableTests(unittest.TestCase):
                                run_blocking=proc_mod.INLINE)
         self.assertEqual(procs.blocking_names(),
                          ["node_demote_from_mc", "os_diagnose",
-                          "write_ssconf_files"])
+                          "set_watcher_pause", "write_ssconf_files"])
 
 
 class _LogFile(BytesIO):

@@ -609,7 +609,9 @@ class StatusTests(unittest.TestCase):
         ("sd-fake-off", "up", "admin", "fake", {}, ("p", "shutdown"), False,
          "ERROR_down"),
         ("sd-kvm", "up", "admin", "kvm", {}, ("p", "shutdown"), True,
-         "ERROR_down"),
+         "USER_down"),
+        ("sd-kvm-restart", "up", "admin", "kvm", {"user_shutdown": False},
+         ("p", "shutdown"), True, "ERROR_down"),
         ("sd-kvm-us", "up", "admin", "kvm", {"user_shutdown": True},
          ("p", "shutdown"), True, "USER_down"),
         ("sd-kvm-us-off", "up", "admin", "kvm", {"user_shutdown": True},
@@ -717,11 +719,32 @@ class StatusTests(unittest.TestCase):
                                                [RS_OFFLINE, None]])
         self.assertEqual(rows["nodedown"], [[RS_NODATA, None]] * 3)
 
+    def test_oper_hvstate_shows_kept_domains(self):
+        # what the watcher looks at to clean up a kept domain
+        store, live = self.build()
+        ctx = QueryContext(store, live=live)
+        result = self.successResultOf(ctx.query(
+            "instance", ["name", "oper_hvstate"]))
+        rows = dict((r[0][1], r[1]) for r in result["data"])
+        self.assertEqual(rows["run"], [RS_NORMAL, "running"])
+        self.assertEqual(rows["paused"], [RS_NORMAL, "paused"])
+        self.assertEqual(rows["crashed-down"], [RS_NORMAL, "crashed"])
+        self.assertEqual(rows["sd-down"], [RS_NORMAL, "shutdown"])
+        self.assertEqual(rows["sd-fake"], [RS_NORMAL, "shutdown"])
+        self.assertEqual(rows["errdown"], [RS_NORMAL, None])
+        # only the primary node's hypervisor counts
+        self.assertEqual(rows["wrongnode"], [RS_NORMAL, None])
+        self.assertEqual(rows["nodeoffline"], [RS_OFFLINE, None])
+        self.assertEqual(rows["nodedown"], [RS_NODATA, None])
+
     def test_status_functions_directly(self):
         cluster = Cluster(enabled_user_shutdown=True,
                           default_hypervisor="kvm")
         inst = Instance(name="i", primary_node="p", hypervisor="kvm",
                         admin_state="up")
+        # on by default: a poweroff follows the user's will
+        self.assertTrue(user_shutdown.allowed(cluster, inst))
+        inst.hvparams = {"user_shutdown": False}
         self.assertFalse(user_shutdown.allowed(cluster, inst))
         inst.hvparams = {"user_shutdown": True}
         self.assertTrue(user_shutdown.allowed(cluster, inst))

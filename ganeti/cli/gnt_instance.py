@@ -1037,6 +1037,20 @@ def _nic_items(nics):
     return items
 
 
+def _watcher_restarts(record):
+    """The watcher's restarts of the instance, in words (None if none)."""
+    if not isinstance(record, dict) or not record.get("attempts"):
+        return None
+    attempts = record["attempts"]
+    if record.get("gave_up") is not None:
+        return ("the watcher gave up restarting it after %d attempts (%s)"
+                % (attempts, base.format_time(record["gave_up"])))
+    last = record.get("last_attempt")
+    return ("%d attempt%s so far by the watcher%s"
+            % (attempts, "" if attempts == 1 else "s",
+               ", the last %s" % base.format_time(last) if last else ""))
+
+
 def instance_info_items(data):
     """The ``gnt-instance info`` report of one OP_INSTANCE_QUERY_DATA
     entry."""
@@ -1049,6 +1063,7 @@ def instance_info_items(data):
                                                              run_state)
     if data.get("forthcoming"):
         state += " (forthcoming)"
+    restarts = _watcher_restarts(data.get("watcher_restarts"))
     pgroup = data.get("pnode_group_name")
     nodes = [[("primary", data.get("pnode")),
               ("group", "%s (UUID %s)" % (pgroup, data.get(
@@ -1064,6 +1079,7 @@ def instance_info_items(data):
         ("Creation time", base.format_time(data.get("ctime"))),
         ("Modification time", base.format_time(data.get("mtime"))),
         ("State", state),
+    ] + ([("Watcher restarts", restarts)] if restarts else []) + [
         ("Nodes", nodes),
         ("Operating system", data.get("os")),
         ("Operating system parameters",

@@ -27,6 +27,7 @@ from ganeti.cmdlib import operating_system
 from ganeti.cmdlib import instance_params
 from ganeti.cmdlib import payloads
 from ganeti.cmdlib.base import LogicalUnit
+from ganeti.watcher import state as watcher_state
 
 ALL_NODES = "all"
 PRIMARY_NODE = "primary"
@@ -162,14 +163,23 @@ def _no_user_shutdown(cluster, instance):
 
 class LUInstanceShutdown(InstanceLU):
     """Stop an instance; with admin_state_source "user", record a shutdown
-    the guest's user did (user shutdown detection, docs/instances.rst)."""
+    the guest's user did (user shutdown detection, docs/instances.rst).
+
+    "user" with ``no_remember`` records nothing: it only cleans up the
+    domain kept after the guest powered itself off, checked under the
+    instance lock (the watcher does this for instances that should not
+    run, docs/watcher.rst), whatever the user-shutdown settings."""
     OP_ID = "OP_INSTANCE_SHUTDOWN"
 
     def check_arguments(self):
-        if self.op.no_remember and self.op.admin_state_source is not None:
+        if self.op.no_remember and \
+                self.op.admin_state_source == constants.ADMIN_SOURCE:
             self.log_warning("Parameter 'admin_state_source' has no effect if"
                              " used with parameter 'no_remember'")
         self.source = self.op.admin_state_source or constants.ADMIN_SOURCE
+        # only a recorded user shutdown depends on the settings
+        self.record_user = (self.source == constants.USER_SOURCE
+                            and not self.op.no_remember)
 
     def check_prereq(self):
         op = self.op
@@ -188,7 +198,7 @@ class LUInstanceShutdown(InstanceLU):
             checks.check_node_online(self.cfg, inst.primary_node,
                                      "cannot shut down instance %s"
                                      % inst.name)
-        if self.source == constants.USER_SOURCE and \
+        if self.record_user and \
                 not user_shutdown.allowed(self.cfg.cluster, inst):
             raise errors.OpPrereqError(
                 "admin_state_source: instance '%s' cannot be marked as shut"
@@ -206,7 +216,13 @@ class LUInstanceShutdown(InstanceLU):
         user = self.source == constants.USER_SOURCE
         if user:
             info = await node_calls.live_info(self, inst)
-            if not user_shutdown.is_user_down(cfg.cluster, inst, info):
+            if self.record_user:
+                powered_off = user_shutdown.is_user_down(cfg.cluster, inst,
+                                                         info)
+            else:
+                powered_off = (bool(info) and
+                               info.get("state") == hypervisor.SHUTDOWN)
+            if not powered_off:
                 state = info.get("state") if info else "not present"
                 raise errors.OpPrereqError(
                     "Instance '%s' was not shutdown by the user (the node"
@@ -678,4 +694,23 @@ class LUInstanceQueryData(LogicalUnit):
             "admin_state_source": inst.admin_state_source,
             "disks_active": inst.disks_active,
             "autorepair": autorepair,
+            "watcher_restarts": self._watcher_restarts(
+                inst, pgroup.uuid if pgroup else None),
         }
+
+    def _watcher_restarts(self, inst, group_uuid):
+        """What the watcher's state file on this (the master) node says of
+        its restarts of ``inst``: ``{"attempts", "last_attempt",
+        "gave_up"}`` (times in seconds, ``gave_up`` None while it still
+        tries), or None if it is not restarting it (docs/watcher.rst)."""
+        paths = self.ctx.paths
+        if paths is None or not inst.name:
+            return None
+        record = watcher_state.read_instance_record(paths, group_uuid,
+                                                    inst.name)
+        attempts = record.get(watcher_state.KEY_RESTART_COUNT, 0)
+        if not attempts:
+            return None
+        return {"attempts": attempts,
+                "last_attempt": record.get(watcher_state.KEY_RESTART_WHEN),
+                "gave_up": record.get(watcher_state.KEY_GAVE_UP)}

@@ -125,8 +125,9 @@ PARAMETERS = {
     "use_chroot": Param(False, boolean, _NOT_SUPPORTED),
     "use_guest_agent": Param(False, boolean, _NOT_SUPPORTED),
     "use_localtime": Param(False, boolean),
-    # acted on by the master (may a guest power-off be a USER_down?)
-    "user_shutdown": Param(False, boolean),
+    # acted on by the master (may a guest power-off be a USER_down?); on by
+    # default, unlike Ganeti's (constants.HVC_DEFAULTS says why)
+    "user_shutdown": Param(True, boolean),
     "vga": Param("", string),
     "vhost_net": Param(False, boolean),
     "virtio_net_queues": Param(1, integer(1, 8), _NOT_SUPPORTED),

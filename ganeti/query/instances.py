@@ -216,6 +216,23 @@ def _oper_state(run, inst):
     return where == live.WHERE_WRONGNODE
 
 
+def _oper_hvstate(run, inst):
+    """What the primary node's hypervisor says of the instance's domain,
+    kept ones included (a crashed domain counts as not running for every
+    other field)."""
+    pnode = inst.primary_node
+    if inst.forthcoming or not pnode:
+        return None
+    if run.node_offline(pnode):
+        return OFFLINE
+    if pnode in run.unreachable or pnode not in run.inst_runtime:
+        return NODATA
+    info = run.inst_runtime[pnode].get(inst.name)
+    if not isinstance(info, dict):
+        return None
+    return info.get("state")
+
+
 def _oper_value(key):
     def get(run, inst):
         where, info = _where(run, inst)
@@ -359,6 +376,11 @@ def build_fields():
         Field("oper_state", "Running", QFT_BOOL,
               "Whether the hypervisor runs the instance", _oper_state,
               needs=NEED_LIVE_INST),
+        Field("oper_hvstate", "HvState", QFT_TEXT,
+              "The state of the instance's domain on its primary node:"
+              " running, paused, shutdown (kept after the guest powered"
+              " itself off), crashed (kept after a failure), or null if the"
+              " hypervisor has none", _oper_hvstate, needs=NEED_LIVE_INST),
         Field("oper_ram", "Memory", QFT_UNIT,
               "Memory the hypervisor reports for the instance (MiB)",
               _oper_value("memory"), needs=NEED_LIVE_INST),

@@ -44,6 +44,7 @@ from ganeti.jqueue.store import JobStore
 from ganeti.query.rpclive import RpcLiveData
 from ganeti.utils.writer import OrderedWriter
 from ganeti.watcher import nodehealth
+from ganeti.watcher import pause as wpause
 
 log = Logger()
 
@@ -186,8 +187,9 @@ class MasterLuxiHandler(object):
         return [values.get(f) for f in fields]
 
     def set_watcher_pause(self, until):
-        self.master.watcher_pause = until
-        return until
+        # kept in watcher.pause (a master restart keeps it) and handed to
+        # every node's watcher
+        return self.master.pause.set(until)
 
     def query_implemented_opcodes(self):
         return sorted(self.master.processor.logical_units)
@@ -301,6 +303,38 @@ class ConfigService(_StartStep):
             lambda f: log.failure("writing the ssconf files failed", f))
 
 
+class WatcherPauseService(_StartStep):
+    """The watcher pause (``gnt-cluster watcher pause``): read back from
+    ``watcher.pause`` at start, written there by the writer on change and
+    handed to the other online nodes (docs/watcher.rst)."""
+
+    name = "watcher-pause"
+
+    def __init__(self, paths, config_service, reactor, writer):
+        self.config = config_service
+        self.pause = wpause.MasterPause(
+            wpause.pause_path(paths), reactor, write=writer.call,
+            distribute=self._distribute)
+
+    def start_step(self):
+        self.pause.load()
+
+    async def _distribute(self, until):
+        ctx = self.config.ctx
+        cfg = self.config.cfg
+        if ctx is None or ctx.rpc is None:
+            return {}
+        master = cfg.cluster.master_node
+        nodes = sorted(n.name for n in cfg.nodes.values()
+                       if not n.offline and n.uuid != master)
+        if not nodes:
+            return {}
+        results = await ctx.rpc.call_many(nodes, "set_watcher_pause",
+                                          [until], timeout=rpc.TIMEOUT_URGENT)
+        return {name: result.fail_msg or "failed"
+                for name, result in results.items() if not result.success}
+
+
 class JobQueueService(_StartStep):
     """The opcode processor and the job queue, loaded with what an unclean
     stop left (docs/jobs.rst); shut down when the daemon stops."""
@@ -380,11 +414,16 @@ class MasterService(service.MultiService):
     once the one after it has stopped (no client left when the queue shuts
     down)."""
 
-    def __init__(self, config_service, jobs):
+    def __init__(self, config_service, jobs, pause=None):
         service.MultiService.__init__(self)
         self.config = config_service
         self.jobs = jobs
-        self.watcher_pause = None
+        self.pause = pause
+
+    @property
+    def watcher_pause(self):
+        """Until when the watcher is paused (None: it is not)."""
+        return self.pause.until if self.pause is not None else None
 
     @property
     def cfg(self):
@@ -449,7 +488,8 @@ def makeService(options, reactor=None, writer=None):
         or allocators.DEFAULT_TIMEOUT)
     jobs = JobQueueService(store, config_service, reactor, writer,
                            options["max-running-jobs"])
-    top = MasterService(config_service, jobs)
+    pause = WatcherPauseService(paths, config_service, reactor, writer)
+    top = MasterService(config_service, jobs, pause.pause)
     # Started in this order, stopped the other way round: a second master
     # stops at the queue lock, before it has read or written anything;
     # the queue is loaded before the socket opens; the writer stops last,
@@ -458,6 +498,7 @@ def makeService(options, reactor=None, writer=None):
     if service.IService.providedBy(writer):
         writer.setServiceParent(top)
     config_service.setServiceParent(top)
+    pause.setServiceParent(top)
     jobs.setServiceParent(top)
     LuxiService(reactor, paths.master_socket,
                 MasterLuxiHandler(top)).setServiceParent(top)

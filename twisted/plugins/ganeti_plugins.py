@@ -25,3 +25,8 @@ ganeti_rapi = ServiceMaker(
     "ganeti-rapi", "ganeti.server.rapi",
     "Ganeti remote API daemon (RAPI v2 over HTTPS on TCP 5080)",
     "ganeti-rapi")
+
+ganeti_watcher = ServiceMaker(
+    "ganeti-watcher", "ganeti.watcher.service",
+    "Ganeti watcher (restarts crashed instances, records user shutdowns,"
+    " cleans up kept domains; --once for a timer)", "ganeti-watcher")

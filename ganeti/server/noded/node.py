@@ -10,6 +10,7 @@ from ganeti import errors
 from ganeti import ht
 from ganeti import storage
 from ganeti.backend import files
+from ganeti.watcher import pause
 from ganeti.server.noded.procedure import Arg, error_message, procedure
 
 
@@ -19,6 +20,18 @@ def _read_boot_id():
             return f.read().strip()
     except OSError:
         return None
+
+
+def boot_id(paths, start_id):
+    """What this node reports as its boot id (the watcher activates disks
+    again when it changes): the kernel's on a normal node (``--root /``).
+    In a virtual cluster several node daemons share one kernel, and
+    restarting a node's daemon is what stands for rebooting that node, so
+    the daemon's ``start_id`` (new at each start) is added."""
+    kernel = _read_boot_id()
+    if paths.root == "/":
+        return kernel
+    return "%s/%s" % (kernel, start_id) if kernel else start_id
 
 
 class _StorageUnit(ht.Type):
@@ -74,8 +87,17 @@ class NodeProcedures(object):
                               "storage_size": None, "storage_free": None,
                               "error": error_message(err)})
         hvs = await self.instances.node_info(hv_specs)
-        return {"boot_id": _read_boot_id(), "storage": units,
-                "hypervisors": hvs}
+        return {"boot_id": boot_id(self.paths, self.start_id),
+                "storage": units, "hypervisors": hvs}
+
+    @procedure(Arg("until", ht.maybe(ht.NUMBER)), blocking=True,
+               ordered=True)
+    def set_watcher_pause(self, until):
+        """Pause this node's watcher until ``until`` (seconds since the
+        epoch), or end the pause (null): the master hands every node its
+        own copy (docs/watcher.rst)."""
+        pause.write_pause(pause.pause_path(self.paths), until)
+        return True
 
     @procedure(Arg("hv", ht.NESTR), Arg("hvparams", ht.DICT))
     async def hypervisor_validate_params(self, hv, hvparams):

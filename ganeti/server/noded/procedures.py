@@ -7,6 +7,8 @@ The procedures are grouped by what they act on, one module each:
 ``ganeti.backend`` and ``ganeti.storage``.
 """
 
+import uuid
+
 from ganeti.server.noded.disks import DiskProcedures
 from ganeti.server.noded.drbd import DrbdProcedures
 from ganeti.server.noded.instances import InstanceProcedures
@@ -39,4 +41,6 @@ class NodeProcedures(_ThisNode, InstanceProcedures, DiskProcedures,
         self.storage_ctx = storage_ctx
         self.instances = instances
         self.os = os_backend
+        #: new at each start: part of a virtual node's boot id
+        self.start_id = uuid.uuid4().hex
         ProcedureTable.__init__(self, run_blocking)

@@ -1,0 +1,275 @@
+"""``ganeti-watcher``: the twistd plugin running watcher passes.
+
+``twist ganeti-watcher --root DIR [--bind ADDR]`` runs a pass every
+``--interval`` seconds (300 by default, the period Ganeti's cron job has);
+``--once`` runs one pass and exits, for a cron job or a systemd timer
+(etc/systemd/ganeti-watcher.timer), with status 1 if the pass could not be
+done.  Passes never overlap: a pass that finds another watcher's lock
+(``DIR/var/lock/ganeti-watcher.lock``, shared by every watcher process of
+the node) does nothing.
+"""
+
+import atexit
+import errno
+import fcntl
+import ipaddress
+import os
+
+from twisted.application import service
+from twisted.internet import defer, task
+from twisted.logger import Logger
+from twisted.python import usage
+
+from ganeti import luxi
+from ganeti import pathutils
+from ganeti.watcher import probes as wprobes
+from ganeti.watcher import watcher as wwatcher
+
+__all__ = ["Options", "makeService", "WatcherService", "PassLock",
+           "DEFAULT_INTERVAL", "lock_path"]
+
+log = Logger(namespace="ganeti.watcher")
+
+#: Seconds between passes (Ganeti's watcher runs from cron every 5 minutes).
+DEFAULT_INTERVAL = 300.0
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_duration(option, text):
+    """Seconds in ``text`` (a number with an optional s/m/h/d/w suffix, as
+    Ganeti's watcher accepts for ``--job-age``); UsageError naming
+    ``option`` otherwise."""
+    value = str(text).strip()
+    factor = 1
+    if value and value[-1].lower() in _UNITS:
+        factor = _UNITS[value[-1].lower()]
+        value = value[:-1]
+    try:
+        seconds = float(value) * factor
+    except ValueError:
+        raise usage.UsageError("%s: %r is not a duration (seconds, or a"
+                               " number with s, m, h, d or w)"
+                               % (option, text))
+    if seconds < 0 or seconds != seconds:
+        raise usage.UsageError("%s: %r must not be negative" % (option, text))
+    return seconds
+
+
+def lock_path(paths):
+    return os.path.join(paths.root, "var", "lock", "ganeti-watcher.lock")
+
+
+class Options(usage.Options):
+    synopsis = "[options]"
+    longdesc = ("The watcher: restarts instances that should run, records"
+                " user shutdowns, cleans up kept domains, activates disks"
+                " after node reboots and archives old jobs (docs/watcher.rst)."
+                " Runs a pass every --interval seconds, or one with --once.")
+    optFlags = [
+        ["once", None, "Run one pass and exit (for cron or a systemd"
+         " timer)."],
+        ["ignore-pause", None, "Run even while the watcher is paused"
+         " (gnt-cluster watcher pause)."],
+        ["no-daemon-checks", None, "Do not check that this node's daemons"
+         " answer."],
+        ["no-auto-repair", None, "Do not make an auto-repair pass on the"
+         " master (docs/autorepair.rst; harep makes one too)."],
+    ]
+    optParameters = [
+        ["root", None, "/", "Root directory: files are under"
+         " ROOT/var/lib/ganeti (virtual cluster mode)."],
+        ["bind", "b", "127.0.0.1", "Address this node's daemons listen on"
+         " (where their answers are checked)."],
+        ["interval", None, str(DEFAULT_INTERVAL), "Seconds between passes"
+         " (s, m, h suffixes allowed)."],
+        ["job-age", "A", str(wwatcher.DEFAULT_JOB_AGE), "Archive jobs older"
+         " than this (seconds; s, m, h, d, w suffixes allowed)."],
+        ["job-wait", None, str(wwatcher.DEFAULT_JOB_WAIT), "Seconds a pass"
+         " waits for the jobs it submitted (0: do not wait)."],
+    ]
+
+    def postOptions(self):
+        for name in ("interval", "job-age", "job-wait"):
+            self[name] = parse_duration("--" + name, self[name])
+        if self["interval"] <= 0:
+            raise usage.UsageError("--interval must be positive")
+        try:
+            ipaddress.ip_address(self["bind"])
+        except ValueError:
+            raise usage.UsageError("--bind: %r is not an IP address"
+                                   % self["bind"])
+
+
+class PassLock(object):
+    """The node's watcher lock (flock), held for one pass."""
+
+    def __init__(self, path):
+        self.path = path
+        self._fd = None
+
+    def acquire(self):
+        """True if taken; False if another watcher holds it."""
+        os.makedirs(os.path.dirname(self.path), mode=0o755, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as err:
+            os.close(fd)
+            if err.errno in (errno.EWOULDBLOCK, errno.EACCES):
+                return False
+            raise
+        self._fd = fd
+        return True
+
+    def release(self):
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+class WatcherService(service.Service):
+    """Runs passes: one then ``stop()`` (``once``), or every ``interval``
+    seconds on ``clock``.  ``make_watcher()`` gives the
+    :class:`~ganeti.watcher.watcher.Watcher` of a pass and ``close(w)``
+    is called after it; ``exit_status(code)`` is told 1 when a ``once``
+    pass failed."""
+
+    name = "watcher"
+
+    def __init__(self, make_watcher, clock, interval=DEFAULT_INTERVAL,
+                 once=False, stop=None, lock=None, close=None,
+                 exit_status=None):
+        self.make_watcher = make_watcher
+        self.clock = clock
+        self.interval = interval
+        self.once = once
+        self.stop = stop
+        self.lock = lock
+        self.close = close
+        self.exit_status = exit_status
+        self.reports = []
+        self._loop = None
+        self._current = None
+
+    def startService(self):
+        service.Service.startService(self)
+        if self.once:
+            d = self.run_once()
+            d.addBoth(self._stop_after_once)
+        else:
+            self._loop = task.LoopingCall(self.run_once)
+            self._loop.clock = self.clock
+            self._loop.start(self.interval, now=True).addErrback(
+                lambda f: log.failure("watcher loop failed", f))
+
+    def _stop_after_once(self, report):
+        if (report is None or getattr(report, "failed", True)) and \
+                self.exit_status is not None:
+            self.exit_status(1)
+        if self.stop is not None:
+            self.stop()
+
+    def stopService(self):
+        service.Service.stopService(self)
+        if self._loop is not None and self._loop.running:
+            self._loop.stop()
+        if self._current is not None:
+            # let the pass end: its jobs are submitted, its state saved
+            return self._current
+        return None
+
+    def run_once(self):
+        """One pass; Deferred of its report (``skipped`` if another
+        watcher held the lock, None if it failed unexpectedly).  Never
+        fails."""
+        d = defer.Deferred.fromCoroutine(self._pass())
+        self._current = d
+
+        def done(result):
+            if self._current is d:
+                self._current = None
+            return result
+        return d.addBoth(done)
+
+    async def _pass(self):
+        report = await self._locked_pass()
+        if report is not None:
+            self.reports.append(report)
+            del self.reports[:-10]
+        return report
+
+    async def _locked_pass(self):
+        if self.lock is not None:
+            try:
+                taken = self.lock.acquire()
+            except OSError as err:
+                log.error("Cannot take the watcher lock {path}: {err}",
+                          path=self.lock.path, err=err.strerror or err)
+                return None
+            if not taken:
+                # not a failure (as in Ganeti): the other one does the work
+                log.info("Another watcher holds {path}; skipping this pass",
+                         path=self.lock.path)
+                return wwatcher.PassReport(skipped=True)
+        watcher = None
+        try:
+            watcher = self.make_watcher()
+            return await watcher.run_pass()
+        except Exception:
+            log.failure("Watcher pass failed")
+            return None
+        finally:
+            if watcher is not None and self.close is not None:
+                try:
+                    await defer.maybeDeferred(self.close, watcher)
+                except Exception:
+                    log.failure("closing the watcher's connections failed")
+            if self.lock is not None:
+                self.lock.release()
+
+
+def _autorepair_pass(reactor):
+    """``autorepair(client)``: one auto-repair pass (docs/autorepair.rst)."""
+    def autorepair(client):
+        from ganeti.watcher.autorepair import runner
+        return defer.Deferred.fromCoroutine(
+            runner.AutoRepair(client, reactor).run_once())
+    return autorepair
+
+
+def _exit_with(code):
+    """Make the process exit with ``code`` once twist/twistd is done."""
+    atexit.register(os._exit, code)
+
+
+def makeService(options, reactor=None):
+    if reactor is None:
+        from twisted.internet import reactor
+    paths = pathutils.Paths(options["root"])
+    probes = None
+    if not options["no-daemon-checks"]:
+        probes = wprobes.DaemonProbes(reactor, paths, options["bind"])
+
+    autorepair = (None if options["no-auto-repair"]
+                  else _autorepair_pass(reactor))
+
+    def make_watcher():
+        client = luxi.LuxiClient(reactor, paths.master_socket)
+        return wwatcher.Watcher(client, paths, reactor, probes=probes,
+                                job_age=options["job-age"],
+                                job_wait=options["job-wait"],
+                                ignore_pause=options["ignore-pause"],
+                                autorepair=autorepair)
+
+    def close(watcher):
+        return watcher.client.close()
+
+    def stop():
+        # a pass with nothing to do (paused) ends before the reactor runs
+        reactor.callWhenRunning(reactor.stop)
+
+    return WatcherService(make_watcher, reactor, interval=options["interval"],
+                          once=options["once"], stop=stop,
+                          lock=PassLock(lock_path(paths)), close=close,
+                          exit_status=_exit_with)

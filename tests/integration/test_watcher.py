@@ -1,0 +1,209 @@
+"""``ganeti-watcher --once`` as a real process on a virtual cluster.
+
+Two nodes (node daemons, the master daemon), the fake hypervisor, the
+busybox OS and file disks.  An instance whose guest died is started again
+by the watcher; one whose guest powered itself off is recorded as shut
+down by its user (``ADMIN_down``, source ``user``); the watcher on the
+other node honours the pause and checks its node only; the pause survives
+a restart of the master daemon.
+"""
+
+import os
+import signal
+import subprocess
+
+from ganeti.hypervisor import state
+
+from tests.integration.daemons import (ETC_OS, GntCommandsMixin,
+                                       RunningClusterTestCase, wait_for)
+
+WEB = "web1.example.com"
+DB = "db1.example.com"
+
+
+class WatcherTests(RunningClusterTestCase, GntCommandsMixin):
+
+    NODES = 2
+    BASE_PREFIX = "gnt-w-"
+    timeout = 300
+
+    def setUp(self):
+        RunningClusterTestCase.setUp(self)
+        self.gnt_root = self.vc.master.root
+
+    def create(self, name):
+        self.run_job({"OP_ID": "OP_INSTANCE_CREATE", "instance_name": name,
+                      "mode": "create", "disk_template": "file",
+                      "disks": [{"size": 1024}], "nics": [{}],
+                      "os_type": "busybox+default",
+                      "pnode": self.vc.master.name,
+                      "beparams": {"memory": 128}, "name_check": False,
+                      "ip_check": False})
+
+    def guest_pid(self, name):
+        rt = state.RuntimeDir(self.vc.master.root, "fake")
+        return state.read_pid_file(rt.pid_path(name))
+
+    def instance(self, name):
+        fields = ["status", "admin_state", "admin_state_source",
+                  "oper_hvstate"]
+        result = self.client.call("Query", "instance", fields,
+                                  ["==", "name", name])
+        (row,) = result["data"]
+        return dict(zip(fields, (cell[1] for cell in row)))
+
+    def watcher(self, node=None, *args, checks=False):
+        """Run ``ganeti-watcher --once`` on ``node`` (the master), checking
+        its daemons if ``checks``; its exit status and what it logged this
+        time."""
+        if not checks:
+            # a confd that does not run takes the probe's whole timeout
+            args += ("--no-daemon-checks",)
+        node = node or self.vc.master
+        log_path = os.path.join(node.paths.log_dir, "ganeti-watcher.log")
+        seen = os.path.getsize(log_path) if os.path.exists(log_path) else 0
+        proc = self.vc.start("watcher-%s" % node.name, self.vc.twistd_command(
+            "ganeti-watcher", node, "--once", "--job-wait", "120", *args))
+        try:
+            code = proc.wait(180)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            self.fail("ganeti-watcher --once did not end; see %s" % log_path)
+        with open(log_path, encoding="utf-8", errors="replace") as f:
+            f.seek(seen)
+            log = f.read()
+        # no job of the watcher fails in these tests
+        self.assertNotIn(" ended error", log)
+        return code, log
+
+    def test_restart_and_user_shutdown(self):
+        self.create(WEB)
+        self.create(DB)
+        self.run_job({"OP_ID": "OP_CLUSTER_SET_PARAMS",
+                      "enabled_user_shutdown": True})
+        code, log = self.watcher(checks=True)
+        self.assertEqual(code, 0, log)
+        self.assertNotIn("Restarting", log)
+        # a first pass takes every node for freshly rebooted
+        for name in (WEB, DB):
+            self.assertIn("activating the disks of instance %s" % name, log)
+            self.assertIn("(activate-disks of %s) succeeded" % name, log)
+        # the daemons of the master node: this cluster runs no RAPI and no
+        # confd, which the watcher reports (and leaves alone)
+        self.assertNotIn("daemons failed", log)
+        self.assertNotIn("ganeti-noded does not answer", log)
+        self.assertIn("ganeti-rapi does not answer: https://%s:5080/version"
+                      % self.vc.master.ip, log)
+        self.assertIn("ganeti-confd does not answer", log)
+
+        # the guest of web1 dies: ERROR_down; the watcher starts it again
+        old_pid = self.guest_pid(WEB)
+        os.kill(old_pid, signal.SIGKILL)
+        wait_for("crash seen", lambda: self.instance(WEB)["status"]
+                 == "ERROR_down")
+        # the user of db1 powers it off from inside: USER_down, still up
+        os.kill(self.guest_pid(DB), signal.SIGUSR1)
+        wait_for("poweroff seen", lambda: self.instance(DB)["status"]
+                 == "USER_down")
+        self.assertEqual(self.instance(DB)["admin_state"], "up")
+
+        code, log = self.watcher()
+        self.assertEqual(code, 0, log)
+        self.assertIn("Restarting instance %s (attempt #1)" % WEB, log)
+        self.assertIn("Instance %s was shut down by its user; recording it"
+                      " as down" % DB, log)
+        self.assertIn("(restart of %s) succeeded" % WEB, log)
+        self.assertIn("(user-shutdown of %s) succeeded" % DB, log)
+        web = self.instance(WEB)
+        self.assertEqual((web["status"], web["oper_hvstate"]),
+                         ("running", "running"))
+        self.assertNotEqual(self.guest_pid(WEB), old_pid)
+        db = self.instance(DB)
+        self.assertEqual((db["status"], db["admin_state"],
+                          db["admin_state_source"], db["oper_hvstate"]),
+                         ("USER_down", "down", "user", None))
+        # the watcher's jobs say who submitted them
+        jobs = self.client.call("QueryJobs", None, ["ops"])
+        sources = [op["reason"][0][0] for (ops,) in jobs for op in ops
+                   if op["OP_ID"] in ("OP_INSTANCE_STARTUP",
+                                      "OP_INSTANCE_SHUTDOWN")
+                   and op.get("reason")]
+        self.assertEqual(sources, ["gnt:watcher", "gnt:watcher"])
+        out = self.ok("gnt-instance", "info", WEB)
+        self.assertIn("Watcher restarts: 1 attempt so far by the watcher",
+                      out)
+
+        # running again: the next pass resets the counter
+        code, log = self.watcher()
+        self.assertIn("Instance %s runs again; its restart counter is reset"
+                      % WEB, log)
+        self.assertNotIn("Watcher restarts", self.ok("gnt-instance", "info",
+                                                     WEB))
+
+        # the master node "reboots" (in a virtual cluster: its node daemon
+        # restarts; the guests live on): its instances' disks are activated
+        master = self.vc.master
+        noded = self.nodeds[master.name]
+        noded.send_signal(signal.SIGTERM)
+        noded.wait(30)
+        self.nodeds[master.name] = self.start_noded(
+            master, "--os-search-path", ETC_OS, "--file-storage-dir",
+            self.fsd, "--file-storage-dir", self.shared)
+        code, log = self.watcher()
+        self.assertEqual(code, 0, log)
+        self.assertIn("Node %s rebooted (boot id" % master.name, log)
+        for name in (WEB, DB):        # DB: down by its user, disks active
+            self.assertIn("(activate-disks of %s) succeeded" % name, log)
+        code, log = self.watcher()
+        self.assertNotIn("activate", log)
+
+        # the watcher on the other node: no master there, its node daemon
+        # answers
+        other = self.vc.nodes[1]
+        code, log = self.watcher(other, checks=True)
+        self.assertEqual(code, 0, log)
+        self.assertNotIn("daemons failed", log)
+        self.assertNotIn("does not answer", log)
+        self.assertNotIn("Restarting", log)
+
+    def test_pause_survives_a_master_restart(self):
+        self.create(WEB)
+        out = self.ok("gnt-cluster", "watcher", "pause", "1h")
+        self.assertIn("The watcher is paused until", out)
+        # every node has its own copy
+        for node in self.vc.nodes:
+            path = os.path.join(node.paths.data_dir, "watcher.pause")
+            self.assertTrue(os.path.exists(path), node.name)
+
+        self.masterd.send_signal(signal.SIGTERM)
+        self.masterd.wait(30)
+        self.start_master()
+        self.assertIn("The watcher is paused until",
+                      self.ok("gnt-cluster", "watcher", "info"))
+
+        os.kill(self.guest_pid(WEB), signal.SIGKILL)
+        wait_for("crash seen", lambda: self.instance(WEB)["status"]
+                 == "ERROR_down")
+        for node in self.vc.nodes:
+            code, log = self.watcher(node)
+            self.assertEqual(code, 0, log)
+            self.assertIn("The watcher is paused until", log)
+        self.assertEqual(self.instance(WEB)["status"], "ERROR_down")
+
+        self.ok("gnt-cluster", "watcher", "continue")
+        for node in self.vc.nodes:
+            path = os.path.join(node.paths.data_dir, "watcher.pause")
+            self.assertFalse(os.path.exists(path), node.name)
+        code, log = self.watcher()
+        self.assertEqual(code, 0, log)
+        self.assertEqual(self.instance(WEB)["status"], "running")
+
+    def test_no_master_daemon_fails_a_once_pass_on_the_master(self):
+        # (its socket is there but nobody answers: the pass cannot be done)
+        self.masterd.send_signal(signal.SIGKILL)
+        self.masterd.wait(30)
+        code, log = self.watcher()
+        self.assertEqual(code, 1, log)
+        self.assertIn("The master daemon does not answer", log)
+
