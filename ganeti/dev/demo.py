@@ -49,6 +49,9 @@ DAEMONS = [
      ["--port", str(constants.DEFAULT_CONFD_PORT)],
      ("udp", constants.DEFAULT_CONFD_PORT)),
     ("ganeti-rapi", "master", [], ("tcp", constants.DEFAULT_RAPI_PORT)),
+    # a pass every 15 s: restarts, user shutdowns, and on the master
+    # auto-repair (no port: "up" is still running after a moment)
+    ("ganeti-watcher", "all", ["--interval", "15"], ("process", None)),
 ]
 
 
