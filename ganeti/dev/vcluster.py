@@ -11,6 +11,7 @@ node, so two clusters on one machine need addresses of their own.
 
 import ipaddress
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -122,6 +123,23 @@ class VirtualCluster(object):
     @property
     def master(self):
         return self.nodes[0]
+
+    def install_oob(self, name="virtual-power"):
+        """Write the virtual cluster's out-of-band program (``python -m
+        ganeti.dev.oob``: powering a node off kills its processes) into
+        the master's out-of-band directory; returns its path, for the
+        ``oob_program`` node parameter."""
+        directory = self.master.paths.oob_dir
+        os.makedirs(directory, exist_ok=True)
+        path = os.path.join(directory, name)
+        with open(path, "w") as f:
+            f.write("#!/bin/sh\n"
+                    "PYTHONPATH=%s exec %s -m ganeti.dev.oob --base %s"
+                    ' "$@"\n' % (shlex.quote(dev.CHECKOUT_DIR),
+                                 shlex.quote(sys.executable),
+                                 shlex.quote(self.base)))
+        os.chmod(path, 0o755)
+        return path
 
     def _lay_out(self, hypervisors, **cluster_params):
         """Every node's root, empty, and the master's config.data, HMAC key
