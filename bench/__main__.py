@@ -16,6 +16,7 @@ BENCHMARKS = {
     "noded": "bench.noded",
     "htools": "bench.htools",
     "htools_alloc": "bench.htools_alloc",
+    "failover": "bench.failover",
 }
 
 
