@@ -157,6 +157,33 @@ class RunnerTests(unittest.TestCase):
         [(_, ops)] = m.repair_jobs()
         self.assertEqual(ops, ["OP_INSTANCE_FAILOVER"])
 
+    def test_repair_budget_per_node_group(self):
+        m = self.master
+        for i in range(3):
+            m.add_instance("web%d" % i, tags=[P + "failover"])
+        m.nodes["n1"]["offline"] = True
+        self.run_pass(max_parallel=2)
+        first = m.repair_jobs()
+        self.assertEqual(len(first), 2)
+        # the third waits while two run; their next steps may still go
+        self.run_pass()
+        self.assertEqual(len(m.repair_jobs()), 2)
+        m.finish(first[0][0])
+        repaired = next(n for n, v in m.instances.items()
+                        if any(":%d" % first[0][0] in t for t in v["tags"]))
+        m.instances[repaired].update(pnode="n2", snodes=["n3"])
+        self.run_pass()
+        self.assertEqual(len(m.repair_jobs()), 3)
+        # 0: no limit
+        m2 = FakeMaster()
+        for i in range(5):
+            m2.add_instance("db%d" % i, tags=[P + "failover"])
+        m2.nodes["n1"]["offline"] = True
+        ar = runner.AutoRepair(m2, self.clock, max_parallel=0,
+                               wallclock=lambda: NOW)
+        self.successResultOf(defer.Deferred.fromCoroutine(ar.run_once()))
+        self.assertEqual(len(m2.repair_jobs()), 5)
+
     def test_failed_job_records_failure_and_stops(self):
         m = self.master
         m.add_instance("web1", tags=[P + "failover"])

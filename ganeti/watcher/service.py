@@ -21,6 +21,7 @@ from twisted.logger import Logger
 from twisted.python import usage
 
 from ganeti import luxi
+from ganeti.watcher.autorepair.runner import DEFAULT_MAX_PARALLEL
 from ganeti import pathutils
 from ganeti.watcher import probes as wprobes
 from ganeti.watcher import watcher as wwatcher
@@ -87,9 +88,22 @@ class Options(usage.Options):
          " than this (seconds; s, m, h, d, w suffixes allowed)."],
         ["job-wait", None, str(wwatcher.DEFAULT_JOB_WAIT), "Seconds a pass"
          " waits for the jobs it submitted (0: do not wait)."],
+        ["max-parallel-repairs", None, None, "Auto-repair: repairs running"
+         " at once per node group (0: no limit; default %d)."
+         % DEFAULT_MAX_PARALLEL],
     ]
 
     def postOptions(self):
+        value = self["max-parallel-repairs"]
+        try:
+            value = DEFAULT_MAX_PARALLEL if value is None else int(value)
+        except ValueError:
+            value = -1
+        if value < 0:
+            raise usage.UsageError("--max-parallel-repairs: %r is not a"
+                                   " number of repairs (0: no limit)"
+                                   % self["max-parallel-repairs"])
+        self["max-parallel-repairs"] = value
         for name in ("interval", "job-age", "job-wait"):
             self[name] = parse_duration("--" + name, self[name])
         if self["interval"] <= 0:
@@ -229,12 +243,13 @@ class WatcherService(service.Service):
                 self.lock.release()
 
 
-def _autorepair_pass(reactor):
+def _autorepair_pass(reactor, max_parallel):
     """``autorepair(client)``: one auto-repair pass (docs/autorepair.rst)."""
     def autorepair(client):
         from ganeti.watcher.autorepair import runner
         return defer.Deferred.fromCoroutine(
-            runner.AutoRepair(client, reactor).run_once())
+            runner.AutoRepair(client, reactor,
+                              max_parallel=max_parallel).run_once())
     return autorepair
 
 
@@ -252,7 +267,8 @@ def makeService(options, reactor=None):
         probes = wprobes.DaemonProbes(reactor, paths, options["bind"])
 
     autorepair = (None if options["no-auto-repair"]
-                  else _autorepair_pass(reactor))
+                  else _autorepair_pass(reactor,
+                                        options["max-parallel-repairs"]))
 
     def make_watcher():
         client = luxi.LuxiClient(reactor, paths.master_socket)

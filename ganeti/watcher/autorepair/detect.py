@@ -46,6 +46,8 @@ class Instance:
     admin_up: bool = True
     tags: tuple = ()
     group_tags: tuple = ()
+    #: the uuid of its primary node's group (for the repair budget)
+    group: str = None
 
 
 @attrs.frozen

@@ -36,6 +36,11 @@ def build_parser():
                         " much (an OP_TEST_DELAY first in the job)")
     p.add_argument("--dry-run", action="store_true",
                    help="only show what would be done")
+    p.add_argument("--max-parallel", type=int,
+                   default=runner.DEFAULT_MAX_PARALLEL, metavar="N",
+                   help="repairs running at once per node group; a new"
+                        " one waits beyond it (0: no limit; default"
+                        " %(default)s)")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="also log each step as it is taken")
     p.add_argument("--version", action="version", version=VERSION)
@@ -71,7 +76,8 @@ async def _run(reactor, opts, out):
     try:
         ar = runner.AutoRepair(client, reactor, dry_run=opts.dry_run,
                                job_delay=opts.job_delay,
-                               reason_source="gnt:client:harep")
+                               reason_source="gnt:client:harep",
+                               max_parallel=opts.max_parallel)
         decisions = await ar.run_once()
     finally:
         client.close()
@@ -84,6 +90,9 @@ def main(argv=None, out=None, err=None):
     opts = build_parser().parse_args(argv)
     if opts.job_delay < 0:
         err.write("Error: --job-delay must not be negative\n")
+        return 2
+    if opts.max_parallel < 0:
+        err.write("Error: --max-parallel must not be negative\n")
         return 2
     if opts.verbose:
         globalLogBeginner.beginLoggingTo([textFileLogObserver(err)],

@@ -23,6 +23,8 @@ from ganeti.jqueue import model as JQ
 from ganeti.watcher.autorepair import detect, engine, tags as T
 
 COMMENT = "automated repairs by harep"
+#: repairs running at once per node group
+DEFAULT_MAX_PARALLEL = 4
 
 _INSTANCE_FIELDS = ["name", "disk_template", "pnode", "snodes",
                     "admin_state", "tags", "pnode.group.uuid"]
@@ -73,7 +75,8 @@ class AutoRepair:
 
     def __init__(self, client, clock, dry_run=False, job_delay=0.0,
                  reason_source="gnt:watcher", iallocator=None,
-                 retry_interval=300.0, poll=0.5, wallclock=time.time):
+                 retry_interval=300.0, poll=0.5, wallclock=time.time,
+                 max_parallel=DEFAULT_MAX_PARALLEL):
         self.client = client
         self.clock = clock
         self.dry_run = dry_run
@@ -83,6 +86,9 @@ class AutoRepair:
         self.retry_interval = retry_interval
         self.poll = poll
         self.wallclock = wallclock
+        #: repairs with unfinished jobs at once per node group (0: no
+        #: limit); a new repair waits for a later pass beyond it
+        self.max_parallel = max_parallel
 
     async def _call(self, method, *args):
         return await self.client.call(method, *args)
@@ -107,7 +113,7 @@ class AutoRepair:
                 luxi.REQ_QUERY, "instance", _INSTANCE_FIELDS, None)):
             insts.append(detect.Instance(
                 name, dt, pnode, tuple(snodes or ()), admin == "up",
-                tuple(tags or ()), tuple(groups.get(guuid, ()))))
+                tuple(tags or ()), tuple(groups.get(guuid, ())), guuid))
         busy = []
         for row in await c(luxi.REQ_QUERY_JOBS, None,
                            ["id", "status", "summary"]):
@@ -145,6 +151,7 @@ class AutoRepair:
                               lambda: str(uuid.uuid4()), ialloc,
                               self.retry_interval)
             decisions.append(d)
+        running = self._running_repairs(insts, jobs)
         expired = set()
         for inst, d in zip(insts, decisions):
             for bad in d.malformed:
@@ -159,6 +166,17 @@ class AutoRepair:
                               " job {jobs} runs", inst=inst.name,
                               state=d.state, jobs=other)
                 continue
+            if d.step is not None and d.replaces is None and \
+                    self.max_parallel and \
+                    running.get(inst.group, 0) >= self.max_parallel:
+                # a new repair, over the group's budget: a later pass
+                self.log.info("Instance {inst}: {state}; waits, {n} repairs"
+                              " already run in its node group",
+                              inst=inst.name, state=d.state,
+                              n=running.get(inst.group, 0))
+                continue
+            if d.step is not None and d.replaces is None:
+                running[inst.group] = running.get(inst.group, 0) + 1
             if d.state != engine.HEALTHY or d.add_tags or d.remove_tags:
                 self.log.info("Instance {inst}: {state}: {msg}",
                               inst=inst.name, state=d.state, msg=d.message)
@@ -167,6 +185,18 @@ class AutoRepair:
         if expired and not self.dry_run:
             await self._remove_expired(insts, expired)
         return decisions
+
+    @staticmethod
+    def _running_repairs(insts, jobs):
+        """Per node group, the pending repairs with an unfinished job."""
+        running = {}
+        for inst in insts:
+            pending = T.instance_tags(inst.tags)[0]
+            if any(jobs.get(j) is not None and
+                   jobs[j].status not in JQ.FINALIZED
+                   for p in pending for j in p.jobs):
+                running[inst.group] = running.get(inst.group, 0) + 1
+        return running
 
     @staticmethod
     def _foreign_jobs(inst, d, busy):
