@@ -842,3 +842,72 @@ class ServiceTests(WatcherTestCase):
             with self.assertRaises(wservice.usage.UsageError) as ctx:
                 opts.parseOptions(args)
             self.assertIn(message, str(ctx.exception))
+
+
+class RepairLoopTests(ClockTestCase):
+    """On the master, auto-repair passes every few seconds between the
+    watcher's full passes: never while paused, off the master, or while
+    another pass holds the watcher lock."""
+
+    def setUp(self):
+        ClockTestCase.setUp(self)
+        self.paths = pathutils.Paths(self.mktemp())
+        self.paths.ensure_dirs()
+        self.calls = []
+        self.clients = []
+
+        def autorepair(client):
+            self.calls.append(client)
+            return defer.succeed([])
+
+        class Client(object):
+            def close(client):
+                self.clients.append(client)
+        self.loop = wservice.RepairLoop(
+            autorepair, self.paths, self.clock, 5,
+            wservice.PassLock(wservice.lock_path(self.paths)),
+            make_client=Client, now=lambda: 1000.0)
+        self.loop.startService()
+        self.addCleanup(self.loop.stopService)
+
+    def master_socket(self):
+        with open(self.paths.master_socket, "w"):
+            pass
+
+    def test_passes_every_interval_on_the_master_only(self):
+        self.clock.advance(5)
+        self.assertEqual(self.calls, [])        # no master socket here
+        self.master_socket()
+        self.clock.advance(5)
+        self.clock.advance(5)
+        self.assertEqual(len(self.calls), 2)
+        self.assertEqual(len(self.clients), 2)  # each client closed
+
+    def test_not_while_paused_or_while_a_pass_holds_the_lock(self):
+        self.master_socket()
+        wpause.write_pause(wpause.pause_path(self.paths), 2000)
+        self.clock.advance(5)
+        self.assertEqual(self.calls, [])
+        wpause.write_pause(wpause.pause_path(self.paths), None)
+        other = wservice.PassLock(wservice.lock_path(self.paths))
+        self.assertTrue(other.acquire())
+        self.clock.advance(5)
+        self.assertEqual(self.calls, [])
+        other.release()
+        self.clock.advance(5)
+        self.assertEqual(len(self.calls), 1)
+
+    def test_service_tree_and_option(self):
+        opts = wservice.Options()
+        opts.parseOptions(["--root", self.paths.root])
+        self.assertEqual(opts["auto-repair-interval"], 5)
+        top = wservice.makeService(opts, reactor=self.clock)
+        self.assertEqual(sorted(s.name for s in top),
+                         ["auto-repair", "watcher"])
+        for args in (["--once"], ["--no-auto-repair"],
+                     ["--auto-repair-interval", "0"]):
+            opts = wservice.Options()
+            opts.parseOptions(["--root", self.paths.root] + args)
+            self.assertIsInstance(wservice.makeService(opts,
+                                                       reactor=self.clock),
+                                  wservice.WatcherService, args)

@@ -88,6 +88,9 @@ class Options(usage.Options):
          " than this (seconds; s, m, h, d, w suffixes allowed)."],
         ["job-wait", None, str(wwatcher.DEFAULT_JOB_WAIT), "Seconds a pass"
          " waits for the jobs it submitted (0: do not wait)."],
+        ["auto-repair-interval", None, "5", "On the master, an auto-repair"
+         " pass every this many seconds between full passes (0: only with"
+         " them)."],
         ["max-parallel-repairs", None, None, "Auto-repair: repairs running"
          " at once per node group (0: no limit; default %d)."
          % DEFAULT_MAX_PARALLEL],
@@ -104,7 +107,8 @@ class Options(usage.Options):
                                    " number of repairs (0: no limit)"
                                    % self["max-parallel-repairs"])
         self["max-parallel-repairs"] = value
-        for name in ("interval", "job-age", "job-wait"):
+        for name in ("interval", "job-age", "job-wait",
+                     "auto-repair-interval"):
             self[name] = parse_duration("--" + name, self[name])
         if self["interval"] <= 0:
             raise usage.UsageError("--interval must be positive")
@@ -243,6 +247,76 @@ class WatcherService(service.Service):
                 self.lock.release()
 
 
+class RepairLoop(service.Service):
+    """On the master, an auto-repair pass every ``interval`` seconds
+    between the watcher's full passes, so that repairs follow job ends
+    and node state changes within seconds.  A pass is skipped while the
+    watcher is paused, while this node has no master socket (it is not
+    the master) and while another pass holds the watcher lock (a full
+    pass, or another watcher): two passes never decide at once."""
+
+    name = "auto-repair"
+
+    def __init__(self, autorepair, paths, clock, interval, lock,
+                 ignore_pause=False, make_client=None, now=None):
+        self.autorepair = autorepair
+        self.paths = paths
+        self.clock = clock
+        self.interval = interval
+        self.lock = lock
+        self.ignore_pause = ignore_pause
+        self.make_client = make_client or (
+            lambda: luxi.LuxiClient(clock, paths.master_socket))
+        self.now = now or clock.seconds
+        self.passes = 0
+        self._loop = None
+
+    def startService(self):
+        service.Service.startService(self)
+        self._loop = task.LoopingCall(self.run_once)
+        self._loop.clock = self.clock
+        self._loop.start(self.interval, now=False).addErrback(
+            lambda f: log.failure("auto-repair loop failed", f))
+
+    def stopService(self):
+        service.Service.stopService(self)
+        if self._loop is not None and self._loop.running:
+            self._loop.stop()
+
+    def run_once(self):
+        return defer.Deferred.fromCoroutine(self._run())
+
+    async def _run(self):
+        if not os.path.exists(self.paths.master_socket):
+            return None
+        if not self.ignore_pause:
+            from ganeti.watcher import pause as wpause
+            until, _ = wpause.read_pause(wpause.pause_path(self.paths),
+                                         self.now())
+            if until is not None:
+                return None
+        try:
+            if not self.lock.acquire():
+                return None
+        except OSError as err:
+            log.error("Cannot take the watcher lock {path}: {err}",
+                      path=self.lock.path, err=err.strerror or err)
+            return None
+        client = self.make_client()
+        try:
+            self.passes += 1
+            return await defer.maybeDeferred(self.autorepair, client)
+        except Exception as err:
+            log.warn("Auto-repair pass failed: {err}", err=err)
+            return None
+        finally:
+            self.lock.release()
+            try:
+                await defer.maybeDeferred(client.close)
+            except Exception:
+                pass
+
+
 def _autorepair_pass(reactor, max_parallel):
     """``autorepair(client)``: one auto-repair pass (docs/autorepair.rst)."""
     def autorepair(client):
@@ -285,7 +359,16 @@ def makeService(options, reactor=None):
         # a pass with nothing to do (paused) ends before the reactor runs
         reactor.callWhenRunning(reactor.stop)
 
-    return WatcherService(make_watcher, reactor, interval=options["interval"],
-                          once=options["once"], stop=stop,
-                          lock=PassLock(lock_path(paths)), close=close,
-                          exit_status=_exit_with)
+    watcher = WatcherService(make_watcher, reactor,
+                             interval=options["interval"],
+                             once=options["once"], stop=stop,
+                             lock=PassLock(lock_path(paths)), close=close,
+                             exit_status=_exit_with)
+    fast = options["auto-repair-interval"]
+    if autorepair is None or options["once"] or not fast:
+        return watcher
+    top = service.MultiService()
+    watcher.setServiceParent(top)
+    RepairLoop(autorepair, paths, reactor, fast, PassLock(lock_path(paths)),
+               ignore_pause=options["ignore-pause"]).setServiceParent(top)
+    return top
