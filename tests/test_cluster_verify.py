@@ -299,6 +299,20 @@ class GroupVerifyTests(VerifyTestCase):
         self.assertIn("* Skipping offline node %s" % NODE2, self.log)
         self.assertNotIn(NODE2, [c[0] for c in self.rpc.calls])
 
+    def test_auto_repair_findings_are_warnings(self):
+        tag = "ganeti:watcher:autorepair:"
+        self.ok({"OP_ID": "OP_TAGS_SET", "kind": "instance", "name": INST,
+                 "tags": [tag + "pending:failover:x:tomorrow:",
+                          tag + "result:failover:r1:1700000000:failure:7"]})
+        result, findings = self.verify_group()
+        self.assertTrue(result)
+        self.assertEqual(sorted(findings), sorted([
+            "  - WARNING: instance %s: auto-repair failed (failover); it does"
+            " nothing more until its failure result tag is removed" % INST,
+            "  - WARNING: instance %s: ignoring malformed auto-repair tag"
+            " %spending:failover:x:tomorrow:: start 'tomorrow' is not a unix"
+            " time" % (INST, tag)]))
+
     def test_debug_simulate_errors(self):
         result, findings = self.verify_group(debug_simulate_errors=True)
         self.assertFalse(result)

@@ -776,6 +776,26 @@ _query_implemented_opcodes = FakeHandler.query_implemented_opcodes
 
 # --- Generic queries ---------------------------------------------------------
 
+class AutoRepairTests(RapiTestCase):
+
+    @defer.inlineCallbacks
+    def test_repair_states(self):
+        self.cfg.add_tags("instance", I1,
+                          ["ganeti:watcher:autorepair:failover"])
+        value = yield self.ok("GET", "/2/autorepair", auth=READER)
+        names = sorted(v["name"] for v in value)
+        self.assertIn(I1, names)
+        one = next(v for v in value if v["name"] == I1)
+        self.assertEqual((one["state"], one["policy"], one["allowed"],
+                          one["source"]),
+                         ("healthy", "enabled", "failover", "instance"))
+        value = yield self.ok("GET", "/2/instances/%s/autorepair" % I1,
+                              auth=READER)
+        self.assertEqual((value["name"], value["state"]), (I1, "healthy"))
+        yield self.error(404, "GET", "/2/instances/nosuch/autorepair",
+                         auth=READER)
+
+
 class QueryTests(RapiTestCase):
 
     @defer.inlineCallbacks

@@ -442,6 +442,35 @@ class LUClusterVerifyGroup(LogicalUnit):
                           "" if state in hypervisor.LIVE_STATES or not state
                           else " (kept, %s)" % state)
 
+    def _verify_autorepair(self, rep, inst):
+        """What auto-repair thinks of the instance, where a person should
+        look: a failed repair, a repair that waits for fencing, a repair
+        not allowed, ignored auto-repair tags (docs/autorepair.rst)."""
+        from ganeti.watcher.autorepair import report
+        ar = report.describe(self.cfg, inst)
+        state = ar["state"]
+        if state == "failed":
+            rep.error(CV_EINSTANCEBADNODE, inst.name,
+                      "auto-repair failed (%s); it does nothing more until"
+                      " its failure result tag is removed",
+                      (ar["last_result"] or {}).get("type"),
+                      code=ETYPE_WARNING)
+        elif ar["needs"] and "waits:" in ar["needs"]:
+            rep.error(CV_EINSTANCEBADNODE, inst.name,
+                      "auto-repair needs %s", ar["needs"],
+                      code=ETYPE_WARNING)
+        elif state == "needs-repair":
+            rep.error(CV_EINSTANCEBADNODE, inst.name,
+                      "needs %s; auto-repair %s", ar["needs"],
+                      "is not enabled for it" if ar["policy"] ==
+                      "not-enabled" else "allows only %s" % ar["allowed"]
+                      if ar["policy"] == "enabled" else "is suspended",
+                      code=ETYPE_WARNING)
+        for tag, reason in ar["malformed"]:
+            rep.error(CV_EINSTANCEBADNODE, inst.name,
+                      "ignoring malformed auto-repair tag %s: %s", tag,
+                      reason, code=ETYPE_WARNING)
+
     def _verify_instance(self, rep, inst, images):
         """One instance: running where it should, disks present."""
         cluster = self.cfg.cluster
@@ -455,6 +484,7 @@ class LUClusterVerifyGroup(LogicalUnit):
         rep.error_if(violations, CV_EINSTANCEPOLICY, inst.name,
                      "instance does not meet the instance policy: %s",
                      ", ".join(violations), code=ETYPE_WARNING)
+        self._verify_autorepair(rep, inst)
         if inst.admin_state == constants.ADMINST_UP:
             rep.error_if(pimg.offline, CV_EINSTANCEBADNODE, inst.name,
                          "instance is marked as running and lives on offline"

@@ -664,6 +664,37 @@ resource(_instance + "/info", "instances_name_info",
                        REASON), returns="job_id"))
 _tags_resource(_instance + "/tags", "instances_name_tags",
                constants.TAG_INSTANCE, "name")
+
+
+async def _autorepair_rows(req, qfilter=None):
+    rows = await req.query_dicts("instance", ["name", "autorepair"],
+                                 qfilter)
+    return [dict(row["autorepair"] or {}, name=row["name"]) for row in rows]
+
+
+async def _autorepair_all(req):
+    return await _autorepair_rows(req)
+
+
+async def _autorepair_one(req):
+    name = req.params["name"]
+    rows = await _autorepair_rows(req, ["|", ["=", "name", name],
+                                        ["=", "uuid", name]])
+    if not rows:
+        raise NotFound(explain="Instance %s not known" % name)
+    return rows[0]
+
+
+resource("/2/autorepair", "autorepair",
+         "What auto-repair thinks of every instance",
+         Method("GET", _autorepair_all, "Per instance: name, state"
+                " (healthy, needs-repair, pending, failed, suspended),"
+                " policy, allowed type and its source, what it needs, the"
+                " pending repair, the last result, ignored tags",
+                returns="list"))
+resource(_instance + "/autorepair", "instances_name_autorepair",
+         "What auto-repair thinks of the instance",
+         Method("GET", _autorepair_one, "As one entry of /2/autorepair"))
 resource(_instance + "/reboot", "instances_name_reboot", "Reboot",
          Method("POST", _instance_reboot, "Reboot the instance",
                 opcodes=("OP_INSTANCE_REBOOT",),
