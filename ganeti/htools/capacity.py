@@ -154,7 +154,7 @@ class Checker:
         nodes = self.nodes
         n = nodes[ndx]
         drbd, shared, other = [], [], []
-        for i in n.plist:
+        for i in sorted(n.plist, reverse=True):
             inst = self.instances[i]
             if inst.disk_template == T.DT_DRBD:
                 drbd.append(inst)
