@@ -394,11 +394,13 @@ class Planner:
             failures, ok = self._outcome(seq[i], self.opts.capacity)
             return ok or mode not in failures
 
-        k = _monotone_find(seq, stop, 0)
+        def fits(i):
+            return self._outcome(seq[i], self.opts.capacity)[1]
+
+        k = _monotone_find(seq, stop, 0, bisect=True, wanted=fits)
         if k is None:
             return None
-        return seq[k] if self._outcome(seq[k], self.opts.capacity)[1] \
-            else None
+        return seq[k] if fits(k) else None
 
 
 def _counts(stats):
@@ -468,6 +470,16 @@ class _ShrinkSeq:
                 self.inst.disk_template, self.inst.spindle_use)
         return it
 
+    def next_grid(self, i):
+        """The first index after ``i`` whose value is a multiple of
+        ``LOOK_AHEAD`` units: searches along the same line (other start
+        points, other predicates) look at the same specs, which the
+        planner remembers."""
+        if self.field is None:
+            return i + 1
+        q = getattr(self.spec, self.field) // self.unit - i
+        return i + (q - 1) % LOOK_AHEAD + 1
+
     def segments(self, start):
         """The index ranges ``[a, b)`` from ``start`` on which the
         instance policies judge the shrunk field the same way: split
@@ -494,21 +506,41 @@ class _ShrinkSeq:
 LOOK_AHEAD = 50
 
 
-def _monotone_find(seq, pred, start):
+def _monotone_find(seq, pred, start, bisect=False, wanted=None):
     """Index of the first element from ``start`` satisfying ``pred``,
     assumed monotone within each of the sequence's segments (the
-    instance policy's ranges): look ``LOOK_AHEAD`` elements ahead (or
-    to the segment's last element); when that one satisfies it, the
-    answer is the first satisfying element up to it (a linear scan),
-    else go on after it."""
+    instance policy's ranges): look ahead to the next grid point
+    (``LOOK_AHEAD`` units) or the segment's last element; when that
+    one satisfies it, the answer is the first satisfying element up to
+    it, else go on after it.  That first element is found by a linear
+    scan, or by bisection (``bisect``: for predicates monotone within
+    the look-ahead too).
+
+    ``wanted``: only an element satisfying it is of use (None is
+    returned otherwise); it is assumed monotone like ``pred``, so an
+    element that satisfies ``pred`` but not ``wanted`` ends the search
+    without narrowing down."""
+    if bisect and seq.has(start) and pred(start):
+        return start if wanted is None or wanted(start) else None
     for a, b in seq.segments(start):
         lo = a
         while lo < b:
-            probe = min(lo + LOOK_AHEAD, b - 1)
+            probe = min(seq.next_grid(lo), b - 1)
             if pred(probe):
+                if wanted is not None and not wanted(probe):
+                    return None
+                if bisect:
+                    hi = probe
+                    while lo < hi:
+                        mid = (lo + hi) // 2
+                        if pred(mid):
+                            hi = mid
+                        else:
+                            lo = mid + 1
+                    return hi
                 for i in range(lo, probe):
                     if pred(i):
-                        return i
+                        return i if wanted is None or wanted(i) else None
                 return probe
             lo = probe + 1
     return None
