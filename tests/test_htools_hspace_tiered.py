@@ -68,3 +68,17 @@ class TieredAllocationTests(unittest.TestCase):
     def test_groups_and_tags(self):
         self.run_case("w-groups-plain")
         self.run_case("w-tags-plain")
+
+    def test_capacity_checks_recreate_later_instances_first(self):
+        # a failed node's instances of equal memory are re-created the
+        # later one first: here that order leaves no room for the last
+        # one at the larger disk size, so the third tier is smaller
+        self.run_case("s12-plain-policy")
+
+    def test_walk_past_the_policy_minimum(self):
+        # memory shrinks towards the policy's minimum, below which every
+        # node fails on memory again: the successes just above it must
+        # not be skipped
+        for name in ("s19-plain-nocap", "s19-drbd", "s21-drbd",
+                     "s21-drbd-nocap"):
+            self.run_case(name)

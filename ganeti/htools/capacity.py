@@ -4,8 +4,9 @@ A cluster is globally N+1 redundant when every node can be evacuated:
 its drbd primaries failed over to their secondaries, its shared-storage
 instances moved to the best other node of the group, and its other
 instances (plain, file, diskless) re-created on other nodes of the group,
-largest memory first, each on the node with the best score, all ignoring
-soft errors.
+largest memory first (of equal memory, the one added to the cluster
+later first), each on the node with the best score, all ignoring soft
+errors.
 
 The check runs for every allocation solution, so it has a fast path: the
 failovers only need, per secondary, the memory of the instances it
@@ -154,7 +155,9 @@ class Checker:
         nodes = self.nodes
         n = nodes[ndx]
         drbd, shared, other = [], [], []
-        for i in n.plist:
+        # the later instance first: with equal memory that is the order
+        # of re-creation (Ganeti keeps a node's newest instance first)
+        for i in sorted(n.plist, reverse=True):
             inst = self.instances[i]
             if inst.disk_template == T.DT_DRBD:
                 drbd.append(inst)

@@ -162,6 +162,12 @@ class Planner:
                  if nd.group in allocable_groups]
         self.targets = A.alloc_targets(self.ctx, cands, self.count)
         self.initial = self.snapshot()
+        # the instance policies the allocation judges by: their bounds
+        # split the shrinking walks (see _ShrinkSeq.segments)
+        pols = {}
+        for nd in cdata.nodes:
+            pols.setdefault(id(nd.ipolicy), nd.ipolicy)
+        self.policies = tuple(pols.values())
         self._memo = {}
         self._memo_version = None
 
@@ -340,7 +346,7 @@ class Planner:
             if lim is not None and lim <= cnt + unit * cnt:
                 return "end", self._levels(segments, lim, cnt)
             head = _most_frequent(counts)
-            seq = _ShrinkSeq(cur, head)
+            seq = _ShrinkSeq(cur, head, self.policies)
             if lim is not None and cnt > 0:
                 # units allowed from here before the limit stops the walk
                 seq.cap = (lim - unit * cnt - cnt - 1) // cnt + 1
@@ -382,17 +388,19 @@ class Planner:
         """The first spec shrunk by ``mode`` from ``inst`` that can be
         allocated, as long as every spec before it fails on ``mode``;
         None otherwise.  Looked for like the walk (``_monotone_find``)."""
-        seq = _ShrinkSeq(inst, mode)
+        seq = _ShrinkSeq(inst, mode, self.policies)
 
         def stop(i):
             failures, ok = self._outcome(seq[i], self.opts.capacity)
             return ok or mode not in failures
 
-        k = _monotone_find(seq, stop, 0)
+        def fits(i):
+            return self._outcome(seq[i], self.opts.capacity)[1]
+
+        k = _monotone_find(seq, stop, 0, bisect=True, wanted=fits)
         if k is None:
             return None
-        return seq[k] if self._outcome(seq[k], self.opts.capacity)[1] \
-            else None
+        return seq[k] if fits(k) else None
 
 
 def _counts(stats):
@@ -420,20 +428,26 @@ _UNITS = {M.FAIL_MEM: ("mem", UNIT_MEM), M.FAIL_DISK: ("dsk", UNIT_DSK),
           M.FAIL_CPU: ("cpu", UNIT_CPU),
           M.FAIL_SPINDLES: ("spn", UNIT_SPINDLE)}
 
+#: the instance policy's bound on each shrinkable field
+_POLICY_FIELD = {"mem": "memory_size", "dsk": "disk_size",
+                 "cpu": "cpu_count", "spn": "spindle_use"}
+
 
 class _ShrinkSeq:
     """The instance and its successive shrinks by one mode (``shrink``
     applied again and again), built on demand by index."""
 
-    def __init__(self, inst, mode):
+    def __init__(self, inst, mode, policies=()):
         self.inst = inst
         self.items = {0: inst}
         self.spec = spec_of(inst)
+        self.policies = policies
         unit = _UNITS.get(mode)
         if unit is None or (mode == M.FAIL_SPINDLES and (
                 len(inst.disk_spindles) != 1
                 or inst.disk_spindles[0] is None)):
             self.n = 1
+            self.field = None
         else:
             self.field, self.unit = unit
             v = getattr(self.spec, self.field)
@@ -456,27 +470,77 @@ class _ShrinkSeq:
                 self.inst.disk_template, self.inst.spindle_use)
         return it
 
+    def next_grid(self, i):
+        """The first index after ``i`` whose value is a multiple of
+        ``LOOK_AHEAD`` units: searches along the same line (other start
+        points, other predicates) look at the same specs, which the
+        planner remembers."""
+        if self.field is None:
+            return i + 1
+        q = getattr(self.spec, self.field) // self.unit - i
+        return i + (q - 1) % LOOK_AHEAD + 1
+
+    def segments(self, start):
+        """The index ranges ``[a, b)`` from ``start`` on which the
+        instance policies judge the shrunk field the same way: split
+        where the field falls below a range's minimum or to its
+        maximum.  Below a minimum every node fails on the field again,
+        so the outcome along the walk is only monotone within one
+        range."""
+        n = self.length()
+        cuts = set()
+        if self.field is not None:
+            v0 = getattr(self.spec, self.field)
+            pfield = _POLICY_FIELD[self.field]
+            for pol in self.policies:
+                for mn, mx in pol.minmax:
+                    lo, hi = getattr(mn, pfield), getattr(mx, pfield)
+                    # the first index below the minimum, the first at
+                    # or under the maximum
+                    cuts.add((v0 - lo) // self.unit + 1)
+                    cuts.add(-(-(v0 - hi) // self.unit))
+        edges = [start] + sorted(c for c in cuts if start < c < n) + [n]
+        return [(a, b) for a, b in zip(edges, edges[1:]) if a < b]
+
 
 LOOK_AHEAD = 50
 
 
-def _monotone_find(seq, pred, start):
+def _monotone_find(seq, pred, start, bisect=False, wanted=None):
     """Index of the first element from ``start`` satisfying ``pred``,
-    assumed monotone: look ``LOOK_AHEAD`` elements ahead; when that one
-    satisfies it, the answer is the first satisfying element up to it
-    (a linear scan), else go on from it.  Fewer elements left than the
-    look-ahead: a linear scan."""
-    lo = start
-    while seq.has(lo + LOOK_AHEAD):
-        probe = lo + LOOK_AHEAD
-        if pred(probe):
-            for i in range(lo, probe):
-                if pred(i):
-                    return i
-            return probe
-        lo = probe
-    while seq.has(lo):
-        if pred(lo):
-            return lo
-        lo += 1
+    assumed monotone within each of the sequence's segments (the
+    instance policy's ranges): look ahead to the next grid point
+    (``LOOK_AHEAD`` units) or the segment's last element; when that
+    one satisfies it, the answer is the first satisfying element up to
+    it, else go on after it.  That first element is found by a linear
+    scan, or by bisection (``bisect``: for predicates monotone within
+    the look-ahead too).
+
+    ``wanted``: only an element satisfying it is of use (None is
+    returned otherwise); it is assumed monotone like ``pred``, so an
+    element that satisfies ``pred`` but not ``wanted`` ends the search
+    without narrowing down."""
+    if bisect and seq.has(start) and pred(start):
+        return start if wanted is None or wanted(start) else None
+    for a, b in seq.segments(start):
+        lo = a
+        while lo < b:
+            probe = min(seq.next_grid(lo), b - 1)
+            if pred(probe):
+                if wanted is not None and not wanted(probe):
+                    return None
+                if bisect:
+                    hi = probe
+                    while lo < hi:
+                        mid = (lo + hi) // 2
+                        if pred(mid):
+                            hi = mid
+                        else:
+                            lo = mid + 1
+                    return hi
+                for i in range(lo, probe):
+                    if pred(i):
+                        return i if wanted is None or wanted(i) else None
+                return probe
+            lo = probe + 1
     return None
