@@ -196,3 +196,31 @@ class RunningClusterTestCase(VirtualClusterTestCase):
         messages = [entry[3] for entry in oplog[0]] if oplog else []
         self.assertEqual(status, expect, (result, messages))
         return (result[0] if result else None), messages
+
+class WatcherMixin(object):
+    """``ganeti-watcher --once`` as a process on a node of ``self.vc``."""
+
+    def watcher(self, node=None, *args, checks=False):
+        """Run ``ganeti-watcher --once`` on ``node`` (the master), checking
+        its daemons if ``checks``; its exit status and what it logged this
+        time."""
+        if not checks:
+            # a confd that does not run takes the probe's whole timeout
+            args += ("--no-daemon-checks",)
+        node = node or self.vc.master
+        log_path = os.path.join(node.paths.log_dir, "ganeti-watcher.log")
+        seen = os.path.getsize(log_path) if os.path.exists(log_path) else 0
+        proc = self.vc.start("watcher-%s" % node.name, self.vc.twistd_command(
+            "ganeti-watcher", node, "--once", "--job-wait", "120", *args))
+        try:
+            code = proc.wait(180)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            self.fail("ganeti-watcher --once did not end; see %s" % log_path)
+        with open(log_path, encoding="utf-8", errors="replace") as f:
+            f.seek(seen)
+            log = f.read()
+        # no job of the watcher fails in these tests
+        self.assertNotIn(" ended error", log)
+        return code, log

@@ -30,13 +30,14 @@ from ganeti.hypervisor import state
 
 from tests.integration import guest as test_guest
 from tests.integration.daemons import (PROJECT, RunningClusterTestCase,
+                                       WatcherMixin,
                                        random_ips, short_tmpdir, wait_for)
 
 #: seconds a TCG boot may take on a busy machine
 BOOT_DEADLINE = 90
 
 
-class KvmClusterTests(RunningClusterTestCase):
+class KvmClusterTests(WatcherMixin, RunningClusterTestCase):
 
     timeout = 300
     HYPERVISORS = (constants.HT_KVM,)
@@ -89,7 +90,10 @@ class KvmClusterTests(RunningClusterTestCase):
                          self.console(name)))
         return seen
 
-    def create(self, name, mode):
+    def qemu_pid_or_none(self, name):
+        return state.read_pid_file(self.rt.pid_path(name))
+
+    def create(self, name, mode, user_shutdown=True):
         self.run_job({
             "OP_ID": "OP_INSTANCE_CREATE", "instance_name": name,
             "mode": "create", "hypervisor": constants.HT_KVM,
@@ -100,7 +104,8 @@ class KvmClusterTests(RunningClusterTestCase):
                          "initrd_path": self.guest.initrd,
                          "root_path": "", "kvm_flag": "disabled",
                          "kernel_args": "quiet ganeti_test=%s" % mode,
-                         "serial_speed": 115200, "user_shutdown": True},
+                         "serial_speed": 115200,
+                         "user_shutdown": user_shutdown},
             "name_check": False, "ip_check": False,
             # no NIC (the kvm driver wants a bridge), a small disk: below
             # the default instance policy
@@ -125,10 +130,9 @@ class KvmClusterTests(RunningClusterTestCase):
         ok = self.run_job({"OP_ID": "OP_CLUSTER_VERIFY_GROUP",
                            "group_name": "default"})
         self.assertTrue(ok)
-        # what the watcher does for a USER_down instance
-        self.run_job({"OP_ID": "OP_INSTANCE_SHUTDOWN",
-                      "instance_name": "vm1", "admin_state_source": "user",
-                      "reason": [["gnt:watcher", "user shutdown", 0]]})
+        # the watcher records the user's will: down, by the user
+        code, log = self.watcher()
+        self.assertEqual(code, 0, log)
         self.assertEqual(
             self.fields("vm1", "admin_state", "admin_state_source",
                         "status"), ["down", "user", "USER_down"])
@@ -152,7 +156,30 @@ class KvmClusterTests(RunningClusterTestCase):
                       "instance_name": "vm2", "admin_state_source": "user"},
                      expect="error")
         self.assertEqual(self.fields("vm2", "admin_state"), ["up"])
+        # the watcher restarts it: a new qemu, the guest boots again
+        dead = self.qemu_pid_or_none("vm2")
+        code, log = self.watcher()
+        self.assertEqual(code, 0, log)
+        self.wait_status("vm2", "running")
+        self.assertNotEqual(self.qemu_pid("vm2"), dead)
         self.run_job({"OP_ID": "OP_INSTANCE_REMOVE", "instance_name": "vm2",
+                      "shutdown_timeout": 10})
+
+    def test_poweroff_without_user_shutdown_is_restarted(self):
+        # the other setting: the guest's poweroff is not the user's will
+        # (hvparam user_shutdown off): a failure, restarted by the watcher
+        self.create("vm3", "poweroff", user_shutdown=False)
+        self.wait_status("vm3", "ERROR_down")
+        dead = self.qemu_pid_or_none("vm3")
+        code, log = self.watcher()
+        self.assertEqual(code, 0, log)
+        self.assertIn("Restarting instance vm3 (attempt #1)", log)
+        # a new qemu was started for it (its guest powers off again: this
+        # one always does)
+        wait_for("a new qemu for vm3", lambda: self.qemu_pid_or_none(
+            "vm3") not in (None, dead), BOOT_DEADLINE, 0.25)
+        self.assertEqual(self.fields("vm3", "admin_state"), ["up"])
+        self.run_job({"OP_ID": "OP_INSTANCE_REMOVE", "instance_name": "vm3",
                       "shutdown_timeout": 10})
 
 

@@ -15,13 +15,14 @@ import subprocess
 from ganeti.hypervisor import state
 
 from tests.integration.daemons import (ETC_OS, GntCommandsMixin,
-                                       RunningClusterTestCase, wait_for)
+                                       RunningClusterTestCase, WatcherMixin,
+                                       wait_for)
 
 WEB = "web1.example.com"
 DB = "db1.example.com"
 
 
-class WatcherTests(RunningClusterTestCase, GntCommandsMixin):
+class WatcherTests(WatcherMixin, RunningClusterTestCase, GntCommandsMixin):
 
     NODES = 2
     BASE_PREFIX = "gnt-w-"
@@ -51,31 +52,6 @@ class WatcherTests(RunningClusterTestCase, GntCommandsMixin):
                                   ["==", "name", name])
         (row,) = result["data"]
         return dict(zip(fields, (cell[1] for cell in row)))
-
-    def watcher(self, node=None, *args, checks=False):
-        """Run ``ganeti-watcher --once`` on ``node`` (the master), checking
-        its daemons if ``checks``; its exit status and what it logged this
-        time."""
-        if not checks:
-            # a confd that does not run takes the probe's whole timeout
-            args += ("--no-daemon-checks",)
-        node = node or self.vc.master
-        log_path = os.path.join(node.paths.log_dir, "ganeti-watcher.log")
-        seen = os.path.getsize(log_path) if os.path.exists(log_path) else 0
-        proc = self.vc.start("watcher-%s" % node.name, self.vc.twistd_command(
-            "ganeti-watcher", node, "--once", "--job-wait", "120", *args))
-        try:
-            code = proc.wait(180)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-            self.fail("ganeti-watcher --once did not end; see %s" % log_path)
-        with open(log_path, encoding="utf-8", errors="replace") as f:
-            f.seek(seen)
-            log = f.read()
-        # no job of the watcher fails in these tests
-        self.assertNotIn(" ended error", log)
-        return code, log
 
     def test_restart_and_user_shutdown(self):
         self.create(WEB)
