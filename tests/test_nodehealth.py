@@ -68,12 +68,14 @@ class NodeHealthTests(unittest.TestCase):
         self.assertEqual(self.jobs, [])
         self.tick()
         [ops] = self.jobs
+        # fenced first (whatever its offline flag), then marked offline
         self.assertEqual([op["OP_ID"] for op in ops],
-                         ["OP_NODE_SET_PARAMS", "OP_OOB_COMMAND"])
-        self.assertEqual((ops[0]["node_name"], ops[0]["offline"]),
+                         ["OP_OOB_COMMAND", "OP_NODE_SET_PARAMS"])
+        self.assertEqual((ops[0]["command"], ops[0]["node_names"],
+                          ops[0]["ignore_status"]),
+                         ("power-off", [NODES[2]], True))
+        self.assertEqual((ops[1]["node_name"], ops[1]["offline"]),
                          (NODES[2], True))
-        self.assertEqual((ops[1]["command"], ops[1]["node_names"]),
-                         ("power-off", [NODES[2]]))
         self.assertEqual(ops[0]["reason"][0][0], "gnt:watcher:nodehealth")
         self.tick(5)
         self.assertEqual(len(self.jobs), 1)
@@ -113,4 +115,4 @@ class NodeHealthTests(unittest.TestCase):
         self.rpc.down.difference_update(NODES[1:3])
         self.tick()
         [ops] = self.jobs
-        self.assertEqual(ops[0]["node_name"], NODES[3])
+        self.assertEqual(ops[1]["node_name"], NODES[3])

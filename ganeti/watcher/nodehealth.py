@@ -2,8 +2,8 @@
 node's daemon is asked for its version over the cluster's mutual TLS
 channel; a node that misses ``misses`` checks in a row is lost.
 
-A lost node that has an out-of-band program is marked offline and
-powered off (fenced) in one job; auto-repair then repairs its instances
+A lost node that has an out-of-band program is powered off (fenced) and
+then marked offline, in one job; auto-repair then repairs its instances
 as their tags allow, and starts none elsewhere while the node is not
 known to be off (see docs/autorepair.rst).  A node whose fencing fails
 stays offline and powered: nothing is failed over, and the log says so.
@@ -155,10 +155,14 @@ class NodeHealth:
             return
         reason = [[REASON_SOURCE, "node stopped answering",
                    int(self.clock.seconds() * 1e9)]]
-        ops = [{"OP_ID": "OP_NODE_SET_PARAMS", "node_name": node.name,
-                "offline": True, "auto_promote": True, "reason": reason},
-               {"OP_ID": "OP_OOB_COMMAND", "command": "power-off",
-                "node_names": [node.name], "reason": reason}]
+        # fenced first, then marked offline: a frozen node that still
+        # accepts connections would hold up the configuration change's
+        # calls to it (and the power-off is what must happen first)
+        ops = [{"OP_ID": "OP_OOB_COMMAND", "command": "power-off",
+                "node_names": [node.name], "ignore_status": True,
+                "reason": reason},
+               {"OP_ID": "OP_NODE_SET_PARAMS", "node_name": node.name,
+                "offline": True, "auto_promote": True, "reason": reason}]
         try:
             jid = yield self.submit(ops)
         except Exception as err:  # the queue refused: try again later
@@ -166,6 +170,6 @@ class NodeHealth:
             self.log.error("Could not submit the job retiring node {node}:"
                            " {err}", node=node.name, err=err)
             return
-        self.log.warn("Node {node} missed {n} checks: job {job} marks it"
-                      " offline and powers it off", node=node.name,
+        self.log.warn("Node {node} missed {n} checks: job {job} powers it"
+                      " off and marks it offline", node=node.name,
                       n=self.missed.get(node.uuid), job=jid)
