@@ -47,7 +47,8 @@ __all__ = [
     "SERVER_PEM", "DEFAULT_VALIDITY_DAYS", "ClusterCertificate",
     "server_pem_path", "generate_cluster_certificate", "load_cluster_certificate",
     "certificate_digest", "format_candidate_certs", "parse_candidate_certs",
-    "server_context_factory", "ClientPolicy", "parse_fingerprint",
+    "server_context_factory", "ClientPolicy", "AnyServerPolicy",
+    "parse_fingerprint",
     "format_fingerprint", "write_hmac_key",
 ]
 
@@ -364,6 +365,29 @@ class ClientPolicy(object):
 
     def creatorForNetloc(self, hostname, port):
         return self._creator
+
+
+@implementer(IOpenSSLClientConnectionCreator)
+class _PlainClientCreator(object):
+    def __init__(self, context):
+        self._context = context
+
+    def clientConnectionForTLS(self, tlsProtocol):
+        conn = SSL.Connection(self._context, None)
+        conn.set_app_data(tlsProtocol)
+        return conn
+
+
+@implementer(IPolicyForHTTPS)
+class AnyServerPolicy(object):
+    """HTTPS policy that presents no certificate and accepts any server:
+    only for checking that a daemon answers (the watcher's probes), never
+    for talking to it."""
+
+    def creatorForNetloc(self, hostname, port):
+        ctx = SSL.Context(SSL.TLS_METHOD)
+        ctx.set_verify(SSL.VERIFY_NONE, lambda *a: True)
+        return _PlainClientCreator(ctx)
 
 
 # --- fingerprints as admins type them --------------------------------------

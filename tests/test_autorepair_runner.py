@@ -5,7 +5,7 @@ from twisted.internet import defer
 from twisted.internet.testing import Clock
 from twisted.trial import unittest
 
-from ganeti import errors, luxi
+from ganeti import errors
 from ganeti.watcher.autorepair import engine, runner, tags as T
 
 P = T.PREFIX

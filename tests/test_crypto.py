@@ -10,13 +10,9 @@ import stat
 
 from cryptography import x509
 from cryptography.x509.oid import NameOID
-from OpenSSL import SSL
 from twisted.internet import defer, reactor
 from twisted.trial import unittest
 from twisted.web import client as web_client
-from twisted.web.iweb import IPolicyForHTTPS
-from twisted.internet.interfaces import IOpenSSLClientConnectionCreator
-from zope.interface import implementer
 
 from ganeti import crypto
 from ganeti import errors
@@ -69,27 +65,6 @@ def rpc_client(testcase, cert, port, offline=(), clock=None,
     client = rpc.RpcClient(reactor, None, resolve, clock=clock, cert=cert)
     testcase.addCleanup(client.close)
     return client
-
-
-@implementer(IOpenSSLClientConnectionCreator)
-class _Creator(object):
-    def __init__(self, ctx):
-        self.ctx = ctx
-
-    def clientConnectionForTLS(self, proto):
-        conn = SSL.Connection(self.ctx, None)
-        conn.set_app_data(proto)
-        return conn
-
-
-@implementer(IPolicyForHTTPS)
-class NoCertPolicy(object):
-    """A client that presents no certificate and trusts any server."""
-
-    def creatorForNetloc(self, hostname, port):
-        ctx = SSL.Context(SSL.TLS_METHOD)
-        ctx.set_verify(SSL.VERIFY_NONE, lambda *a: True)
-        return _Creator(ctx)
 
 
 class CertificateTests(unittest.TestCase):
@@ -213,7 +188,7 @@ class MutualTlsTests(unittest.TestCase):
     @defer.inlineCallbacks
     def test_client_without_certificate_is_refused(self):
         pool = web_client.HTTPConnectionPool(reactor, persistent=False)
-        agent = web_client.Agent(reactor, contextFactory=NoCertPolicy(),
+        agent = web_client.Agent(reactor, contextFactory=crypto.AnyServerPolicy(),
                                  pool=pool)
         url = ("https://127.0.0.1:%d/version" % self.port).encode()
         with self.assertRaises(Exception) as caught:

@@ -546,7 +546,9 @@ class Balancer:
             do_rp = MV.REPLACE_PRIMARY in kinds and rm_p is not None and \
                 mig_ps
             # source shares that depend on the target only through the
-            # location score or the peer reservation the target names
+            # location score or the peer reservation the target names.
+            # The four move kinds below are written out, not shared
+            # through a helper: this loop is the balancer's hot path
             memo = {}
             for t in targets:
                 if t == p or t == s:

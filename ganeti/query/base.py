@@ -282,3 +282,13 @@ def lookup_by_name(objects, names, noun, display=lambda o: o.name,
                                     ", ".join(missing)),
             errors.ECODE_NOENT)
     return found
+
+
+def rows_to_dicts(fields, data):
+    """Query rows (``[[status, value], ...]``, as luxi's Query answers) as
+    dicts of plain values; anything not normal becomes None."""
+    result = []
+    for row in data:
+        result.append(dict((name, value if status == RS_NORMAL else None)
+                           for name, (status, value) in zip(fields, row)))
+    return result

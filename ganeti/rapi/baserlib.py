@@ -18,6 +18,7 @@ import json
 
 from ganeti import errors
 from ganeti import opcodes
+from ganeti.query import base as query_base
 
 JSON_TYPE = "application/json"
 
@@ -255,11 +256,5 @@ def id_list(names, key, uri_fmt):
     return [{key: name, "uri": uri_fmt % (name,)} for name in names]
 
 
-def rows_to_dicts(fields, data):
-    """Query rows (``[[status, value], ...]``) as dicts of plain values;
-    anything not normal becomes None."""
-    result = []
-    for row in data:
-        result.append(dict((name, value if status == 0 else None)
-                           for name, (status, value) in zip(fields, row)))
-    return result
+#: query rows as dicts (shared with the watcher and auto-repair)
+rows_to_dicts = query_base.rows_to_dicts

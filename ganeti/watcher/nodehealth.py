@@ -22,7 +22,7 @@ import attrs
 from twisted.internet import defer, task
 from twisted.logger import Logger
 
-from ganeti import constants, objects
+from ganeti.cmdlib import node_oob
 
 REASON_SOURCE = "gnt:watcher:nodehealth"
 
@@ -143,10 +143,7 @@ class NodeHealth:
     @defer.inlineCallbacks
     def _retire(self, node):
         """Mark ``node`` offline and fence it (one job)."""
-        oob = objects.fill_ndparams(
-            self.cfg.cluster, self.cfg.nodegroups.get(node.group),
-            node).get(constants.ND_OOB_PROGRAM)
-        if not oob:
+        if not node_oob.oob_program(self.cfg, node):
             self.log.error(
                 "Node {node} missed {n} checks; it has no out-of-band"
                 " program, so it cannot be fenced: nothing is done until"

@@ -14,11 +14,8 @@ left to the service manager (systemd units in etc/systemd) or
 
 import os
 
-from OpenSSL import SSL
 from twisted.internet import defer
-from twisted.internet.interfaces import IOpenSSLClientConnectionCreator
 from twisted.web import client as web_client
-from twisted.web.iweb import IPolicyForHTTPS
 from zope.interface import Interface, implementer
 
 from ganeti import constants
@@ -44,29 +41,6 @@ class IDaemonProbes(Interface):
         """Deferred of ``[(daemon, problem or None)]``: the daemons this
         node should run (more on the master, ``master`` true) and why each
         did not answer (None: it did)."""
-
-
-@implementer(IOpenSSLClientConnectionCreator)
-class _Creator(object):
-    """A TLS client connection that accepts any server certificate."""
-
-    def __init__(self, ctx):
-        self.ctx = ctx
-
-    def clientConnectionForTLS(self, proto):
-        conn = SSL.Connection(self.ctx, None)
-        conn.set_app_data(proto)
-        return conn
-
-
-@implementer(IPolicyForHTTPS)
-class _AnyServer(object):
-    """RAPI's certificate is its own; aliveness does not depend on it."""
-
-    def creatorForNetloc(self, hostname, port):
-        ctx = SSL.Context(SSL.TLS_METHOD)
-        ctx.set_verify(SSL.VERIFY_NONE, lambda *a: True)
-        return _Creator(ctx)
 
 
 @implementer(IDaemonProbes)
@@ -118,7 +92,8 @@ class DaemonProbes(object):
 
     async def _rapi(self):
         pool = web_client.HTTPConnectionPool(self.reactor, persistent=False)
-        agent = web_client.Agent(self.reactor, contextFactory=_AnyServer(),
+        agent = web_client.Agent(self.reactor,
+                                 contextFactory=crypto.AnyServerPolicy(),
                                  connectTimeout=self.timeout, pool=pool)
         url = "https://%s:%d/version" % (self.address, self.rapi_port)
         d = agent.request(b"GET", url.encode("ascii"))

@@ -313,8 +313,9 @@ class RepairLoop(service.Service):
             self.lock.release()
             try:
                 await defer.maybeDeferred(client.close)
-            except Exception:
-                pass
+            except Exception as err:
+                log.warn("Closing the auto-repair pass's connection failed:"
+                         " {err}", err=err)
 
 
 def _autorepair_pass(reactor, max_parallel):

@@ -49,6 +49,7 @@ from ganeti import errors
 from ganeti import luxi
 from ganeti import opcodes
 from ganeti import qlang
+from ganeti.query import base as query_base
 from ganeti.watcher import pause as wpause
 from ganeti.watcher import state as wstate
 
@@ -142,17 +143,10 @@ class PassReport(object):
         return [a for a in self.actions if kind is None or a.kind == kind]
 
 
-def _value(cell):
-    """A query cell ``[status, value]``: the value when normal, else None."""
-    if isinstance(cell, (list, tuple)) and len(cell) == 2 and cell[0] == 0:
-        return cell[1]
-    return None
-
-
 def _rows(result, fields):
     """Query answer -> list of {field: value}."""
-    data = (result or {}).get("data") or []
-    return [dict(zip(fields, (_value(c) for c in row))) for row in data]
+    return query_base.rows_to_dicts(fields,
+                                    (result or {}).get("data") or [])
 
 
 def _op_targets(op, instances, instance_uuids, nodes):

@@ -10,27 +10,20 @@ a restart of the master daemon.
 
 import os
 import signal
-import subprocess
 
 from ganeti.hypervisor import state
 
-from tests.integration.daemons import (ETC_OS, GntCommandsMixin,
-                                       RunningClusterTestCase, WatcherMixin,
-                                       wait_for)
+from tests.integration.daemons import ETC_OS, WatcherMixin, wait_for
+from tests.integration.test_migration import ClusterTestCase
 
 WEB = "web1.example.com"
 DB = "db1.example.com"
 
 
-class WatcherTests(WatcherMixin, RunningClusterTestCase, GntCommandsMixin):
+class WatcherTests(WatcherMixin, ClusterTestCase):
 
     NODES = 2
     BASE_PREFIX = "gnt-w-"
-    timeout = 300
-
-    def setUp(self):
-        RunningClusterTestCase.setUp(self)
-        self.gnt_root = self.vc.master.root
 
     def create(self, name):
         self.run_job({"OP_ID": "OP_INSTANCE_CREATE", "instance_name": name,

@@ -36,6 +36,13 @@ class Node:
         return not self.offline and not self.drained
 
 
+def is_fenced(offline, powered, oob_program):
+    """Whether a node may be taken for dead: it is online (nothing to
+    fence), or offline without an out-of-band program (the admin's word
+    is trusted, as in Ganeti), or known to be powered off."""
+    return not offline or not oob_program or powered is False
+
+
 @attrs.frozen
 class Instance:
     name: str

@@ -10,6 +10,7 @@ their state.
 import time
 
 from ganeti import objects
+from ganeti.cmdlib import node_oob
 from ganeti.watcher.autorepair import detect, engine, tags as T
 
 
@@ -25,12 +26,10 @@ def view(cfg, inst):
         if node is None:
             continue
         names[uuid] = node.name
-        oob = objects.fill_ndparams(
-            cfg.cluster, cfg.nodegroups.get(node.group),
-            node).get("oob_program")
         nodes[node.name] = detect.Node(
             node.name, bool(node.offline), bool(node.drained),
-            not node.offline or not oob or node.powered is False)
+            detect.is_fenced(node.offline, node.powered,
+                             node_oob.oob_program(cfg, node)))
     pnode = cfg.nodes.get(inst.primary_node)
     group = cfg.nodegroups.get(pnode.group) if pnode is not None else None
     v = detect.Instance(

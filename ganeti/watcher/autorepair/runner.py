@@ -17,9 +17,11 @@ import uuid
 from twisted.internet import task
 from twisted.logger import Logger
 
+from ganeti import constants
 from ganeti import errors
 from ganeti import luxi
 from ganeti.jqueue import model as JQ
+from ganeti.query import base as query_base
 from ganeti.watcher.autorepair import detect, engine, tags as T
 
 COMMENT = "automated repairs by harep"
@@ -30,14 +32,10 @@ _INSTANCE_FIELDS = ["name", "disk_template", "pnode", "snodes",
                     "admin_state", "tags", "pnode.group.uuid"]
 
 
-def _value(cell):
-    # query rows hold (status, value) pairs
-    return cell[1] if isinstance(cell, (list, tuple)) and len(cell) == 2 \
-        else cell
-
-
-def _rows(answer):
-    return [[_value(c) for c in row] for row in answer["data"]]
+def _rows(answer, fields):
+    """A luxi Query answer as rows of plain values, in ``fields`` order."""
+    return [[row[f] for f in fields] for row in
+            query_base.rows_to_dicts(fields, answer["data"])]
 
 
 def _nores(opresult):
@@ -48,17 +46,6 @@ def _nores(opresult):
                 errors.ECODE_NORES, errors.ECODE_TEMP_NORES):
             return True
     return False
-
-
-def _fenced(offline, powered, ndparams):
-    """Whether an offline node can be taken for dead: it has no
-    out-of-band program (the admin's word is trusted), or it is known to
-    be powered off."""
-    if not offline:
-        return True
-    oob = (ndparams or {}).get("oob_program") \
-        if isinstance(ndparams, dict) else None
-    return not oob or powered is False
 
 
 def _end(ts):
@@ -100,17 +87,21 @@ class AutoRepair:
         info = await c(luxi.REQ_QUERY_CLUSTER_INFO)
         cluster_tags = list(info.get("tags") or [])
         ialloc = self.iallocator or info.get("default_iallocator") or "hail"
+        fields = ["uuid", "tags"]
         groups = {u: list(t or []) for u, t in _rows(await c(
-            luxi.REQ_QUERY, "group", ["uuid", "tags"], None))}
+            luxi.REQ_QUERY, "group", fields, None), fields)}
         nodes = {}
+        fields = ["name", "offline", "drained", "powered", "ndparams"]
         for name, off, drained, powered, ndparams in _rows(await c(
-                luxi.REQ_QUERY, "node", ["name", "offline", "drained",
-                                         "powered", "ndparams"], None)):
+                luxi.REQ_QUERY, "node", fields, None), fields):
+            oob = (ndparams or {}).get(constants.ND_OOB_PROGRAM) \
+                if isinstance(ndparams, dict) else None
             nodes[name] = detect.Node(name, bool(off), bool(drained),
-                                      _fenced(off, powered, ndparams))
+                                      detect.is_fenced(off, powered, oob))
         insts = []
         for (name, dt, pnode, snodes, admin, tags, guuid) in _rows(await c(
-                luxi.REQ_QUERY, "instance", _INSTANCE_FIELDS, None)):
+                luxi.REQ_QUERY, "instance", _INSTANCE_FIELDS, None),
+                _INSTANCE_FIELDS):
             insts.append(detect.Instance(
                 name, dt, pnode, tuple(snodes or ()), admin == "up",
                 tuple(tags or ()), tuple(groups.get(guuid, ())), guuid))
@@ -273,8 +264,9 @@ class AutoRepair:
         if cluster:
             await self._change_tags("cluster", None, [], cluster)
         if by_group:
-            rows = _rows(await self._call(luxi.REQ_QUERY, "group",
-                                          ["name", "tags"], None))
+            fields = ["name", "tags"]
+            rows = _rows(await self._call(luxi.REQ_QUERY, "group", fields,
+                                          None), fields)
             for name, tags in rows:
                 gone = [t for t in by_group if t in (tags or ())]
                 if gone:
