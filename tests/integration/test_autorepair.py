@@ -8,7 +8,9 @@ with ``gnt-instance info`` and ``list``.
 * a file instance whose node went offline is recreated elsewhere and
   reinstalled (``reinstall`` allowed on the cluster), while another one
   that only allows ``migrate`` is left with an ``enoperm`` result;
-* a passed timed suspension on the cluster is removed.
+* a passed timed suspension on the cluster is removed;
+* Ganeti's own harep reads the tags ours writes, and Ganeti's gnt-node
+  power/health drive our out-of-band management.
 """
 
 import os
@@ -16,6 +18,7 @@ import subprocess
 import sys
 import time
 
+from tests import ganeti_peer
 from tests.integration.daemons import command_env, wait_for
 from tests.integration.test_migration import ClusterTestCase
 
@@ -116,3 +119,44 @@ class AutoRepairTests(ClusterTestCase):
         self.assertEqual(len(results), 1)
         self.assertIn(":migrate:", results[0])
         self.assertIn(":enoperm:", results[0])
+
+    def test_ganeti_tools_against_our_master(self):
+        ganeti_peer.skip_unless_available()
+        harep = "/usr/lib/ganeti/3.0/usr/bin/harep"
+        if not os.access(harep, os.X_OK):
+            self.skipTest("Ganeti's harep is not installed")
+        master = self.vc.master
+        n1 = self.node(1).name
+        # a finished repair of ours: pending, then success result tags
+        self.create("web1.example.com", template="sharedfile", node=1)
+        self.ok("gnt-instance", "add-tags", "web1.example.com",
+                P + "migrate")
+        self.ok("gnt-node", "modify", "--drained", "yes", n1)
+        self.harep()
+        self.settle()
+        self.harep()
+        tags = self.tags("web1.example.com")
+        self.assertTrue(any(":result:migrate:" in t for t in tags), tags)
+        # Ganeti's harep (luxi) reads the cluster and those tags
+        env = dict(os.environ, GANETI_ROOTDIR=master.root,
+                   GANETI_HOSTNAME=master.name)
+        proc = subprocess.run([harep, "--luxi=" + master.paths.master_socket,
+                               "--dry-run"], env=env,
+                              stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, timeout=120)
+        out = proc.stdout.decode("utf-8", "replace")
+        self.assertEqual(proc.returncode, 0, out)
+        self.assertNotIn("rror", out)
+        # Ganeti's gnt-node power/health through our OP_OOB_COMMAND
+        program = self.vc.install_oob()
+        self.ok("gnt-cluster", "modify", "--node-parameters",
+                "oob_program=%s" % program)
+        code, out = ganeti_peer.run_tool("gnt-node", ["health", n1],
+                                         master.root, master.name)
+        self.assertEqual(code, 0, out)
+        self.assertIn("processes", out)
+        self.assertIn("OK", out)
+        code, out = ganeti_peer.run_tool("gnt-node", ["power", "status", n1],
+                                         master.root, master.name)
+        self.assertEqual(code, 0, out)
+        self.assertIn("on", out)
