@@ -154,6 +154,10 @@ ND_OVS_NAME = "ovs_name"
 ND_OVS_LINK = "ovs_link"
 ND_SSH_PORT = "ssh_port"
 ND_CPU_SPEED = "cpu_speed"
+# This project's own, set for the cluster or a node group (Ganeti 3.0 keeps
+# unknown node parameters when it reads the configuration).
+ND_REPAIR_MAX_PARALLEL = "repair_max_parallel"
+ND_REPAIR_MIN_HEALTHY = "repair_min_healthy"
 NDC_DEFAULTS = {
     ND_OOB_PROGRAM: "",
     ND_SPINDLE_COUNT: 1,
@@ -163,11 +167,14 @@ NDC_DEFAULTS = {
     ND_OVS_LINK: "",
     ND_SSH_PORT: 22,
     ND_CPU_SPEED: 1.0,
+    ND_REPAIR_MAX_PARALLEL: 4,
+    ND_REPAIR_MIN_HEALTHY: 0.5,
 }
 NDS_PARAMETER_TYPES = {
     ND_OOB_PROGRAM: "string", ND_SPINDLE_COUNT: "int",
     ND_EXCLUSIVE_STORAGE: "bool", ND_OVS: "bool", ND_OVS_NAME: "string",
     ND_OVS_LINK: "string", ND_SSH_PORT: "int", ND_CPU_SPEED: "float",
+    ND_REPAIR_MAX_PARALLEL: "int", ND_REPAIR_MIN_HEALTHY: "float",
 }
 
 DEFAULT_BRIDGE = "xen-br0"

@@ -18,13 +18,18 @@ class FakeMaster:
 
     def __init__(self):
         self.cluster_tags = []
-        self.groups = {"g1": {"name": "default", "tags": []}}
+        self.groups = {"g1": {"name": "default", "tags": [],
+                              "ndparams": {"repair_max_parallel": 4,
+                                           "repair_min_healthy": 0.5}}}
         self.nodes = {n: {"offline": False, "drained": False,
-                          "powered": True, "ndparams": {}}
+                          "powered": True, "ndparams": {},
+                          "group.uuid": "g1"}
                       for n in ("n1", "n2", "n3")}
         self.instances = {}
         self.jobs = {}
         self.submitted = []
+        #: tag jobs stay queued (as behind a repair holding the lock)
+        self.hold_tags = False
 
     def add_instance(self, name, pnode="n1", snodes=("n2",), dt="drbd",
                      tags=()):
@@ -44,8 +49,7 @@ class FakeMaster:
 
     def _Query(self, what, fields, qfilter):
         if what == "group":
-            rows = [{"uuid": u, "name": g["name"], "tags": g["tags"]}
-                    for u, g in self.groups.items()]
+            rows = [dict(uuid=u, **g) for u, g in self.groups.items()]
         elif what == "node":
             rows = [dict(name=n, **v) for n, v in self.nodes.items()]
         else:
@@ -68,7 +72,8 @@ class FakeMaster:
                                                         op.get("name")))
                    for op in ops]
         self.jobs[jid] = {"status": "queued", "summary": summary}
-        if all(op["OP_ID"] in ("OP_TAGS_SET", "OP_TAGS_DEL") for op in ops):
+        if all(op["OP_ID"] in ("OP_TAGS_SET", "OP_TAGS_DEL") for op in ops) \
+                and not self.hold_tags:
             for op in ops:
                 if op["kind"] == "instance":
                     target = self.instances[op["name"]]["tags"]
@@ -183,6 +188,58 @@ class RunnerTests(unittest.TestCase):
                                wallclock=lambda: NOW)
         self.successResultOf(defer.Deferred.fromCoroutine(ar.run_once()))
         self.assertEqual(len(m2.repair_jobs()), 5)
+
+    def test_the_groups_parameters_set_the_budget(self):
+        m = self.master
+        for i in range(3):
+            m.add_instance("web%d" % i, tags=[P + "failover"])
+        m.nodes["n1"]["offline"] = True
+        m.groups["g1"]["ndparams"]["repair_max_parallel"] = 1
+        self.run_pass()
+        self.assertEqual(len(m.repair_jobs()), 1)
+        self.run_pass()
+        self.assertEqual(len(m.repair_jobs()), 1)
+        # a group that lost more than repair_min_healthy allows starts
+        # no new repair, whatever its budget
+        m.groups["g1"]["ndparams"]["repair_max_parallel"] = 0
+        m.nodes["n3"]["offline"] = True
+        decisions = self.run_pass()
+        self.assertEqual(len(m.repair_jobs()), 1)
+        self.assertEqual(len(decisions), 3)
+        m.groups["g1"]["ndparams"]["repair_min_healthy"] = 0.3
+        self.run_pass()
+        self.assertEqual(len(m.repair_jobs()), 3)
+
+    def test_a_loop_pass_does_not_wait_for_its_tag_jobs(self):
+        m = self.master
+        m.hold_tags = True
+        m.add_instance("web1", tags=[P + "failover"])
+        m.nodes["n1"]["offline"] = True
+        unconfirmed = {}
+        seen = []
+
+        def run():
+            ar = runner.AutoRepair(m, self.clock, wait_tags=False,
+                                   unconfirmed=unconfirmed,
+                                   wallclock=lambda: NOW)
+            ar.log = runner.Logger(observer=seen.append)
+            return self.successResultOf(
+                defer.Deferred.fromCoroutine(ar.run_once()))
+        run()
+        [(repair, _)] = m.repair_jobs()
+        tag_job = repair + 1
+        self.assertEqual(unconfirmed, {tag_job: ("instance", "web1")})
+        # not recorded yet, but the repair job names the instance: left
+        # alone, nothing submitted twice
+        run()
+        self.assertEqual(len(m.submitted), 2)
+        m.finish(repair)
+        m.finish(tag_job, "error")
+        run()
+        self.assertNotIn(tag_job, unconfirmed)
+        from twisted.logger import formatEvent
+        self.assertTrue(any("(job %d) ended error" % tag_job in
+                            formatEvent(e) for e in seen))
 
     def test_failed_job_records_failure_and_stops(self):
         m = self.master

@@ -313,6 +313,18 @@ class GroupVerifyTests(VerifyTestCase):
             " %spending:failover:x:tomorrow:: start 'tomorrow' is not a unix"
             " time" % (INST, tag)]))
 
+    def test_a_group_below_its_repair_share_is_a_warning(self):
+        self.cfg.set_node_params(NODE2, offline=True, master_candidate=False)
+        self.ok({"OP_ID": "OP_GROUP_SET_PARAMS", "group_name": "default",
+                 "ndparams": {"repair_min_healthy": 0.9}})
+        online = sum(not n.offline for n in self.cfg.nodes.values())
+        result, findings = self.verify_group()
+        self.assertTrue(result)
+        self.assertEqual(findings, [
+            "  - WARNING: group default: only %d of the group's %d nodes are"
+            " online, below its repair_min_healthy share 0.9: auto-repair"
+            " starts no new repair in it" % (online, len(self.cfg.nodes))])
+
     def test_debug_simulate_errors(self):
         result, findings = self.verify_group(debug_simulate_errors=True)
         self.assertFalse(result)

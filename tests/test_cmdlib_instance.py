@@ -81,10 +81,10 @@ class InstanceRpc(FakeRpc):
 
     def free_memory(self, node):
         """What the node's hypervisor reports free: memory_free minus what
-        its running instances hold."""
+        its domains hold (kept ones too, until cleaned up)."""
         return self.memory_free - sum(
             self.memory.get(key, 128) for key, state in self.domains.items()
-            if key[0] == node and state in ("running", "paused"))
+            if key[0] == node)
 
     def _all_instances_info(self, node, hvs):
         return {name: {"name": name, "state": state,
@@ -231,9 +231,10 @@ class CreateTests(InstanceTestCase):
     def test_happy_path(self):
         result = self.ok(create_op())
         self.assertEqual(result, [NODE1])
+        # kept domains on the node are looked for first
         self.assertEqual(self.rpc.procedures(), [
-            "node_info", "all_instances_info", "os_validate",
-            "hypervisor_validate_params", "blockdev_create",
+            "all_instances_info", "node_info", "all_instances_info",
+            "os_validate", "hypervisor_validate_params", "blockdev_create",
             "instance_os_add", "instance_start"])
         self.assertTrue(all(c[0] == NODE1 for c in self.rpc.calls))
         inst = self.inst()
@@ -353,7 +354,8 @@ class CreateTests(InstanceTestCase):
                       % NODE1, str(err))
         self.assertEqual(self.cfg.to_dict(), before)
         self.assertEqual(self.rpc.procedures(),
-                         ["node_info", "all_instances_info"])
+                         ["all_instances_info", "node_info",
+                          "all_instances_info"])
         self.assertEqual(len(self.instance_locks()), 1)
 
     def assert_refused(self, op, *words, kind=errors.OpPrereqError):
@@ -499,9 +501,10 @@ class ForthcomingTests(InstanceTestCase):
         self.rpc.memory_free = 1024
         uuid = self.ok(create_op("", forthcoming=True, os_type=None,
                                  nics=[], disks=[{"size": 1536}]))
-        # only the node's capacity was asked for
+        # only the node's domains and capacity were asked for
         self.assertEqual(self.rpc.procedures(),
-                         ["node_info", "all_instances_info"])
+                         ["all_instances_info", "node_info",
+                          "all_instances_info"])
         inst = self.cfg.get_instance(uuid)
         self.assertTrue(inst.forthcoming)
         self.assertIsNone(inst.name)
@@ -592,8 +595,8 @@ class LifeCycleTests(InstanceTestCase):
         self.rpc.calls = []
         self.ok(self.op("OP_INSTANCE_STARTUP", beparams={"memory": 512}))
         self.assertEqual(self.rpc.procedures(), [
-            "instance_info", "node_info", "blockdev_assemble",
-            "instance_start"])
+            "instance_info", "all_instances_info", "node_info",
+            "blockdev_assemble", "instance_start"])
         spec = self.rpc.calls_of("instance_start")[0][2][0]
         self.assertEqual(spec["beparams"]["maxmem"], 512)
         # ... for this start only
@@ -1116,3 +1119,66 @@ class OsDiagnoseTests(InstanceTestCase):
         err = self.fails({"OP_ID": "OP_OS_DIAGNOSE",
                           "output_fields": ["name", "colour"]})
         self.assertIn("colour", str(err))
+
+
+class KeptDomainCleanupTests(InstanceTestCase):
+    """A job about to use a node's memory first cleans up the domains
+    other instances left behind there (user shutdown detection)."""
+
+    OTHER = "inst1.example.com"
+
+    def setUp(self):
+        InstanceTestCase.setUp(self)
+        self.cfg.set_cluster_params(enabled_user_shutdown=True)
+        self.rpc.memory_free = 2048
+        self.create(self.OTHER, beparams={"memory": 768})
+
+    def other(self):
+        return self.cfg.get_instance(self.OTHER)
+
+    def test_a_user_shutdown_is_recorded_before_a_create(self):
+        # the guest powered itself off: its domain still holds 768 MiB,
+        # which the stopped instance's reservation counts once more
+        self.rpc.domains[(NODE1, self.OTHER)] = "shutdown"
+        self.create("inst2.example.com", beparams={"memory": 1024})
+        other = self.other()
+        self.assertEqual((other.admin_state, other.admin_state_source),
+                         ("down", "user"))
+        self.assertNotIn((NODE1, self.OTHER), self.rpc.domains)
+        self.assertEqual(self.rpc.domains[(NODE1, "inst2.example.com")],
+                         "running")
+
+    def test_a_crashed_domain_is_only_removed_before_a_start(self):
+        self.create("inst2.example.com", beparams={"memory": 128},
+                    start=False)
+        self.rpc.domains[(NODE1, self.OTHER)] = "crashed"
+        self.ok({"OP_ID": "OP_INSTANCE_STARTUP",
+                 "instance_name": "inst2.example.com"})
+        self.assertEqual(self.rpc.procedures()[:3],
+                         ["instance_info", "all_instances_info",
+                          "instance_cleanup"])
+        self.assertEqual(self.rpc.calls_of("instance_cleanup")[0][2][0],
+                         self.OTHER)
+        # not a user shutdown: it stays up, for the watcher to restart
+        self.assertEqual(self.other().admin_state, "up")
+        self.assertTrue(any("kept (crashed) domain of instance %s"
+                            % self.OTHER in m for m in self.log), self.log)
+
+    def test_an_instance_another_job_holds_is_left_alone(self):
+        self.rpc.domains[(NODE1, self.OTHER)] = "shutdown"
+        lockset = self.glm.lockset(locking.LEVEL_INSTANCE)
+        lockset.acquire([self.other().uuid], "other job")
+        self.addCleanup(lockset.release, "other job")
+        err = self.fails(create_op("inst2.example.com",
+                                   beparams={"memory": 1024}))
+        self.assertEqual(err.args[1], errors.ECODE_NORES)
+        self.assertEqual(self.rpc.calls_of("instance_cleanup"), [])
+        self.assertEqual(self.other().admin_state, "up")
+        self.assertTrue(any("another job holds it" in m for m in self.log))
+
+    def test_a_dry_run_cleans_nothing(self):
+        self.rpc.domains[(NODE1, self.OTHER)] = "shutdown"
+        self.ok(create_op("inst2.example.com", beparams={"memory": 128},
+                          dry_run=True))
+        self.assertEqual(self.rpc.calls_of("instance_cleanup"), [])
+        self.assertEqual(self.other().admin_state, "up")

@@ -198,6 +198,32 @@ class ClusterTests(ProcessorTestCase):
                            errors.OpPrereqError)
         self.assertIn("uid_pool", str(err))
 
+    def test_node_parameters_are_merged_and_checked(self):
+        self.result(self.run_op({"OP_ID": "OP_CLUSTER_SET_PARAMS",
+                                 "ndparams": {"oob_program": "/bin/oob"}}))
+        self.result(self.run_op({"OP_ID": "OP_CLUSTER_SET_PARAMS",
+                                 "ndparams": {"repair_max_parallel": 1}}))
+        nd = self.cfg.cluster.ndparams
+        self.assertEqual((nd["oob_program"], nd["repair_max_parallel"]),
+                         ("/bin/oob", 1))
+        for params, message in (
+                ({"repair_min_healthy": 1.5}, "ndparams/repair_min_healthy:"
+                 " expected a share of the nodes between 0 and 1, got 1.5"),
+                ({"repair_max_parallel": -1}, "ndparams/repair_max_parallel:"
+                 " expected a number of repairs, 0 for no limit, got -1"),
+                ({"repair_max_parallel": "two"}, "ndparams/"
+                 "repair_max_parallel: expected an integer"),
+                ({"colour": 1}, "unknown node parameter 'colour'")):
+            before = self.cfg.to_dict()
+            err = self.failure(self.run_op(
+                {"OP_ID": "OP_CLUSTER_SET_PARAMS", "ndparams": params}),
+                errors.OpPrereqError)
+            self.assertIn(message, str(err))
+            self.assertEqual(self.cfg.to_dict(), before)
+        self.result(self.run_op({"OP_ID": "OP_CLUSTER_SET_PARAMS",
+                                 "ndparams": {"oob_program": "default"}}))
+        self.assertNotIn("oob_program", self.cfg.cluster.ndparams)
+
     def test_parameters_and_their_errors(self):
         self.result(self.run_op({"OP_ID": "OP_CLUSTER_SET_PARAMS",
                                  "hvparams": {"kvm": {"kernel_args": "quiet"}},

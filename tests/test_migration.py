@@ -147,8 +147,8 @@ class MigrateTests(MigrationTestCase):
         self.assertGreater(inst.serial_no, before)
         self.assertEqual(self.rpc.domains, {(NODE2, inst.name): "running"})
         self.assertEqual(self.rpc.procedures(), [
-            "instance_info", "node_info", "all_instances_info", "node_info",
-            "node_info", "migration_info", "accept_instance",
+            "instance_info", "all_instances_info", "node_info",
+            "all_instances_info", "node_info", "node_info", "migration_info", "accept_instance",
             "instance_migrate",
             "instance_get_migration_status",
             "instance_finalize_migration_src",

@@ -619,6 +619,9 @@ class ModifyTests(MembershipTestCase):
         self.assertIn("has no out-of-band program", str(err))
         err = self.fails(self.modify(ndparams={"exclusive_storage": True}))
         self.assertIn("exclusive_storage can only be set", str(err))
+        err = self.fails(self.modify(ndparams={"repair_max_parallel": 2}))
+        self.assertIn("repair_max_parallel can only be set for the cluster"
+                      " or a node group", str(err))
         err = self.fails(self.modify(MASTER, master_capable=False))
         self.assertIn("The master must stay master capable", str(err))
         self.ok(self.modify(NODE3, master_capable=False))

@@ -116,3 +116,21 @@ class NodeHealthTests(unittest.TestCase):
         self.tick()
         [ops] = self.jobs
         self.assertEqual(ops[1]["node_name"], NODES[3])
+
+    def test_the_groups_repair_min_healthy_sets_the_share(self):
+        # 5 online nodes, one lost leaves 4 answering: enough by default,
+        # not once the group asks for 90% of its nodes
+        group = self.cfg.get_node(NODES[0]).group
+        self.cfg.set_nodegroup_params(group, ndparams={"repair_min_healthy": 0.9})
+        self.rpc.down.add(NODES[4])
+        self.tick(4)
+        self.assertEqual(self.jobs, [])
+        self.assertTrue(any("may be the one cut off" in m
+                            for m in self.messages()))
+        # the cluster's value counts where the group sets none
+        self.cfg.set_nodegroup_params(group, ndparams={})
+        self.cfg.set_cluster_params(ndparams=dict(
+            self.cfg.cluster.ndparams, repair_min_healthy=0.7))
+        self.tick()
+        [ops] = self.jobs
+        self.assertEqual(ops[1]["node_name"], NODES[4])

@@ -823,21 +823,15 @@ class ServiceTests(WatcherTestCase):
         opts.parseOptions(["--root", self.root, "--once", "--job-age", "2h",
                            "--interval", "1m"])
         self.assertEqual((opts["once"], opts["job-age"], opts["interval"],
-                          opts["job-wait"], opts["no-auto-repair"],
-                          opts["max-parallel-repairs"]),
-                         (True, 7200, 60, 300, False, 4))
-        opts = wservice.Options()
-        opts.parseOptions(["--max-parallel-repairs", "0"])
-        self.assertEqual(opts["max-parallel-repairs"], 0)
+                          opts["job-wait"], opts["no-auto-repair"]),
+                         (True, 7200, 60, 300, False))
         for args, message in (
                 (["--interval", "0"], "--interval must be positive"),
                 (["--job-age", "soon"], "--job-age: 'soon' is not a"
                  " duration"),
                 (["--job-wait", "-1"], "--job-wait: '-1' must not be"
                  " negative"),
-                (["--bind", "node1"], "--bind: 'node1' is not an IP"),
-                (["--max-parallel-repairs", "many"],
-                 "--max-parallel-repairs: 'many' is not a number")):
+                (["--bind", "node1"], "--bind: 'node1' is not an IP")):
             opts = wservice.Options()
             with self.assertRaises(wservice.usage.UsageError) as ctx:
                 opts.parseOptions(args)

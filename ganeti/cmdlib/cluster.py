@@ -16,6 +16,8 @@ from ganeti import ipolicy
 from ganeti import objects
 from ganeti import uidpool
 from ganeti.cmdlib.base import LogicalUnit
+from ganeti.cmdlib.instance_params import update_params
+from ganeti.cmdlib.node import check_ndparams
 from ganeti.iallocator import AllocatorNotFound
 from ganeti.iallocator import defaults as ia_defaults
 
@@ -44,7 +46,6 @@ _SIMPLE = {
     "enabled_user_shutdown": "enabled_user_shutdown",
     "vg_name": "volume_group_name",
     "drbd_helper": "drbd_usermode_helper",
-    "ndparams": "ndparams",
 }
 
 
@@ -199,6 +200,10 @@ class LUClusterSetParams(LogicalUnit):
             self._check_disabled_templates_unused(op.enabled_disk_templates)
             changes["enabled_disk_templates"] = list(
                 op.enabled_disk_templates)
+        if op.ndparams:
+            check_ndparams(op.ndparams, level="cluster")
+            # merged as Ganeti does; "default" drops a key
+            changes["ndparams"] = update_params(c.ndparams, op.ndparams)
         self.group_policies = {}
         self._check_ipolicy(changes)
         for family in ("hvparams", "os_hvp", "osparams", "diskparams"):

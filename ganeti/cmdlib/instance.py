@@ -21,6 +21,7 @@ from ganeti import objects
 from ganeti import user_shutdown
 from ganeti.cmdlib import checks
 from ganeti.cmdlib import instance_disks
+from ganeti.cmdlib import kept_domains
 from ganeti.cmdlib import locks
 from ganeti.cmdlib import node_calls
 from ganeti.cmdlib import operating_system
@@ -112,6 +113,8 @@ class LUInstanceStartup(InstanceLU):
         info = await node_calls.live_info(self, inst)
         running = checks.is_live(info)
         if not running:
+            await kept_domains.clean_up(self, inst.primary_node,
+                                        skip={inst.uuid})
             be = objects.fill_beparams(cfg.cluster, inst)
             be.update(self.beparams)
             await node_calls.check_free_memory(

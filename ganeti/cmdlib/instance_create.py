@@ -41,6 +41,7 @@ from ganeti import locking
 from ganeti import objects
 from ganeti.cmdlib import allocation
 from ganeti.cmdlib import capacity
+from ganeti.cmdlib import kept_domains
 from ganeti.cmdlib import checks
 from ganeti.cmdlib import instance_disks
 from ganeti.cmdlib import locks
@@ -446,6 +447,9 @@ class LUInstanceCreate(LogicalUnit):
         """The new instance (or reservation) must fit on its node: free
         resources as the node reports them, minus reservations."""
         if self.new_instance.primary_node:
+            if not self.dry_run:
+                await kept_domains.clean_up(self,
+                                            self.new_instance.primary_node)
             await capacity.check_instance_fits(self, self.new_instance,
                                                disks=self.new_disks)
 

@@ -34,6 +34,7 @@ from ganeti import locking
 from ganeti import objects
 from ganeti.cmdlib import allocation
 from ganeti.cmdlib import capacity
+from ganeti.cmdlib import kept_domains
 from ganeti.cmdlib import checks
 from ganeti.cmdlib import instance_disks
 from ganeti.cmdlib import node_calls
@@ -323,6 +324,8 @@ class _MoveInstanceLU(LogicalUnit):
         if not self.cleanup and not inst.forthcoming and (
                 not self.failover or
                 inst.admin_state == constants.ADMINST_UP):
+            await kept_domains.clean_up(self, self.target_uuid,
+                                        skip={inst.uuid})
             await capacity.check_free_memory(
                 self, self.target_uuid, be[constants.BE_MINMEM],
                 "%s instance %s" % ("failing over" if self.failover

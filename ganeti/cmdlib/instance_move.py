@@ -38,6 +38,7 @@ from ganeti.cmdlib import checks
 from ganeti.cmdlib import instance_disks
 from ganeti.cmdlib import instance_params
 from ganeti.cmdlib import node_calls
+from ganeti.cmdlib import kept_domains
 from ganeti.cmdlib import reservations
 from ganeti.cmdlib.base import LogicalUnit
 from ganeti.cmdlib.instance_migration import (
@@ -203,6 +204,7 @@ class LUInstanceMove(_InstanceLU):
         dst_name = node_calls.node_name(cfg, dst)
         was_up = inst.admin_state == constants.ADMINST_UP
         if was_up:
+            await kept_domains.clean_up(self, dst, skip={inst.uuid})
             be = objects.fill_beparams(cfg.cluster, inst)
             await node_calls.check_free_memory(
                 self, dst, inst.hypervisor, be[constants.BE_MINMEM],

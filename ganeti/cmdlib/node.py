@@ -151,6 +151,11 @@ def check_ndparams(params, field="ndparams", level="node"):
             raise errors.OpPrereqError("%s/%s: expected %s, got %r"
                                        % (field, key, what, value),
                                        errors.ECODE_INVAL)
+        in_range, what = _RANGES.get(key, (None, None))
+        if in_range is not None and not in_range(value):
+            raise errors.OpPrereqError("%s/%s: expected %s, got %r"
+                                       % (field, key, what, value),
+                                       errors.ECODE_INVAL)
     if level == "node":
         bad = sorted(set(params or {}) & NDC_GLOBALS)
         if bad:
@@ -159,8 +164,19 @@ def check_ndparams(params, field="ndparams", level="node"):
                 % (field, ", ".join(bad)), errors.ECODE_INVAL)
 
 
-#: Node parameters only the cluster or a group may set (Ganeti's)
-NDC_GLOBALS = frozenset([constants.ND_EXCLUSIVE_STORAGE])
+#: Node parameters only the cluster or a group may set (Ganeti's, then the
+#: auto-repair budget: it is about a group's nodes together)
+NDC_GLOBALS = frozenset([constants.ND_EXCLUSIVE_STORAGE,
+                         constants.ND_REPAIR_MAX_PARALLEL,
+                         constants.ND_REPAIR_MIN_HEALTHY])
+
+#: value ranges of the node parameters that have one
+_RANGES = {
+    constants.ND_REPAIR_MAX_PARALLEL: (
+        lambda v: v >= 0, "a number of repairs, 0 for no limit"),
+    constants.ND_REPAIR_MIN_HEALTHY: (
+        lambda v: 0 <= v <= 1, "a share of the nodes between 0 and 1"),
+}
 
 
 #: storage kinds a disk_state may name: Ganeti's "plain" (a volume group)

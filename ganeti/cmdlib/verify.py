@@ -58,6 +58,8 @@ CV_EINSTANCEBADNODE = ("instance", "EINSTANCEBADNODE")
 CV_EINSTANCEMISSINGDISK = ("instance", "EINSTANCEMISSINGDISK")
 CV_EINSTANCEFAULTYDISK = ("instance", "EINSTANCEFAULTYDISK")
 CV_EINSTANCEPOLICY = ("instance", "EINSTANCEPOLICY")
+#: this project's: a group below its repair_min_healthy share
+CV_EGROUPHEALTH = ("group", "EGROUPHEALTH")
 
 #: days of validity left below which the cluster certificate is a warning,
 #: and an error (Ganeti's SSL_CERT_EXPIRATION_WARN / _ERROR)
@@ -613,6 +615,19 @@ class LUClusterVerifyGroup(LogicalUnit):
                      message or "certificate %s is fine" % path,
                      code=etype or ETYPE_ERROR)
 
+    def _verify_repair_share(self, rep):
+        """Auto-repair starts nothing in a group with fewer online nodes
+        than its repair_min_healthy share (docs/autorepair.rst)."""
+        share = objects.fill_ndparams(
+            self.cfg.cluster, self.group,
+            None)[constants.ND_REPAIR_MIN_HEALTHY]
+        online = sum(1 for n in self.nodes if not n.offline)
+        rep.error_if(online < share * len(self.nodes), CV_EGROUPHEALTH,
+                     self.group.name, "only %d of the group's %d nodes are"
+                     " online, below its repair_min_healthy share %s:"
+                     " auto-repair starts no new repair in it", online,
+                     len(self.nodes), share, code=ETYPE_WARNING)
+
     async def exec_(self):
         rep = _Reporter(self)
         cfg = self.cfg
@@ -671,6 +686,7 @@ class LUClusterVerifyGroup(LogicalUnit):
             if uuid not in group_uuids and image.rpc_fail:
                 rep.error(CV_ENODERPC, image.name, "while contacting node:"
                           " %s", image.rpc_msg)
+        self._verify_repair_share(rep)
 
         self.log_info("* Verifying orphan volumes")
         self._verify_orphan_volumes(rep, [

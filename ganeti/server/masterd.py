@@ -68,9 +68,6 @@ class Options(usage.Options):
         ["node-check-misses", None, 3, "Checks a node may miss in a row"
          " before it is lost (marked offline and fenced, if it has an"
          " out-of-band program).", int],
-        ["node-check-min-healthy", None, 0.5, "Share of a node group's"
-         " online nodes that must answer for the master to act on the"
-         " others (below it, the master assumes it is cut off).", float],
     ]
 
     def __init__(self):
@@ -510,8 +507,6 @@ def makeService(options, reactor=None, writer=None):
                           nodehealth.NodeHealthOptions(
                               interval=interval,
                               misses=options.get("node-check-misses") or 3,
-                              min_healthy=options.get(
-                                  "node-check-min-healthy", 0.5),
                               timeout=min(interval, 5.0))
                           ).setServiceParent(top)
     return top

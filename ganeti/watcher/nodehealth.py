@@ -11,17 +11,19 @@ A lost node without an out-of-band program cannot be fenced: it is only
 reported, and stays as it is until an administrator, sure it is down,
 marks it offline.
 
-If more of a node group's nodes are lost at once than
-``min_healthy`` allows (the share of its online nodes that must still
-answer, the master counting as answering), the master assumes that it is
-the one cut off: it marks nothing offline and only reports, until enough
-nodes answer again.
+If more of a node group's nodes are lost at once than its node parameter
+``repair_min_healthy`` allows (the share of its online nodes that must
+still answer, the master counting as answering), the master assumes that
+it is the one cut off: it marks nothing offline and only reports, until
+enough nodes answer again.
 """
 
 import attrs
 from twisted.internet import defer, task
 from twisted.logger import Logger
 
+from ganeti import constants
+from ganeti import objects
 from ganeti.cmdlib import node_oob
 
 REASON_SOURCE = "gnt:watcher:nodehealth"
@@ -34,8 +36,8 @@ class NodeHealthOptions:
     #: checks missed in a row before a node is lost
     misses: int = 3
     #: share of a group's online nodes that must answer for the master to
-    #: act on the others
-    min_healthy: float = 0.5
+    #: act on the others; None: the group's repair_min_healthy parameter
+    min_healthy: float = None
     #: seconds a check may take
     timeout: float = 2.0
 
@@ -116,7 +118,7 @@ class NodeHealth:
             online = [n for n in cfg.nodes.values()
                       if n.group == group and not n.offline]
             answering = len(online) - len(lost)
-            if answering < self.opts.min_healthy * len(online):
+            if answering < self._min_healthy(group) * len(online):
                 if group not in self.partitioned:
                     self.partitioned.add(group)
                     self.log.error(
@@ -135,6 +137,14 @@ class NodeHealth:
                     continue
                 self.handled.add(node.uuid)
                 yield self._retire(node)
+
+    def _min_healthy(self, group_uuid):
+        if self.opts.min_healthy is not None:
+            return self.opts.min_healthy
+        cfg = self.cfg
+        return objects.fill_ndparams(
+            cfg.cluster, cfg.nodegroups.get(group_uuid),
+            None)[constants.ND_REPAIR_MIN_HEALTHY]
 
     def _group_name(self, uuid):
         group = self.cfg.nodegroups.get(uuid)

@@ -21,7 +21,6 @@ from twisted.logger import Logger
 from twisted.python import usage
 
 from ganeti import luxi
-from ganeti.watcher.autorepair.runner import DEFAULT_MAX_PARALLEL
 from ganeti import pathutils
 from ganeti.watcher import probes as wprobes
 from ganeti.watcher import watcher as wwatcher
@@ -91,22 +90,9 @@ class Options(usage.Options):
         ["auto-repair-interval", None, "5", "On the master, an auto-repair"
          " pass every this many seconds between full passes (0: only with"
          " them)."],
-        ["max-parallel-repairs", None, None, "Auto-repair: repairs running"
-         " at once per node group (0: no limit; default %d)."
-         % DEFAULT_MAX_PARALLEL],
     ]
 
     def postOptions(self):
-        value = self["max-parallel-repairs"]
-        try:
-            value = DEFAULT_MAX_PARALLEL if value is None else int(value)
-        except ValueError:
-            value = -1
-        if value < 0:
-            raise usage.UsageError("--max-parallel-repairs: %r is not a"
-                                   " number of repairs (0: no limit)"
-                                   % self["max-parallel-repairs"])
-        self["max-parallel-repairs"] = value
         for name in ("interval", "job-age", "job-wait",
                      "auto-repair-interval"):
             self[name] = parse_duration("--" + name, self[name])
@@ -318,13 +304,18 @@ class RepairLoop(service.Service):
                          " {err}", err=err)
 
 
-def _autorepair_pass(reactor, max_parallel):
-    """``autorepair(client)``: one auto-repair pass (docs/autorepair.rst)."""
+def _autorepair_pass(reactor):
+    """``autorepair(client)``: one auto-repair pass (docs/autorepair.rst);
+    its budget is the node groups' (repair_max_parallel).  A pass does not
+    wait for the repairs it submitted (the watcher lock is not held for a
+    long repair): the next pass checks how their tag jobs ended."""
+    unconfirmed = {}
+
     def autorepair(client):
         from ganeti.watcher.autorepair import runner
         return defer.Deferred.fromCoroutine(
-            runner.AutoRepair(client, reactor,
-                              max_parallel=max_parallel).run_once())
+            runner.AutoRepair(client, reactor, wait_tags=False,
+                              unconfirmed=unconfirmed).run_once())
     return autorepair
 
 
@@ -342,8 +333,7 @@ def makeService(options, reactor=None):
         probes = wprobes.DaemonProbes(reactor, paths, options["bind"])
 
     autorepair = (None if options["no-auto-repair"]
-                  else _autorepair_pass(reactor,
-                                        options["max-parallel-repairs"]))
+                  else _autorepair_pass(reactor))
 
     def make_watcher():
         client = luxi.LuxiClient(reactor, paths.master_socket)

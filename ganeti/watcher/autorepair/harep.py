@@ -36,11 +36,10 @@ def build_parser():
                         " much (an OP_TEST_DELAY first in the job)")
     p.add_argument("--dry-run", action="store_true",
                    help="only show what would be done")
-    p.add_argument("--max-parallel", type=int,
-                   default=runner.DEFAULT_MAX_PARALLEL, metavar="N",
+    p.add_argument("--max-parallel", type=int, default=None, metavar="N",
                    help="repairs running at once per node group; a new"
-                        " one waits beyond it (0: no limit; default"
-                        " %(default)s)")
+                        " one waits beyond it (0: no limit; default: each"
+                        " group's node parameter repair_max_parallel)")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="also log each step as it is taken")
     p.add_argument("--version", action="version", version=VERSION)
@@ -91,7 +90,7 @@ def main(argv=None, out=None, err=None):
     if opts.job_delay < 0:
         err.write("Error: --job-delay must not be negative\n")
         return 2
-    if opts.max_parallel < 0:
+    if opts.max_parallel is not None and opts.max_parallel < 0:
         err.write("Error: --max-parallel must not be negative\n")
         return 2
     if opts.verbose:

@@ -25,8 +25,36 @@ from ganeti.query import base as query_base
 from ganeti.watcher.autorepair import detect, engine, tags as T
 
 COMMENT = "automated repairs by harep"
-#: repairs running at once per node group
-DEFAULT_MAX_PARALLEL = 4
+
+
+class GroupBudget:
+    """What a node group allows: ``max_parallel`` repairs running at once
+    (0: no limit), and new ones only while at least ``min_healthy`` of
+    its ``total`` nodes are ``online``."""
+
+    def __init__(self, max_parallel, min_healthy, online=0, total=0):
+        self.max_parallel = max_parallel
+        self.min_healthy = min_healthy
+        self.online = online
+        self.total = total
+
+    def too_few_healthy(self):
+        return self.total > 0 and self.online < self.min_healthy * self.total
+
+    def full(self, running):
+        return bool(self.max_parallel) and running >= self.max_parallel
+
+
+def _group_budget(ndparams):
+    nd = ndparams if isinstance(ndparams, dict) else {}
+
+    def get(key, kind):
+        value = nd.get(key)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            value = constants.NDC_DEFAULTS[key]
+        return value
+    return GroupBudget(get(constants.ND_REPAIR_MAX_PARALLEL, int),
+                       get(constants.ND_REPAIR_MIN_HEALTHY, (int, float)))
 
 _INSTANCE_FIELDS = ["name", "disk_template", "pnode", "snodes",
                     "admin_state", "tags", "pnode.group.uuid"]
@@ -63,7 +91,7 @@ class AutoRepair:
     def __init__(self, client, clock, dry_run=False, job_delay=0.0,
                  reason_source="gnt:watcher", iallocator=None,
                  retry_interval=300.0, poll=0.5, wallclock=time.time,
-                 max_parallel=DEFAULT_MAX_PARALLEL):
+                 max_parallel=None, wait_tags=True, unconfirmed=None):
         self.client = client
         self.clock = clock
         self.dry_run = dry_run
@@ -74,30 +102,47 @@ class AutoRepair:
         self.poll = poll
         self.wallclock = wallclock
         #: repairs with unfinished jobs at once per node group (0: no
-        #: limit); a new repair waits for a later pass beyond it
+        #: limit); a new repair waits for a later pass beyond it.  None:
+        #: each group's repair_max_parallel node parameter
         self.max_parallel = max_parallel
+        #: whether a pass waits for its tag jobs (which wait for the
+        #: repairs they record); if not, they are kept in ``unconfirmed``
+        #: ({job id: (kind, name)}, shared by the passes of a loop) and
+        #: checked at the start of the next pass
+        self.wait_tags = wait_tags
+        self.unconfirmed = {} if unconfirmed is None else unconfirmed
 
     async def _call(self, method, *args):
         return await self.client.call(method, *args)
 
     async def snapshot(self):
         """(instances, nodes, cluster tags, iallocator, unfinished job
-        summaries) of the cluster now."""
+        summaries, {group uuid: GroupBudget}) of the cluster now."""
         c = self._call
         info = await c(luxi.REQ_QUERY_CLUSTER_INFO)
         cluster_tags = list(info.get("tags") or [])
         ialloc = self.iallocator or info.get("default_iallocator") or "hail"
-        fields = ["uuid", "tags"]
-        groups = {u: list(t or []) for u, t in _rows(await c(
-            luxi.REQ_QUERY, "group", fields, None), fields)}
+        fields = ["uuid", "tags", "ndparams"]
+        groups = {}
+        budgets = {}
+        for u, t, ndparams in _rows(await c(luxi.REQ_QUERY, "group", fields,
+                                            None), fields):
+            groups[u] = list(t or [])
+            budgets[u] = _group_budget(ndparams)
+            if self.max_parallel is not None:
+                budgets[u].max_parallel = self.max_parallel
         nodes = {}
-        fields = ["name", "offline", "drained", "powered", "ndparams"]
-        for name, off, drained, powered, ndparams in _rows(await c(
+        fields = ["name", "offline", "drained", "powered", "ndparams",
+                  "group.uuid"]
+        for name, off, drained, powered, ndparams, guuid in _rows(await c(
                 luxi.REQ_QUERY, "node", fields, None), fields):
             oob = (ndparams or {}).get(constants.ND_OOB_PROGRAM) \
                 if isinstance(ndparams, dict) else None
             nodes[name] = detect.Node(name, bool(off), bool(drained),
                                       detect.is_fenced(off, powered, oob))
+            if guuid in budgets:
+                budgets[guuid].total += 1
+                budgets[guuid].online += not off
         insts = []
         for (name, dt, pnode, snodes, admin, tags, guuid) in _rows(await c(
                 luxi.REQ_QUERY, "instance", _INSTANCE_FIELDS, None),
@@ -110,7 +155,7 @@ class AutoRepair:
                            ["id", "status", "summary"]):
             if row is not None and row[1] not in JQ.FINALIZED:
                 busy.append((row[0], row[2] or []))
-        return insts, nodes, cluster_tags, ialloc, busy
+        return insts, nodes, cluster_tags, ialloc, busy, budgets
 
     async def _jobs(self, ids):
         if not ids:
@@ -129,7 +174,9 @@ class AutoRepair:
 
     async def run_once(self):
         """One pass; returns the decisions (applied unless ``dry_run``)."""
-        insts, nodes, cluster_tags, ialloc, busy = await self.snapshot()
+        await self._check_unconfirmed()
+        insts, nodes, cluster_tags, ialloc, busy, budgets = \
+            await self.snapshot()
         wanted = set()
         for inst in insts:
             for p in T.instance_tags(inst.tags)[0]:
@@ -144,6 +191,7 @@ class AutoRepair:
             decisions.append(d)
         running = self._running_repairs(insts, jobs)
         expired = set()
+        tag_jobs = {}
         for inst, d in zip(insts, decisions):
             for bad in d.malformed:
                 self.log.warn("Instance {inst}: ignoring malformed"
@@ -157,14 +205,26 @@ class AutoRepair:
                               " job {jobs} runs", inst=inst.name,
                               state=d.state, jobs=other)
                 continue
+            budget = budgets.get(inst.group) or _group_budget(None)
             if d.step is not None and d.replaces is None and \
-                    self.max_parallel and \
-                    running.get(inst.group, 0) >= self.max_parallel:
+                    budget.too_few_healthy():
+                # a new repair in a group that lost too many nodes: the
+                # survivors are not loaded further; a person decides
+                self.log.warn("Instance {inst}: {state}; waits, only {n} of"
+                              " the {total} nodes of its node group are"
+                              " online (repair_min_healthy {share})",
+                              inst=inst.name, state=d.state, n=budget.online,
+                              total=budget.total, share=budget.min_healthy)
+                continue
+            if d.step is not None and d.replaces is None and \
+                    budget.full(running.get(inst.group, 0)):
                 # a new repair, over the group's budget: a later pass
                 self.log.info("Instance {inst}: {state}; waits, {n} repairs"
-                              " already run in its node group",
+                              " already run in its node group"
+                              " (repair_max_parallel {max})",
                               inst=inst.name, state=d.state,
-                              n=running.get(inst.group, 0))
+                              n=running.get(inst.group, 0),
+                              max=budget.max_parallel)
                 continue
             if d.step is not None and d.replaces is None:
                 running[inst.group] = running.get(inst.group, 0) + 1
@@ -172,7 +232,15 @@ class AutoRepair:
                 self.log.info("Instance {inst}: {state}: {msg}",
                               inst=inst.name, state=d.state, msg=d.message)
             if not self.dry_run:
-                await self._apply(d)
+                tag_job = await self._apply(d)
+                if tag_job is not None:
+                    tag_jobs[tag_job] = ("instance", d.instance)
+        # the repairs run in parallel (within the budget); their tag jobs
+        # end with them
+        if self.wait_tags:
+            await self._wait_tags(tag_jobs)
+        else:
+            self.unconfirmed.update(tag_jobs)
         if expired and not self.dry_run:
             await self._remove_expired(insts, expired)
         return decisions
@@ -210,6 +278,9 @@ class AutoRepair:
         return res
 
     async def _apply(self, d):
+        """Submit the decision's repair job and then its tag job; the id
+        of the tag job (None if there is none), not waited for: it waits
+        for the instance's lock, so for the repair job."""
         add = list(d.add_tags)
         remove = list(d.remove_tags)
         if d.step is not None:
@@ -225,9 +296,11 @@ class AutoRepair:
             if d.replaces:
                 remove.append(d.replaces)
         if add or remove:
-            await self._change_tags("instance", d.instance, add, remove)
+            return await self._submit_tags("instance", d.instance, add,
+                                           remove)
+        return None
 
-    async def _change_tags(self, kind, name, add, remove):
+    async def _submit_tags(self, kind, name, add, remove):
         ops = []
         if remove:
             ops.append({"OP_ID": "OP_TAGS_DEL", "kind": kind, "name": name,
@@ -235,13 +308,42 @@ class AutoRepair:
         if add:
             ops.append({"OP_ID": "OP_TAGS_SET", "kind": kind, "name": name,
                         "tags": list(add)})
-        jid = await self._call(luxi.REQ_SUBMIT_JOB, self._ops(ops))
-        status = await self._wait(jid)
-        if status != JQ.STATUS_SUCCESS:
-            self.log.error("Changing the auto-repair tags of {kind} {name}"
-                           " (job {job}) ended {status}", kind=kind,
-                           name=name, job=jid, status=status)
-        return status
+        return await self._call(luxi.REQ_SUBMIT_JOB, self._ops(ops))
+
+    async def _change_tags(self, kind, name, add, remove):
+        jid = await self._submit_tags(kind, name, add, remove)
+        return (await self._wait_tags({jid: (kind, name)}))[jid]
+
+    async def _wait_tags(self, jobs):
+        """Wait for the tag jobs ``{job id: (kind, name)}``; logs those
+        that did not succeed; {job id: final status}."""
+        statuses = {}
+        for jid in jobs:
+            statuses[jid] = await self._wait(jid)
+            if statuses[jid] != JQ.STATUS_SUCCESS:
+                kind, name = jobs[jid]
+                self.log.error("Changing the auto-repair tags of {kind}"
+                               " {name} (job {job}) ended {status}",
+                               kind=kind, name=name, job=jid,
+                               status=statuses[jid])
+        return statuses
+
+    async def _check_unconfirmed(self):
+        """Forget the earlier passes' tag jobs that are over, logging those
+        that did not succeed."""
+        if not self.unconfirmed:
+            return
+        ids = sorted(self.unconfirmed)
+        rows = await self._call(luxi.REQ_QUERY_JOBS, ids, ["status"])
+        for jid, row in zip(ids, rows):
+            status = row[0] if row is not None else None
+            if status is not None and status not in JQ.FINALIZED:
+                continue
+            kind, name = self.unconfirmed.pop(jid)
+            if status not in (None, JQ.STATUS_SUCCESS):
+                self.log.error("Changing the auto-repair tags of {kind}"
+                               " {name} (job {job}) ended {status}",
+                               kind=kind, name=name, job=jid, status=status)
 
     async def _wait(self, jid):
         while True:
