@@ -615,13 +615,19 @@ out = {"instances": sorted((i.name or i.uuid, bool(i.forthcoming),
        "nodes": sorted(n.name for n in cd.nodes.values()),
        "cluster": cd.cluster.cluster_name,
        "uid_pool": [list(r) for r in cd.cluster.uid_pool],
-       "disks": len(cd.disks)}
+       "disks": len(cd.disks),
+       "ndparams": [cd.cluster.ndparams] +
+                   [g.ndparams for g in cd.nodegroups.values()]}
 print(json.dumps(out))
 """
 
     def test_ganeti_loads_our_file(self):
         store = make_store(self)
-        store.set_cluster_params(uid_pool=[[1000, 1999]])
+        # with this project's own node parameters (the repair budget)
+        store.set_cluster_params(uid_pool=[[1000, 1999]], ndparams=dict(
+            store.cluster.ndparams, repair_max_parallel=2))
+        store.set_nodegroup_params("default",
+                                   ndparams={"repair_min_healthy": 0.75})
         store.add_node(Node(name="node2.example.com",
                             primary_ip="127.0.0.2"))
         inst, disks = real_instance(store, "inst1.example.com",
@@ -644,6 +650,9 @@ print(json.dumps(out))
             self.assertEqual(len(names), 2)
             self.assertEqual(got["disks"], 2)
             self.assertEqual(got["uid_pool"], [[1000, 1999]])
+            cluster_nd, group_nd = got["ndparams"]
+            self.assertEqual(cluster_nd["repair_max_parallel"], 2)
+            self.assertEqual(group_nd, {"repair_min_healthy": 0.75})
         return d.addCallback(check)
 
     _MAKE = r"""
