@@ -95,8 +95,9 @@ class NodeFailureTests(ClusterTestCase):
         """The status of every failover job so far."""
         rows = (client or self.client).call("QueryJobs", None,
                                             ["summary", "status"])
-        return [status for summary, status in rows
-                if any(s.startswith("INSTANCE_FAILOVER") for s in summary)]
+        # (a job archived while being read is None)
+        return [row[1] for row in rows if row is not None and
+                any(s.startswith("INSTANCE_FAILOVER") for s in row[0])]
 
     def watch_failovers(self):
         """Sample, every 50 ms until the test ends, how many failover
