@@ -425,6 +425,86 @@ class Cluster(TaggableObject):
         self.ipolicy = fill_ipolicy(constants.IPOLICY_DEFAULTS, self.ipolicy)
 
 
+#: the repair states of a maintenance incident
+INCIDENT_NOTED = "noted"
+INCIDENT_PENDING = "pending"
+INCIDENT_CANCELED = "canceled"
+INCIDENT_FAILED = "failed"
+INCIDENT_COMPLETED = "completed"
+INCIDENT_STATES = frozenset([INCIDENT_NOTED, INCIDENT_PENDING,
+                             INCIDENT_CANCELED, INCIDENT_FAILED,
+                             INCIDENT_COMPLETED])
+
+
+@attr.s(eq=False, repr=False)
+class Incident(ConfigObject):
+    """One problem a node reported through its self-diagnosis, as the
+    maintenance daemon tracks it (docs/maintd.rst)."""
+    #: the node it was observed on (uuid)
+    node = attr.ib(default=None)
+    #: the diagnose report as the node gave it (a JSON object)
+    original = _dict_field()
+    #: the report's status: live-repair, evacuate or evacuate-failover
+    action = attr.ib(default=None)
+    repair_status = attr.ib(default=INCIDENT_NOTED)
+    #: ids of the jobs submitted for it
+    jobs = attr.ib(factory=list)
+    #: the node tag it gets (maintd:repairready:ID) or got
+    tag = attr.ib(default=None)
+    serial_no = attr.ib(default=1)
+    ctime = attr.ib(default=None)
+    mtime = attr.ib(default=None)
+    uuid = attr.ib(default=None)
+
+    def __repr__(self):
+        return "<Incident %s on %s (%s)>" % (self.uuid, self.node,
+                                             self.repair_status)
+
+
+@attr.s(eq=False, repr=False)
+class Maintenance(ConfigObject):
+    """The maintenance daemon's switches and state: config.data's
+    top-level ``maintenance`` entry (docs/maintd.rst)."""
+    #: seconds between the daemon's looks at the cluster
+    round_delay = attr.ib(default=constants.MAINTD_DEFAULT_ROUND_DELAY)
+    #: the jobs of the round under way
+    jobs = attr.ib(factory=list)
+    #: nodes the daemon evacuated (uuids)
+    evacuated = attr.ib(factory=list)
+    #: whether it balances the cluster, and from which score improvement
+    balance = attr.ib(default=False)
+    balance_threshold = attr.ib(
+        default=constants.MAINTD_DEFAULT_BALANCE_THRESHOLD)
+    #: whether it does harep's duties (the auto-repair tags)
+    harep = attr.ib(default=False)
+    #: balancing: disk moves allowed, load data from the nodes' monitoring
+    #: daemons used
+    balance_disk_moves = attr.ib(default=True)
+    balance_load = attr.ib(default=False)
+    #: balancing: seconds an instance it moved stays put, moves per hour
+    balance_hold_down = attr.ib(
+        default=constants.MAINTD_DEFAULT_BALANCE_HOLD_DOWN)
+    balance_max_moves = attr.ib(
+        default=constants.MAINTD_DEFAULT_BALANCE_MAX_MOVES)
+    #: [[instance uuid, unix time]] of its recent balancing moves
+    moves = attr.ib(factory=list)
+    incidents = attr.ib(factory=dict,
+                        metadata=_meta("object_map", Incident))
+    serial_no = attr.ib(default=1)
+    ctime = attr.ib(default=None)
+    mtime = attr.ib(default=None)
+
+    def is_default(self):
+        """True while it holds nothing that differs from a fresh one (it
+        is then left out of config.data)."""
+        fresh = Maintenance().to_dict()
+        mine = self.to_dict()
+        for key in ("serial_no", "ctime", "mtime"):
+            fresh.pop(key, None)
+            mine.pop(key, None)
+        return mine == fresh
+
+
 #: The object maps of config.data: top-level key -> class of its values.
 CONFIG_MAPS = (
     ("nodes", Node),

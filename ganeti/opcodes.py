@@ -308,10 +308,17 @@ GENERIC_PARAMS = (
 )
 
 _DEFINITIONS = []
+_EXTENSIONS = set()
 
 
 def _op(op_id, summary_field, *params):
     _DEFINITIONS.append((op_id, summary_field, params))
+
+
+def _ext(op_id, summary_field, *params):
+    """An opcode of this project's that Ganeti 3.0 does not have."""
+    _EXTENSIONS.add(op_id)
+    _op(op_id, summary_field, *params)
 
 
 # --- Cluster ---------------------------------------------------------------
@@ -333,6 +340,8 @@ _op("OP_CLUSTER_RENEW_CRYPTO", None,
     P("ssh_key_bits", maybe(POS_INT)),
     P("verbose", BOOL, False),
     P("debug", BOOL, False))
+_ext("OP_CLUSTER_REPAIR_CANCEL", "incident_id",
+    R("incident_id", NESTR))
 _op("OP_CLUSTER_REPAIR_DISK_SIZES", None,
     P("instances", list_of(NESTR), []))
 _op("OP_CLUSTER_SET_PARAMS", None,
@@ -380,7 +389,16 @@ _op("OP_CLUSTER_SET_PARAMS", None,
     P("compression_tools", maybe(list_of(NESTR))),
     P("enabled_user_shutdown", maybe(BOOL)),
     P("enabled_data_collectors", maybe(dict_of(STR, BOOL))),
-    P("data_collector_interval", maybe(dict_of(STR, INT))))
+    P("data_collector_interval", maybe(dict_of(STR, INT))),
+    # the maintenance daemon's switches (the first three as Ganeti 3.1's)
+    X("maint_round_delay", maybe(POS_INT)),
+    X("maint_balance", maybe(BOOL)),
+    X("maint_balance_threshold", maybe(FLOAT)),
+    X("maint_harep", maybe(BOOL)),
+    X("maint_balance_disk_moves", maybe(BOOL)),
+    X("maint_balance_load", maybe(BOOL)),
+    X("maint_balance_hold_down", maybe(NONNEG_INT)),
+    X("maint_balance_max_moves", maybe(NONNEG_INT)))
 _op("OP_CLUSTER_VERIFY", None,
     P("debug_simulate_errors", BOOL, False),
     P("error_codes", BOOL, False),
@@ -1067,6 +1085,8 @@ for (_op_id, _summary_field, _params) in _DEFINITIONS:
 del _op_id, _summary_field, _params
 
 ALL_OP_IDS = frozenset(_CLASSES)
+#: the opcodes Ganeti 3.0 does not have (its clients cannot send them)
+EXTENSION_OP_IDS = frozenset(_EXTENSIONS)
 
 
 def opcode_class(op_id):

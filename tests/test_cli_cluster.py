@@ -462,3 +462,62 @@ class JobCommandTests(unittest.TestCase):
                            "fake", "c.example.com")
         self.assertEqual(code, 0, err)
         self.assertEqual(constants.RELEASE_VERSION, "3.0.2")
+
+
+class MaintenanceCommandTests(unittest.TestCase):
+
+    def test_modify_sends_the_switches(self):
+        client = FakeClient()
+        code, _, err = gnt(client, "modify", "--maintenance-interval", "60",
+                           "--auto-balance-cluster", "yes",
+                           "--auto-balance-threshold", "0.5",
+                           "--maintd-harep", "yes",
+                           "--auto-balance-disk-moves", "no",
+                           "--auto-balance-load", "yes",
+                           "--auto-balance-hold-down", "1800",
+                           "--auto-balance-max-moves", "5")
+        self.assertEqual(code, 0, err)
+        op = client.op()
+        self.assertEqual(
+            {k: v for k, v in op.items() if k.startswith("maint_")},
+            {"maint_round_delay": 60, "maint_balance": True,
+             "maint_balance_threshold": 0.5, "maint_harep": True,
+             "maint_balance_disk_moves": False, "maint_balance_load": True,
+             "maint_balance_hold_down": 1800, "maint_balance_max_moves": 5})
+        code, _, err = gnt(client, "modify", "--auto-balance-cluster",
+                           "maybe")
+        self.assertEqual(code, 2)
+        self.assertIn("expected yes or no", err)
+
+    def test_repair_list_and_cancel(self):
+        client = FakeClient()
+        client.cluster_info = {"maintenance": {"incidents": [
+            {"id": "6a3c", "node": "u2", "node_name": "node2.example.com",
+             "action": "evacuate", "repair-status": "pending",
+             "jobs": [12, 13], "tag": "maintd:repairready:6a3c"}]}}
+        code, out, err = gnt(client, "repair-list")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(out.split("\n")[1].split(),
+                         ["6a3c", "node2.example.com", "evacuate", "pending",
+                          "12,13", "maintd:repairready:6a3c"])
+        code, _, err = gnt(client, "repair-cancel", "6a3c")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(client.op(), dict(client.op(),
+                                           OP_ID="OP_CLUSTER_REPAIR_CANCEL",
+                                           incident_id="6a3c"))
+
+    def test_info_shows_the_daemon(self):
+        client = FakeClient()
+        client.cluster_info = dict(_cluster_info(), maintenance={
+            "round_delay": 300, "harep": False, "balance": True,
+            "balance_threshold": 0.1, "balance_disk_moves": True,
+            "balance_load": False, "balance_hold_down": 3600,
+            "balance_max_moves": 20, "incidents": [{}],
+            "evacuated": ["node3.example.com"]})
+        code, out, err = gnt(client, "info")
+        self.assertEqual(code, 0, err)
+        lines = out.splitlines()
+        for expected in ["Maintenance daemon: ", "  round delay: 300s",
+                         "  balancing: True", "  incidents: 1",
+                         "  evacuated nodes: node3.example.com"]:
+            self.assertIn(expected, lines)

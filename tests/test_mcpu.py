@@ -198,6 +198,38 @@ class ClusterTests(ProcessorTestCase):
                            errors.OpPrereqError)
         self.assertIn("uid_pool", str(err))
 
+    def test_maintenance_switches_and_incident_cancel(self):
+        self.result(self.run_op({"OP_ID": "OP_CLUSTER_SET_PARAMS",
+                                 "maint_balance": True,
+                                 "maint_round_delay": 60}))
+        m = self.cfg.maintenance
+        self.assertEqual((m.balance, m.round_delay), (True, 60))
+        info = self.result(self.run_op({"OP_ID": "OP_CLUSTER_QUERY"}))
+        self.assertEqual((info["maint_balance"], info["maint_round_delay"],
+                          info["maintenance"]["incidents"]), (True, 60, []))
+        before = self.cfg.to_dict()
+        err = self.failure(self.run_op(
+            {"OP_ID": "OP_CLUSTER_SET_PARAMS",
+             "maint_balance_threshold": -1.0}), errors.OpPrereqError)
+        self.assertIn("maint/balance_threshold: expected a non-negative"
+                      " number", str(err))
+        self.assertEqual(self.cfg.to_dict(), before)
+        node = self.cfg.get_node("node1.example.com").uuid
+        self.cfg.update_maintenance(incidents=[{
+            "uuid": "i1", "node": node, "repair_status": "pending",
+            "original": {"status": "evacuate"}, "jobs": [3]}])
+        self.result(self.run_op({"OP_ID": "OP_CLUSTER_REPAIR_CANCEL",
+                                 "incident_id": "i1"}))
+        self.assertEqual(m.incidents["i1"].repair_status, "canceled")
+        info = self.result(self.run_op({"OP_ID": "OP_CLUSTER_QUERY"}))
+        [inc] = info["maintenance"]["incidents"]
+        self.assertEqual((inc["id"], inc["node_name"], inc["repair-status"]),
+                         ("i1", "node1.example.com", "canceled"))
+        err = self.failure(self.run_op({"OP_ID": "OP_CLUSTER_REPAIR_CANCEL",
+                                        "incident_id": "nope"}),
+                           errors.OpPrereqError)
+        self.assertIn("incident_id: no incident 'nope'", str(err))
+
     def test_node_parameters_are_merged_and_checked(self):
         self.result(self.run_op({"OP_ID": "OP_CLUSTER_SET_PARAMS",
                                  "ndparams": {"oob_program": "/bin/oob"}}))

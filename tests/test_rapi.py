@@ -1109,6 +1109,28 @@ class OtherWriteTests(WriteTestCase):
                              OP_ID="OP_CLUSTER_REDIST_CONF")
 
     @defer.inlineCallbacks
+    def test_maintenance(self):
+        yield self.submitted("PUT", "/2/modify", {"maint_balance": True},
+                             OP_ID="OP_CLUSTER_SET_PARAMS",
+                             maint_balance=True)
+        node = self.cfg.get_node(self.cfg.master_node.name).uuid
+        self.cfg.update_maintenance(incidents=[{
+            "uuid": "i1", "node": node, "repair_status": "noted",
+            "original": {"status": "live-repair", "command": "fix"},
+            "action": "live-repair"}])
+        value = yield self.ok("GET", "/2/maintenance", auth=READER)
+        [inc] = value["incidents"]
+        self.assertEqual((inc["id"], inc["repair-status"], inc["original"],
+                          value["round_delay"]),
+                         ("i1", "noted", {"status": "live-repair",
+                                          "command": "fix"}, 300))
+        yield self.submitted("PUT", "/2/maintenance/incidents/i1/cancel",
+                             OP_ID="OP_CLUSTER_REPAIR_CANCEL",
+                             incident_id="i1")
+        yield self.error(401, "PUT", "/2/maintenance/incidents/i1/cancel",
+                         auth=None)
+
+    @defer.inlineCallbacks
     def test_nodes(self):
         path = "/2/nodes/" + N2
         yield self.submitted("PUT", path + "/role?force=1", "drained",

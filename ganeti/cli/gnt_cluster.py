@@ -613,6 +613,26 @@ def cluster_info_items(info):
                      if isinstance(intervals.get(name), (int, float))
                      else intervals.get(name))])
             for name in sorted(collectors)]),
+        ("Maintenance daemon", _maintenance_items(info.get("maintenance"))),
+    ]
+
+
+def _maintenance_items(m):
+    """The maintenance daemon's switches and how many incidents it has."""
+    if not isinstance(m, dict):
+        return []
+    incidents = m.get("incidents") or []
+    return [
+        ("round delay", "%ss" % m.get("round_delay")),
+        ("harep's duties", m.get("harep")),
+        ("balancing", m.get("balance")),
+        ("balancing threshold", m.get("balance_threshold")),
+        ("balancing with disk moves", m.get("balance_disk_moves")),
+        ("balancing with load data", m.get("balance_load")),
+        ("balancing hold-down", "%ss" % m.get("balance_hold_down")),
+        ("balancing moves per hour", m.get("balance_max_moves")),
+        ("incidents", len(incidents)),
+        ("evacuated nodes", ", ".join(m.get("evacuated") or [])),
     ]
 
 
@@ -811,6 +831,29 @@ def _allocator_lists(per_type):
               help="switch data collectors on or off"),
           Opt("--data-collector-interval", metavar="NAME=SECONDS[,...]",
               help="how often data collectors run"),
+          Opt("--maintenance-interval", type=int, metavar="SECONDS",
+              help="maintenance daemon: seconds between rounds"),
+          Opt("--auto-balance-cluster", metavar="yes|no",
+              type=base.yes_no("auto balance cluster"),
+              help="maintenance daemon: balance the cluster"),
+          Opt("--auto-balance-threshold", type=float, metavar="SCORE",
+              help="maintenance daemon: balance only for a score gain"
+              " above this"),
+          Opt("--maintd-harep", metavar="yes|no",
+              type=base.yes_no("maintd harep"),
+              help="maintenance daemon: do harep's auto-repairs"),
+          Opt("--auto-balance-disk-moves", metavar="yes|no",
+              type=base.yes_no("auto balance disk moves"),
+              help="maintenance daemon: balancing may move disks"),
+          Opt("--auto-balance-load", metavar="yes|no",
+              type=base.yes_no("auto balance load"),
+              help="maintenance daemon: balance with the nodes' load data"),
+          Opt("--auto-balance-hold-down", type=int, metavar="SECONDS",
+              help="maintenance daemon: an instance moved stays put this"
+              " long"),
+          Opt("--auto-balance-max-moves", type=int, metavar="N",
+              help="maintenance daemon: balancing moves per hour (0: no"
+              " limit)"),
           Opt("--hidden-os", metavar="add:OS|remove:OS[,...]",
               help="hide or unhide OSes"),
           Opt("--blacklisted-os", metavar="add:OS|remove:OS[,...]",
@@ -877,12 +920,49 @@ def modify(ctx, opts):
     put("ipolicy", gnt_group.ipolicy_params(opts, cluster=True) or None)
     put("hidden_os", _os_mods(opts.hidden_os, "--hidden-os"))
     put("blacklisted_os", _os_mods(opts.blacklisted_os, "--blacklisted-os"))
+    put("maint_round_delay", opts.maintenance_interval)
+    put("maint_balance", opts.auto_balance_cluster)
+    put("maint_balance_threshold", opts.auto_balance_threshold)
+    put("maint_harep", opts.maintd_harep)
+    put("maint_balance_disk_moves", opts.auto_balance_disk_moves)
+    put("maint_balance_load", opts.auto_balance_load)
+    put("maint_balance_hold_down", opts.auto_balance_hold_down)
+    put("maint_balance_max_moves", opts.auto_balance_max_moves)
     if not params:
         raise base.CommandFailed("Please give at least one of the"
                                  " parameters.")
     if opts.force:
         params["force"] = True
     ctx.run_op(ctx.opcode("OP_CLUSTER_SET_PARAMS", **params))
+
+
+# --- the maintenance daemon's incidents ---------------------------------------
+
+@commands.command(
+    "repair-list", opts=[base.NOHDR_OPT, base.SEP_OPT],
+    help="list the incidents the maintenance daemon tracks")
+def repair_list(ctx, opts):
+    m = ctx.client.query_cluster_info().get("maintenance") or {}
+    rows = [[inc["id"], inc.get("node_name") or inc.get("node"),
+             inc.get("action"), inc.get("repair-status"),
+             ",".join(str(j) for j in inc.get("jobs") or []),
+             inc.get("tag") or ""]
+            for inc in m.get("incidents") or []]
+    for line in common.format_table(
+            ["ID", "Node", "Action", "Status", "Jobs", "Tag"], rows,
+            separator=opts.separator, no_headers=opts.no_headers):
+        ctx.out(line)
+
+
+@commands.command(
+    "repair-cancel", args=[Opt("incident", metavar="ID",
+                               help="the incident (gnt-cluster"
+                               " repair-list)")],
+    opts=base.JOB_OPTS,
+    help="make the maintenance daemon take no more action for an incident")
+def repair_cancel(ctx, opts):
+    ctx.run_op(ctx.opcode("OP_CLUSTER_REPAIR_CANCEL",
+                          incident_id=opts.incident))
 
 
 # --- the job queue and the watcher --------------------------------------------

@@ -16,6 +16,7 @@ from ganeti import ipolicy
 from ganeti import objects
 from ganeti import uidpool
 from ganeti.cmdlib.base import LogicalUnit
+from ganeti.config import maintenance as maint_config
 from ganeti.cmdlib.instance_params import update_params
 from ganeti.cmdlib.node import check_ndparams
 from ganeti.iallocator import AllocatorNotFound
@@ -47,6 +48,13 @@ _SIMPLE = {
     "vg_name": "volume_group_name",
     "drbd_helper": "drbd_usermode_helper",
 }
+
+
+#: OP_CLUSTER_SET_PARAMS's switches of the maintenance daemon
+_MAINT_PARAMS = ("maint_round_delay", "maint_balance",
+                 "maint_balance_threshold", "maint_harep",
+                 "maint_balance_disk_moves", "maint_balance_load",
+                 "maint_balance_hold_down", "maint_balance_max_moves")
 
 
 def _default_allocators(cluster):
@@ -128,7 +136,33 @@ def cluster_info(cfg):
         "modify_ssh_setup": c.modify_ssh_setup,
         "ssh_key_type": c.ssh_key_type,
         "ssh_key_bits": c.ssh_key_bits,
+        "maint_round_delay": cfg.maintenance.round_delay,
+        "maint_balance": cfg.maintenance.balance,
+        "maint_balance_threshold": cfg.maintenance.balance_threshold,
+        "maintenance": maintenance_view(cfg),
     }
+
+
+def maintenance_view(cfg):
+    """The maintenance daemon's switches and incidents as clients see them
+    (node names next to uuids; ``gnt-cluster info``/``repair-list``, RAPI
+    ``/2/maintenance``)."""
+    m = cfg.maintenance
+    view = {key: getattr(m, key) for key in maint_config.PARAMETERS}
+
+    def node_name(uuid):
+        node = cfg.nodes.get(uuid)
+        return node.name if node is not None else None
+    view["incidents"] = [
+        {"id": inc.uuid, "node": inc.node, "node_name": node_name(inc.node),
+         "original": inc.original, "action": inc.action,
+         "repair-status": inc.repair_status, "jobs": list(inc.jobs),
+         "tag": inc.tag, "ctime": inc.ctime, "mtime": inc.mtime}
+        for inc in sorted(m.incidents.values(),
+                          key=lambda i: (i.ctime or 0, i.uuid))]
+    view["jobs"] = list(m.jobs)
+    view["evacuated"] = [node_name(u) or u for u in m.evacuated]
+    return view
 
 
 class LUClusterQuery(LogicalUnit):
@@ -288,7 +322,11 @@ class LUClusterSetParams(LogicalUnit):
             for key, value in op.default_iallocator_params.items():
                 allocation.check_param(key, value,
                                        "default_iallocator_params")
-        if not changes:
+        self.maint_changes = {
+            name[len("maint_"):]: getattr(op, name)
+            for name in _MAINT_PARAMS if getattr(op, name) is not None}
+        maint_config.check_parameters(self.maint_changes, prefix="maint")
+        if not changes and not self.maint_changes:
             raise errors.OpPrereqError("Please give at least one of the"
                                        " parameters", errors.ECODE_INVAL)
         self.changes = changes
@@ -432,7 +470,12 @@ class LUClusterSetParams(LogicalUnit):
         return spec.to_spec()
 
     async def exec_(self):
-        self.cfg.set_cluster_params(**self.changes)
+        if self.changes:
+            self.cfg.set_cluster_params(**self.changes)
+        if self.maint_changes:
+            self.cfg.set_maintenance_params(**self.maint_changes)
+            for key in sorted(self.maint_changes):
+                self.log_info("Changed maint_%s", key)
         for uuid, policy in sorted(self.group_policies.items()):
             self.cfg.set_nodegroup_params(uuid, ipolicy=policy)
             self.log_info("Changed the instance policy of node group %s",
@@ -441,6 +484,26 @@ class LUClusterSetParams(LogicalUnit):
             self.log_info("Changed %s", key)
         if "max_running_jobs" in self.changes and self.ctx.queue is not None:
             self.ctx.queue.set_max_running(self.changes["max_running_jobs"])
+
+
+class LUClusterRepairCancel(LogicalUnit):
+    """gnt-cluster repair-cancel: the maintenance daemon takes no more
+    action for an incident and forgets it once no node reports it."""
+    OP_ID = "OP_CLUSTER_REPAIR_CANCEL"
+    REQ_BGL = False
+
+    def check_prereq(self):
+        if self.op.incident_id not in self.cfg.maintenance.incidents:
+            raise errors.OpPrereqError(
+                "incident_id: no incident '%s' (gnt-cluster repair-list"
+                " lists them)" % self.op.incident_id, errors.ECODE_NOENT)
+
+    async def exec_(self):
+        if self.cfg.cancel_incident(self.op.incident_id):
+            self.log_info("Canceled incident %s", self.op.incident_id)
+        else:
+            self.log_info("Incident %s was canceled already",
+                          self.op.incident_id)
 
 
 # --- destroy -----------------------------------------------------------------

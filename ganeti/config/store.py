@@ -30,19 +30,27 @@ from ganeti.objects import (Cluster, Node, NodeGroup, new_uuid)
 from ganeti.utils.io import BACKUP_SUFFIX, atomic_write
 from ganeti.config.accounting import Accounting
 from ganeti.config.instances import InstanceMutators
+from ganeti.config.maintenance import MaintenanceMutators
 from ganeti.config.upgrade import Upgrader
 from ganeti.config.verify import Verifier
 
 log = Logger()
 
 
-class ConfigStore(InstanceMutators, Accounting):
+#: the top-level keys of config.data this code models
+_TOP_LEVEL = frozenset(["version", "cluster", "nodes", "nodegroups",
+                        "instances", "networks", "disks", "filters",
+                        "serial_no", "ctime", "mtime", "maintenance"])
+
+
+class ConfigStore(InstanceMutators, MaintenanceMutators, Accounting):
     """config.data, loaded, with named mutators that persist every change."""
 
     def __init__(self, path, cluster, nodes=None, nodegroups=None,
                  instances=None, networks=None, disks=None, filters=None,
                  serial_no=1, ctime=None, mtime=None,
-                 version=constants.CONFIG_VERSION, now=time.time):
+                 version=constants.CONFIG_VERSION, now=time.time,
+                 maintenance=None, unknown=None):
         self.path = path
         self.cluster = cluster
         self.nodes = nodes or {}
@@ -51,6 +59,10 @@ class ConfigStore(InstanceMutators, Accounting):
         self.networks = networks or {}
         self.disks = disks or {}
         self.filters = filters or {}
+        #: the maintenance daemon's switches and state (docs/maintd.rst)
+        self.maintenance = maintenance or objects.Maintenance()
+        #: top-level keys of config.data we do not model, written back
+        self.unknown = unknown or {}
         self.serial_no = serial_no
         self.version = version
         self._now = now
@@ -78,7 +90,7 @@ class ConfigStore(InstanceMutators, Accounting):
 
         def objs(mapping):
             return {u: o.to_dict(cv) for u, o in mapping.items()}
-        return {
+        data = {
             "version": self.version,
             "cluster": self.cluster.to_dict(cv),
             "nodes": objs(self.nodes),
@@ -91,6 +103,13 @@ class ConfigStore(InstanceMutators, Accounting):
             "ctime": self.ctime,
             "mtime": self.mtime,
         }
+        # Left out while it holds nothing: Ganeti 3.0 refuses top-level
+        # keys it does not know (docs/maintd.rst)
+        if not self.maintenance.is_default():
+            data["maintenance"] = self.maintenance.to_dict(cv)
+        for key, value in self.unknown.items():
+            data.setdefault(key, copy.deepcopy(value) if cv else value)
+        return data
 
     def written_bytes(self):
         """What is on disk: the bytes of the last write (replication ships
@@ -143,8 +162,13 @@ class ConfigStore(InstanceMutators, Accounting):
             for ukey, value in raw.items():
                 obj = klass.from_dict(value)
                 maps[key][ukey] = obj
+        maintenance = data.get("maintenance")
+        if maintenance is not None:
+            maintenance = objects.Maintenance.from_dict(maintenance)
+        unknown = {k: v for k, v in data.items() if k not in _TOP_LEVEL}
         store = cls(path, Cluster.from_dict(data["cluster"]),
                     filters=data.get("filters") or {},
+                    maintenance=maintenance, unknown=unknown,
                     serial_no=data.get("serial_no", 1),
                     ctime=data.get("ctime"), mtime=data.get("mtime"),
                     version=constants.CONFIG_VERSION, now=now, **maps)
@@ -325,7 +349,8 @@ class ConfigStore(InstanceMutators, Accounting):
         other = ConfigStore.from_dict(data, path=self.path, now=self._now,
                                       copy_data=False)
         for name in ("cluster", "nodes", "nodegroups", "instances", "networks",
-                     "disks", "filters", "serial_no", "ctime", "mtime"):
+                     "disks", "filters", "serial_no", "ctime", "mtime",
+                     "maintenance", "unknown"):
             setattr(self, name, getattr(other, name))
 
     def save(self):

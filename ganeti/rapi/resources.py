@@ -427,6 +427,36 @@ resource("/2/redistribute-config", "redist_config",
                 returns="job_id"))
 
 
+# --- The maintenance daemon's incidents --------------------------------------
+
+async def _maintenance(req):
+    info = await req.call(luxi.REQ_QUERY_CLUSTER_INFO)
+    return info.get("maintenance") or {}
+
+
+async def _incident_cancel(req):
+    return await req.submit(req.opcode(
+        "OP_CLUSTER_REPAIR_CANCEL",
+        static={"incident_id": req.params["incident"]}))
+
+
+resource("/2/maintenance", "maintenance",
+         "The maintenance daemon's switches and incidents",
+         Method("GET", _maintenance, "Its switches (round_delay, balance,"
+                " balance_threshold, harep, balance_disk_moves,"
+                " balance_load, balance_hold_down, balance_max_moves), the"
+                " jobs of its round, the nodes it evacuated and its"
+                " incidents (id, node, node_name, original, action,"
+                " repair-status, jobs, tag)"))
+resource("/2/maintenance/incidents/{incident}/cancel",
+         "maintenance_incidents_incident_cancel",
+         "Cancel an incident of the maintenance daemon",
+         Method("PUT", _incident_cancel, "Take no more action for it; it is"
+                " forgotten once no node reports it",
+                opcodes=("OP_CLUSTER_REPAIR_CANCEL",),
+                query=(DRY_RUN, REASON), returns="job_id"))
+
+
 # --- Instances --------------------------------------------------------------
 
 INSTANCE_RENAMES = {"name": "instance_name", "os": "os_type"}
