@@ -81,6 +81,9 @@ REQ_SET_WATCHER_PAUSE = "SetWatcherPause"
 # Not in Ganeti: which opcodes this master can run (RAPI answers 501 for
 # resources whose opcode is missing).
 REQ_QUERY_IMPLEMENTED_OPCODES = "QueryImplementedOpcodes"
+# Not in Ganeti: the maintenance daemon records its state in the
+# configuration (docs/maintd.rst).
+REQ_MAINTENANCE_UPDATE = "MaintenanceUpdate"
 
 log = Logger()
 
@@ -440,6 +443,16 @@ METHODS = {m.name: m for m in [
         "ReplaceFilter: return the filter's uuid.", optional=True),
     Method(REQ_DELETE_FILTER, "delete_filter", (Arg("uuid", ht.STR),),
            "DeleteFilter.", optional=True),
+    Method(REQ_MAINTENANCE_UPDATE, "maintenance_update", (
+        Arg("incidents", ht.maybe(ht.list_of(ht.DICT))),
+        Arg("removed", ht.maybe(ht.list_of(ht.STR))),
+        Arg("jobs", ht.maybe(ht.list_of(ht.ANY))),
+        Arg("evacuated", ht.maybe(ht.list_of(ht.STR))),
+        Arg("moves", ht.maybe(ht.list_of(ht.ANY)))),
+        "MaintenanceUpdate (not in Ganeti): the maintenance daemon's"
+        " incidents added or replaced, incident ids removed, the jobs of its"
+        " round, the nodes it evacuated, its recent balancing moves (None:"
+        " unchanged); answers once it is on disk.", optional=True),
     Method(REQ_QUERY_IMPLEMENTED_OPCODES, "query_implemented_opcodes", (),
            "QueryImplementedOpcodes (not in Ganeti): the sorted OP_IDs this"
            " master has a logical unit for."),

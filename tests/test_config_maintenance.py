@@ -3,6 +3,7 @@ incidents, what is written and what is refused."""
 
 import json
 
+from twisted.internet import defer
 from twisted.trial import unittest
 
 from ganeti import errors
@@ -120,3 +121,32 @@ class MaintenanceConfigTests(unittest.TestCase):
         self.assertTrue(m.is_default())
         self.assertEqual((m.round_delay, m.balance, m.balance_threshold,
                           m.harep), (300, False, 0.1, False))
+
+
+class MaintenanceUpdateOverLuxiTests(unittest.TestCase):
+    """The daemon's luxi call, on a real master in this process."""
+
+    @defer.inlineCallbacks
+    def test_recorded_on_disk_before_the_answer(self):
+        from tests.inprocess import start_master
+        master, client = yield start_master(self, "/tmp/gnt-mu-")
+        node = next(iter(ConfigStore.load(self._config_path(master))
+                         .nodes.values())).uuid
+        ok = yield client.call("MaintenanceUpdate", [incident(node=node)],
+                               None, [5], None, None)
+        self.assertTrue(ok)
+        # on disk as answered: what a restarted daemon reads back
+        on_disk = ConfigStore.load(self._config_path(master)).maintenance
+        self.assertEqual((list(on_disk.incidents), on_disk.jobs),
+                         (["i1"], [5]))
+        info = yield client.call("QueryClusterInfo")
+        self.assertEqual(info["maintenance"]["incidents"][0]["id"], "i1")
+        with self.assertRaises(errors.OpPrereqError) as ctx:
+            yield client.call("MaintenanceUpdate",
+                              [incident(status="bogus")], None, None, None,
+                              None)
+        self.assertIn("repair_status: 'bogus'", str(ctx.exception))
+
+    @staticmethod
+    def _config_path(master):
+        return master.config.paths.config_file

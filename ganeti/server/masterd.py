@@ -188,6 +188,14 @@ class MasterLuxiHandler(object):
         # every node's watcher
         return self.master.pause.set(until)
 
+    def maintenance_update(self, incidents, removed, jobs, evacuated,
+                           moves):
+        self.cfg.update_maintenance(incidents=incidents,
+                                    removed=removed or (), jobs=jobs,
+                                    evacuated=evacuated, moves=moves)
+        # the daemon relies on it across its own crashes
+        return self.cfg.flushed().addCallback(lambda _: True)
+
     def query_implemented_opcodes(self):
         return sorted(self.master.processor.logical_units)
 
