@@ -83,8 +83,10 @@ class MaintenanceDaemon(object):
         self.new_id = new_id
         self.rounds = 0
         self.submitted = 0
-        #: the cluster's default allocator (targets of moves)
+        #: the cluster's default allocator (targets of moves) and round
+        #: delay, as last read
         self.iallocator = "hail"
+        self.round_delay = constants.MAINTD_DEFAULT_ROUND_DELAY
         #: the last incidents seen, for /1/status
         self._status = []
 
@@ -107,6 +109,8 @@ class MaintenanceDaemon(object):
         info = await self._call(luxi.REQ_QUERY_CLUSTER_INFO)
         m = info.get("maintenance") or {}
         self.iallocator = info.get("default_iallocator") or "hail"
+        self.round_delay = m.get("round_delay") or \
+            constants.MAINTD_DEFAULT_ROUND_DELAY
         nodes = {r["uuid"]: r for r in _rows(await self._call(
             luxi.REQ_QUERY, "node", _NODE_FIELDS, None), _NODE_FIELDS)}
         insts = _rows(await self._call(

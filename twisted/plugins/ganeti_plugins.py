@@ -30,3 +30,9 @@ ganeti_watcher = ServiceMaker(
     "ganeti-watcher", "ganeti.watcher.service",
     "Ganeti watcher (restarts crashed instances, records user shutdowns,"
     " cleans up kept domains; --once for a timer)", "ganeti-watcher")
+
+ganeti_maintd = ServiceMaker(
+    "ganeti-maintd", "ganeti.server.maintd",
+    "Ganeti maintenance daemon (master only: acts on the nodes'"
+    " self-diagnosis in rounds of jobs; status over HTTP on TCP 1816)",
+    "ganeti-maintd")
