@@ -9,12 +9,24 @@ unless ``use_locking`` asks for them exclusively.  A repair command runs
 on one node, with the node locked exclusively, gets ``input`` on its
 stdin, and its failure fails the opcode with the command's exit status
 and output.
+
+Neither logs job messages: what the CLI prints is the commands' output
+alone, which scripts read (``-M`` prefixes each line with its node).
 """
 
+from ganeti import errors
 from ganeti import locking
 from ganeti.cmdlib.base import LogicalUnit
-from ganeti.cmdlib.node_calls import (call_node, node_name, rpc_client,
-                                      strip_node_prefix)
+from ganeti.cmdlib.node_calls import (node_name, rpc_client,
+                                      strip_node_prefix, try_call_node)
+
+
+def node_message(result, name):
+    """The node's own words: without the "node N: " and "procedure: "
+    the RPC layers put before them."""
+    msg = strip_node_prefix(result.fail_msg, name)
+    prefix = result.procedure + ": "
+    return msg[len(prefix):] if msg.startswith(prefix) else msg
 
 
 class LURestrictedCommand(LogicalUnit):
@@ -32,8 +44,6 @@ class LURestrictedCommand(LogicalUnit):
         command = self.op.command
         unique = sorted(set(self.wanted))
         names = [node_name(cfg, u) for u in unique]
-        self.log_info("Running restricted command %s on %s", command,
-                      ", ".join(names))
         results = await rpc_client(self).call_many(
             names, "restricted_command", [command])
         by_uuid = dict(zip(unique, (results[n] for n in names)))
@@ -45,9 +55,7 @@ class LURestrictedCommand(LogicalUnit):
                 out.append([True, res.payload])
             else:
                 msg = ("Command '%s' on node '%s' failed: %s"
-                       % (command, name, strip_node_prefix(res.fail_msg,
-                                                           name)))
-                self.log_warning("%s", msg)
+                       % (command, name, node_message(res, name)))
                 out.append([False, msg])
         return out
 
@@ -60,10 +68,11 @@ class LURepairCommand(LogicalUnit):
         self.needed_locks[locking.LEVEL_NODE] = [self.node_uuid]
 
     async def exec_(self):
-        name = node_name(self.cfg, self.node_uuid)
-        self.log_info("Running repair command %s on node %s", self.op.command,
-                      name)
-        return await call_node(
-            self, self.node_uuid, "repair_command",
-            [self.op.command, self.op.input],
-            "Repair command '%s'" % self.op.command)
+        res = await try_call_node(self, self.node_uuid, "repair_command",
+                                  [self.op.command, self.op.input])
+        if not res.success:
+            name = node_name(self.cfg, self.node_uuid)
+            raise errors.OpExecError(
+                "Repair command '%s' on node '%s' failed: %s"
+                % (self.op.command, name, node_message(res, name)))
+        return res.payload
