@@ -527,6 +527,11 @@ _op("OP_RESTRICTED_COMMAND", None,
     R("nodes", list_of(NESTR)),
     P("node_uuids", maybe(list_of(NESTR))),
     R("command", NESTR))
+# Ganeti 3.1's: a repair command of a node, with an input on its stdin
+_ext("OP_REPAIR_COMMAND", "node_name",
+    R("node_name", NESTR),
+    R("command", NESTR),
+    P("input", maybe(STR)))
 
 # --- Instances -------------------------------------------------------------
 

@@ -38,6 +38,21 @@ class Paths(object):
         return self._p("etc", "ganeti", "oob")
 
     @property
+    def restricted_commands_dir(self):
+        """The programs ``gnt-node restricted-command`` may run."""
+        return self._p("etc", "ganeti", "restricted-commands")
+
+    @property
+    def repair_commands_dir(self):
+        """The programs ``gnt-node repair-command`` may run."""
+        return self._p("etc", "ganeti", "node-repair-commands")
+
+    @property
+    def restricted_commands_lock_file(self):
+        """Held while a restricted or repair command runs on this node."""
+        return self._p("var", "lock", "ganeti-restricted-commands.lock")
+
+    @property
     def config_file(self):
         return os.path.join(self.data_dir, "config.data")
 

@@ -55,6 +55,8 @@ PROCEDURE_TIMEOUTS = {
     "upload_file": TIMEOUT_NORMAL,
     "write_ssconf_files": TIMEOUT_NORMAL,
     "instance_run_rename": TIMEOUT_SLOW,
+    "restricted_command": TIMEOUT_SLOW,
+    "repair_command": TIMEOUT_SLOW,
     "instance_os_add": TIMEOUT_1DAY,
 }
 

@@ -31,6 +31,7 @@ REQUIRED_BY_OPCODE = {
     ("OP_INSTANCE_CREATE", "mode"): "create",
     ("OP_OOB_COMMAND", "command"): "power-status",
     ("OP_RESTRICTED_COMMAND", "command"): "uptime",
+    ("OP_REPAIR_COMMAND", "command"): "fix-disk",
 }
 
 # What the issue asks for at least.

@@ -3,6 +3,7 @@
 from ganeti import constants
 from ganeti import errors
 from ganeti import opcodes
+from ganeti import qlang
 from ganeti.cli import base
 from ganeti.cli import common
 from ganeti.cli import gnt_group
@@ -321,6 +322,121 @@ def health(ctx, opts):
         ctx.out("%s: %s" % (node, ", ".join("%s=%s" % (item, status)
                                              for item, status in data)))
     return base.EXIT_FAILURE if failed else base.EXIT_SUCCESS
+
+
+# --- restricted and repair commands ------------------------------------------
+
+#: what separates the nodes' outputs (as Ganeti's gnt-node prints)
+_SEPARATOR = "-" * 48
+
+
+def _online_nodes(ctx, names, group):
+    """The online nodes among ``names`` (all if none) in ``group`` (if
+    given), as the master names them; a note on stderr for offline ones."""
+    filters = []
+    if names:
+        filters.append(base.make_query_filter(names))
+    if group:
+        filters.append([qlang.OP_OR, [qlang.OP_EQUAL, "group", group],
+                        [qlang.OP_EQUAL, "group.uuid", group]])
+    qfilter = (None if not filters else filters[0] if len(filters) == 1
+               else [qlang.OP_AND] + filters)
+    rows = [[value if status == 0 else None for status, value in row]
+            for row in ctx.client.query("node", ["name", "offline"],
+                                        qfilter)["data"]]
+    found = [name for name, _ in rows]
+    unknown = [n for n in names if not qlang.is_glob(n) and not any(
+        f == n or f.startswith(n + ".") for f in found)]
+    if unknown:
+        raise errors.OpPrereqError(
+            "Node%s %s not known%s" % ("s" if len(unknown) > 1 else "",
+                                       ", ".join(unknown),
+                                       " in node group %s" % group
+                                       if group else ""),
+            errors.ECODE_NOENT)
+    offline = [name for name, off in rows if off]
+    if offline:
+        ctx.err("Note: skipping offline node(s): %s" % ", ".join(offline))
+    online = [name for name, off in rows if not off]
+    if not online:
+        raise errors.OpPrereqError(
+            "No online node to run the command on%s"
+            % (" in node group %s" % group if group else ""),
+            errors.ECODE_STATE)
+    return online
+
+
+@commands.command(
+    "restricted-command",
+    opts=[Opt("--sync", dest="do_locking", action="store_true",
+              help="lock the nodes exclusively while the command runs"),
+          Opt("-M", "--show-machine-names", action="store_true",
+              help="start every output line with the node's name"),
+          Opt("-g", "--node-group", dest="nodegroup", metavar="GROUP",
+              help="run on the online nodes of this node group")]
+    + base.JOB_OPTS,
+    args=[Opt("rcommand", metavar="COMMAND"),
+          Opt("nodes", nargs="*", metavar="NODE")],
+    help="run a restricted command (a program the nodes whitelist in"
+         " /etc/ganeti/restricted-commands) on nodes")
+def restricted_command(ctx, opts):
+    if not opts.nodes and not opts.nodegroup:
+        raise base.UsageError("give the nodes to run %s on, or a node group"
+                              " (-g GROUP)" % opts.rcommand)
+    nodes = _online_nodes(ctx, opts.nodes, opts.nodegroup)
+    result = ctx.run_op(ctx.opcode(
+        "OP_RESTRICTED_COMMAND", command=opts.rcommand, nodes=nodes,
+        use_locking=opts.do_locking))
+    if result is None:      # --submit
+        return base.EXIT_SUCCESS
+    code = base.EXIT_SUCCESS
+    for node, (ok, text) in zip(nodes, result):
+        ctx.out(_SEPARATOR)
+        if not ok:
+            code = base.EXIT_FAILURE
+            ctx.out(text)
+        elif opts.show_machine_names:
+            for line in text.splitlines():
+                ctx.out("%s: %s" % (node, line))
+        else:
+            ctx.out("Node: %s" % node)
+            ctx.out(text)
+    return code
+
+
+def _repair_input(ctx, opts):
+    if opts.input_file is None:
+        return opts.input
+    if opts.input_file == "-":
+        return ctx.stdin.read()
+    try:
+        with open(opts.input_file) as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError) as err:
+        raise base.UsageError("--input-file: cannot read %s: %s"
+                              % (opts.input_file,
+                                 getattr(err, "strerror", None) or err))
+
+
+@commands.command(
+    "repair-command",
+    opts=[Group(Opt("--input", metavar="TEXT",
+                    help="give TEXT to the command on its stdin"),
+                Opt("--input-file", metavar="FILE",
+                    help="give FILE's content (- for stdin) to the command"
+                    " on its stdin"))]
+    + base.JOB_OPTS,
+    args=[Opt("node", metavar="NODE"), Opt("rcommand", metavar="COMMAND")],
+    help="run a repair command (a program the node whitelists in"
+         " /etc/ganeti/node-repair-commands) on a node, with an input")
+def repair_command(ctx, opts):
+    text = _repair_input(ctx, opts)
+    result = ctx.run_op(ctx.opcode(
+        "OP_REPAIR_COMMAND", node_name=opts.node, command=opts.rcommand,
+        input=text))
+    if result:
+        ctx.stdout.write(result if result.endswith("\n") else result + "\n")
+        ctx.stdout.flush()
 
 
 # --- storage ------------------------------------------------------------------------

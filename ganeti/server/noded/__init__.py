@@ -38,10 +38,12 @@ from ganeti import storage
 from ganeti.backend import instances as instance_backend
 from ganeti.backend import os_api
 from ganeti.backend import process
+from ganeti.backend import restricted
 from ganeti.server import fallbacklog
 from ganeti.server.noded.blocking import (BlockingPool, DEFAULT_THREADS,
                                           MAX_THREADS)
 from ganeti.server.noded.bootstrap import Membership
+from ganeti.server.noded.commands import make_command_sets
 from ganeti.server.noded.http import make_site
 from ganeti.server.noded.node import node_file_storage_dirs
 from ganeti.server.noded.procedures import NodeProcedures
@@ -102,6 +104,9 @@ class Options(usage.Options):
                 " mutually authenticated HTTPS.")
     optFlags = [
         ["no-mlock", None, "Do not lock the daemon's memory (mlockall)."],
+        ["no-restricted-commands", None, "Refuse restricted and repair"
+         " commands (gnt-node restricted-command, repair-command) even when"
+         " their directories hold programs."],
         ["bootstrap", None, "Run even without the cluster certificate: serve"
          " a one-time certificate (fingerprint in the log) until the master"
          " joins this node (gnt-node add --join-fingerprint)."],
@@ -120,6 +125,8 @@ class Options(usage.Options):
          " certificate) [default: ROOT/var/lib/ganeti/server.pem]."],
         ["os-create-timeout", None, 24 * 3600.0, "Seconds an OS create"
          " script may run.", float],
+        ["restricted-command-timeout", None, restricted.DEFAULT_TIMEOUT,
+         "Seconds a restricted or repair command may run.", float],
         ["blocking-threads", None, DEFAULT_THREADS, "Threads doing the file"
          " work of procedures (so that a slow disk stalls only the calls"
          " that need it); 0 does it on the reactor, for comparisons only"
@@ -155,6 +162,9 @@ class Options(usage.Options):
         check_listen(self, default_port)
         if self["os-create-timeout"] <= 0:
             raise usage.UsageError("--os-create-timeout must be positive")
+        if self["restricted-command-timeout"] <= 0:
+            raise usage.UsageError("--restricted-command-timeout must be"
+                                   " positive")
         if not 0 <= self["blocking-threads"] <= MAX_THREADS:
             raise usage.UsageError("--blocking-threads must be from 0 to %d,"
                                    " not %d" % (MAX_THREADS,
@@ -187,7 +197,8 @@ class Options(usage.Options):
 def make_procedures(reactor, root="/", os_search_path=(),
                     file_storage_dirs=(), get_hypervisor=hv.get_hypervisor,
                     os_create_timeout=24 * 3600.0, device_mapper=None, *,
-                    run_blocking):
+                    run_blocking, restricted_commands=True,
+                    restricted_command_timeout=restricted.DEFAULT_TIMEOUT):
     """The node's :class:`NodeProcedures` (no network involved).
 
     ``run_blocking(f, *args)`` -> Deferred runs the file work: the daemon's
@@ -206,8 +217,12 @@ def make_procedures(reactor, root="/", os_search_path=(),
                                   run_blocking=run_blocking)
     inst = instance_backend.InstanceBackend(reactor, paths.root, storage_ctx,
                                             get_hypervisor=get_hypervisor)
-    return NodeProcedures(reactor, paths, storage_ctx, inst, os_backend,
-                          run_blocking=run_blocking)
+    procs = NodeProcedures(reactor, paths, storage_ctx, inst, os_backend,
+                           run_blocking=run_blocking)
+    procs.command_sets = make_command_sets(
+        reactor, paths, run_blocking, enabled=restricted_commands,
+        timeout=restricted_command_timeout)
+    return procs
 
 
 class NodedService(service.MultiService):
@@ -258,7 +273,9 @@ def makeService(options, reactor=None):
         reactor, options["root"], os_search_path=options["os-search-path"],
         file_storage_dirs=options["file-storage-dir"],
         os_create_timeout=options["os-create-timeout"],
-        run_blocking=pool.run)
+        run_blocking=pool.run,
+        restricted_commands=not options["no-restricted-commands"],
+        restricted_command_timeout=options["restricted-command-timeout"])
     if options["extra-file-dir"]:
         procedures.extra_file_dirs = (tuple(procedures.extra_file_dirs)
                                       + tuple(options["extra-file-dir"]))
