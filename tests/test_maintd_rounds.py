@@ -55,3 +55,18 @@ class PlanTests(unittest.TestCase):
         rnd = R.plan({}, repairs=[task("auto-repair", {"n1"}, {"a"}),
                                   task("auto-repair", {"n2"}, {"a"})])
         self.assertEqual(len(rnd.tasks), 1)
+
+    def test_balancing_moves_beyond_the_cap_wait(self):
+        moves = [task("balancing", {"n%d" % i, "n%d" % (i + 10)}, {str(i)})
+                 for i in range(4)]
+        # the conflicting move does not use up the allowance
+        moves.insert(1, task("balancing", {"n0", "n9"}, {"x"}))
+        rnd = R.plan({}, balancing=moves, max_balancing=2)
+        self.assertEqual([t.instances for t in rnd.tasks],
+                         [frozenset("0"), frozenset("1")])
+        why = [w for _, w in rnd.deferred]
+        self.assertEqual(len(why), 3)
+        self.assertIn("conflicts with", why[0])
+        self.assertEqual(sum("hourly cap" in w for w in why), 2)
+        rnd = R.plan({}, balancing=moves, max_balancing=None)
+        self.assertEqual(len(rnd.tasks), 4)

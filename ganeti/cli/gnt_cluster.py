@@ -633,6 +633,8 @@ def _maintenance_items(m):
         ("balancing moves per hour", m.get("balance_max_moves")),
         ("incidents", len(incidents)),
         ("evacuated nodes", ", ".join(m.get("evacuated") or [])),
+        # the hold-down and the hourly cap count these
+        ("recent balancing moves", len(m.get("moves") or [])),
     ]
 
 

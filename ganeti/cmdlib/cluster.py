@@ -162,6 +162,8 @@ def maintenance_view(cfg):
                           key=lambda i: (i.ctime or 0, i.uuid))]
     view["jobs"] = list(m.jobs)
     view["evacuated"] = [node_name(u) or u for u in m.evacuated]
+    # the balancing moves' hold-down and hourly cap are read from here
+    view["moves"] = [list(mv) for mv in m.moves]
     return view
 
 

@@ -482,6 +482,24 @@ def parse_luxi(groups, nodes_rows, inst_rows, info):
     return parse_rapi(rapi_groups, rapi_nodes, rapi_insts, rinfo)
 
 
+#: the queries a cluster is read with: (what, fields), then
+#: QueryClusterInfo (see :func:`from_luxi_answers`)
+LUXI_QUERIES = (("node", LUXI_NODE_FIELDS + LUXI_NODE_EXTRA_FIELDS),
+                ("instance", LUXI_INSTANCE_FIELDS),
+                ("group", LUXI_GROUP_FIELDS))
+
+
+def from_luxi_answers(nodes, insts, info, groups):
+    """The cluster from the raw answers to :data:`LUXI_QUERIES`
+    (``Query`` results) and ``QueryClusterInfo``, however they were
+    asked (a blocking client or the daemons' asynchronous one)."""
+    return parse_luxi(_rows(groups, LUXI_GROUP_FIELDS, "group"),
+                      _rows(nodes, LUXI_NODE_FIELDS + LUXI_NODE_EXTRA_FIELDS,
+                            "node"),
+                      _rows(insts, LUXI_INSTANCE_FIELDS, "instance"),
+                      info or {})
+
+
 def load_luxi(socket_path, client_factory=None):
     """Read a cluster from the master daemon over luxi, with Ganeti's
     queries (and :data:`LUXI_NODE_EXTRA_FIELDS`)."""
@@ -505,11 +523,7 @@ def load_luxi(socket_path, client_factory=None):
     except OSError as e:
         raise T.HtoolsError("cannot talk to the master on %s: %s"
                             % (socket_path, e))
-    return parse_luxi(_rows(groups, LUXI_GROUP_FIELDS, "group"),
-                      _rows(nodes, LUXI_NODE_FIELDS + LUXI_NODE_EXTRA_FIELDS,
-                            "node"),
-                      _rows(insts, LUXI_INSTANCE_FIELDS, "instance"),
-                      info or {})
+    return from_luxi_answers(nodes, insts, info, groups)
 
 
 # -- writers (tests, tools that hand a cluster on) -------------------------

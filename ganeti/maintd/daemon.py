@@ -11,7 +11,9 @@ Each look (every few seconds, ``MaintenanceLoop``):
 3. while a job of the current round runs, it only records that;
 4. otherwise it asks the nodes for their self-diagnosis, matches the
    reports against its incidents (``incidents.reconcile``), decides each
-   node's next step and plans a round of jobs that do not conflict
+   node's next step, and, as the switches say, the auto-repairs of
+   instances (harep's work, ``autorepair``) and the first balancing moves
+   (``balancing``); it plans a round of jobs that do not conflict
    (``rounds.plan``), submits them all at once and records them.
 
 It keeps its state in the configuration (luxi ``MaintenanceUpdate``), so
@@ -37,6 +39,9 @@ from ganeti import constants
 from ganeti import luxi
 from ganeti import objects
 from ganeti.jqueue import model as JQ
+from ganeti.htools import types as HT
+from ganeti.maintd import autorepair as AR
+from ganeti.maintd import balancing as B
 from ganeti.maintd import incidents as I
 from ganeti.maintd import rounds as R
 from ganeti.query import base as query_base
@@ -71,16 +76,23 @@ def _reason_incident(ops):
 class MaintenanceDaemon(object):
     """The looks; ``client`` is a luxi client (``call(method, *args)``),
     ``diagnose`` fetches the nodes' reports (``fetch(nodes)`` ->
-    Deferred of {node uuid: checked report}, refusals counted by it)."""
+    Deferred of {node uuid: checked report}, refusals counted by it),
+    ``load`` the nodes' CPU load for balancing (a load.ILoadSource, None:
+    balancing without load data); ``new_id`` names incidents,
+    ``repair_id`` auto-repairs (default: ``new_id``)."""
 
     log = Logger()
 
     def __init__(self, client, diagnose, wallclock=time.time,
-                 new_id=lambda: str(uuid_mod.uuid4())):
+                 new_id=lambda: str(uuid_mod.uuid4()), load=None,
+                 repair_id=None):
         self.client = client
         self.diagnose = diagnose
         self.wallclock = wallclock
         self.new_id = new_id
+        self.harep = AR.AutoRepairDuty(client, REASON_SOURCE, wallclock,
+                                       repair_id or new_id)
+        self.balancing = B.Balancing(self._call, load)
         self.rounds = 0
         self.submitted = 0
         #: the cluster's default allocator (targets of moves) and round
@@ -124,7 +136,7 @@ class MaintenanceDaemon(object):
                 action=view.get("action"),
                 repair_status=view.get("repair-status"),
                 jobs=list(view.get("jobs") or []), tag=view.get("tag"))
-        return m, nodes, insts, incidents
+        return info, m, nodes, insts, incidents
 
     async def _jobs(self):
         """{job id: (status, incident id or None)} of the daemon's jobs
@@ -145,7 +157,7 @@ class MaintenanceDaemon(object):
         return result
 
     async def run_once(self):
-        m, nodes, insts, incidents = await self._read()
+        info, m, nodes, insts, incidents = await self._read()
         jobs = await self._jobs()
         changed = set()
         # adopt the daemon's jobs its state does not name yet
@@ -207,11 +219,40 @@ class MaintenanceDaemon(object):
                 evacuated.append(node_uuid)
             if tasks:
                 node_tasks[node_uuid] = tasks
-        rnd = R.plan(node_tasks)
-        new_jobs = []
+        now = self.wallclock()
+        repairs, new_jobs = [], []
+        if m.get("harep"):
+            repairs, new_jobs = await self.harep.tasks(insts)
+            self.submitted += len(new_jobs)
+        balancing, cap = [], None
+        if m.get("balance"):
+            try:
+                balancing, cap = await self.balancing.plan(
+                    m, info, nodes, insts, now)
+            except HT.HtoolsError as err:
+                self.log.error("No balancing this round: {err}", err=err)
+        # balancing keeps off the nodes of failed incidents: a person
+        # looks at them
+        blocked = {i.node for i in incidents.values()
+                   if i.repair_status == objects.INCIDENT_FAILED}
+        rnd = R.plan(node_tasks, repairs, balancing, blocked, cap)
+        for task, why in rnd.deferred:
+            self.log.info("Waits for a later round: {what} ({why})",
+                          what=task.what, why=why)
+        old_moves = [list(mv) for mv in m.get("moves") or []]
+        moves = list(old_moves)
         for task in rnd.tasks:
-            jid = await self._submit(task.ops, task.incident)
+            if task.kind == R.AUTO_REPAIR:
+                jids = await self.harep.submit(task)
+                self.submitted += len(jids)
+                new_jobs.extend(jids)
+                continue
+            jid = await self._submit(
+                task.ops, task.incident,
+                "balancing" if task.kind == R.BALANCING else None)
             new_jobs.append(jid)
+            if task.kind == R.BALANCING:
+                moves.extend([uuid, now] for uuid in sorted(task.instances))
             target = incidents.get(task.incident)
             if target is not None:
                 target.jobs.append(jid)
@@ -223,10 +264,12 @@ class MaintenanceDaemon(object):
             self.log.info("Round {n}: {jobs} jobs ({what})", n=self.rounds,
                           jobs=len(rnd.tasks),
                           what="; ".join(t.what for t in rnd.tasks))
+        moves = B.pruned(moves, now, m.get("balance_hold_down") or 0)
         await self._record(incidents, changed, rec.forget,
                            new_jobs if (new_jobs or round_jobs) else None,
                            evacuated if evacuated != list(
-                               m.get("evacuated") or []) else None)
+                               m.get("evacuated") or []) else None,
+                           moves if moves != old_moves else None)
         self._publish(incidents, nodes)
         return rnd
 
@@ -334,28 +377,29 @@ class MaintenanceDaemon(object):
 
     # --- submitting and recording -----------------------------------------
 
-    def _reason(self, incident):
-        what = "incident %s" % incident if incident else "maintenance"
+    def _reason(self, incident, what=None):
+        what = "incident %s" % incident if incident else \
+            what or "maintenance"
         return [[REASON_SOURCE, what, int(self.wallclock() * 1e9)]]
 
-    async def _submit(self, ops, incident):
-        ops = [dict(op, reason=self._reason(incident)) for op in ops]
+    async def _submit(self, ops, incident, what=None):
+        ops = [dict(op, reason=self._reason(incident, what)) for op in ops]
         jid = await self._call(luxi.REQ_SUBMIT_JOB, ops)
         self.submitted += 1
         self.log.info("Submitted job {job} ({ops}) for {what}", job=jid,
                       ops=", ".join(op["OP_ID"] for op in ops),
-                      what=incident or "maintenance")
+                      what=incident or what or "maintenance")
         return int(jid)
 
     async def _record(self, incidents, changed, removed, jobs,
-                      evacuated=None):
+                      evacuated=None, moves=None):
         if not changed and not removed and jobs is None and \
-                evacuated is None:
+                evacuated is None and moves is None:
             return
         await self._call(
             luxi.REQ_MAINTENANCE_UPDATE,
             [incidents[u].to_dict() for u in sorted(changed)
-             if u in incidents], list(removed), jobs, evacuated, None)
+             if u in incidents], list(removed), jobs, evacuated, moves)
 
     def _publish(self, incidents, nodes):
         self._status = [

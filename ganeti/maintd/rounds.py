@@ -61,12 +61,15 @@ class Round:
         return result
 
 
-def plan(node_tasks, repairs=(), balancing=(), blocked_nodes=()):
+def plan(node_tasks, repairs=(), balancing=(), blocked_nodes=(),
+         max_balancing=None):
     """The round: ``node_tasks`` is {node uuid: [tasks in order of
     preference]} for the nodes with an incident to act on (only the first
     that fits is taken per node); ``repairs`` the auto-repair tasks;
     ``balancing`` the moves of the first balancing step; ``blocked_nodes``
-    nodes no balancing may touch (those of failed incidents)."""
+    nodes no balancing may touch (those of failed incidents);
+    ``max_balancing`` how many balancing moves it may take at most (None:
+    no limit)."""
     rnd = Round()
     affected = set(node_tasks)
     for node in sorted(node_tasks):
@@ -80,9 +83,14 @@ def plan(node_tasks, repairs=(), balancing=(), blocked_nodes=()):
             continue
         rnd._take(task)
     untouchable = affected | rnd.nodes | set(blocked_nodes)
+    moves = 0
     for task in balancing:
         if task.nodes & untouchable:
             rnd.deferred.append((task, "touches a node under repair"))
             continue
-        rnd._take(task)
+        if max_balancing is not None and moves >= max_balancing:
+            rnd.deferred.append((task, "the hourly cap of balancing moves"
+                                 " is reached"))
+            continue
+        moves += rnd._take(task)
     return rnd

@@ -36,8 +36,10 @@ def default_port():
 
 class Options(usage.Options):
     synopsis = "[options]"
-    longdesc = ("The maintenance daemon: acts on the nodes' self-diagnosis"
-                " in rounds of jobs and serves its status over HTTP.")
+    longdesc = ("The maintenance daemon: acts on the nodes' self-diagnosis,"
+                " does harep's auto-repairs and balances the cluster (as"
+                " its switches say) in rounds of jobs, and serves its"
+                " status over HTTP.")
     optFlags = [
         ["no-voting", None, "Do not ask the master candidates whether this"
          " node is the master (with --yes-do-it; for a one-node test)."],
@@ -174,7 +176,10 @@ def makeService(options, reactor=None):
     source = diagnose_source.MondDiagnoseSource(
         reactor, options["hmac-key"], port=options["mond-port"],
         max_age=options["report-max-age"])
-    daemon = mdaemon.MaintenanceDaemon(client, source)
+    from ganeti.maintd import load as mload
+    # balancing with load data reads the same monitoring daemons
+    loads = mload.MondLoadSource(reactor, port=options["mond-port"])
+    daemon = mdaemon.MaintenanceDaemon(client, source, load=loads)
     top = _VotingStart(reactor, options, paths)
     site = web_server.Site(mstatus.StatusApp(daemon).app.resource())
     strports.service("tcp:%d:interface=%s" % (options["port"],

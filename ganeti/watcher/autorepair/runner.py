@@ -14,6 +14,8 @@ is not repeated once its job is over.
 import time
 import uuid
 
+import attrs
+
 from twisted.internet import task
 from twisted.logger import Logger
 
@@ -56,6 +58,17 @@ def _group_budget(ndparams):
     return GroupBudget(get(constants.ND_REPAIR_MAX_PARALLEL, int),
                        get(constants.ND_REPAIR_MIN_HEALTHY, (int, float)))
 
+@attrs.frozen
+class Pass:
+    """One pass's decisions (``decisions``, one per instance of
+    ``insts``), those to apply now (``todo``: (instance, decision)) and
+    the passed suspensions of groups and the cluster (``expired``)."""
+    insts: list
+    decisions: list
+    todo: list
+    expired: frozenset
+
+
 _INSTANCE_FIELDS = ["name", "disk_template", "pnode", "snodes",
                     "admin_state", "tags", "pnode.group.uuid"]
 
@@ -91,7 +104,8 @@ class AutoRepair:
     def __init__(self, client, clock, dry_run=False, job_delay=0.0,
                  reason_source="gnt:watcher", iallocator=None,
                  retry_interval=300.0, poll=0.5, wallclock=time.time,
-                 max_parallel=None, wait_tags=True, unconfirmed=None):
+                 max_parallel=None, wait_tags=True, unconfirmed=None,
+                 new_id=lambda: str(uuid.uuid4())):
         self.client = client
         self.clock = clock
         self.dry_run = dry_run
@@ -111,6 +125,9 @@ class AutoRepair:
         #: checked at the start of the next pass
         self.wait_tags = wait_tags
         self.unconfirmed = {} if unconfirmed is None else unconfirmed
+        #: names a new repair (the id in its tags)
+        self.new_id = new_id
+        self.last_repair_job = None
 
     async def _call(self, method, *args):
         return await self.client.call(method, *args)
@@ -174,6 +191,28 @@ class AutoRepair:
 
     async def run_once(self):
         """One pass; returns the decisions (applied unless ``dry_run``)."""
+        p = await self.decide_pass()
+        tag_jobs = {}
+        if not self.dry_run:
+            for _, d in p.todo:
+                tag_job = await self.apply(d)
+                if tag_job is not None:
+                    tag_jobs[tag_job] = ("instance", d.instance)
+        # the repairs run in parallel (within the budget); their tag jobs
+        # end with them
+        if self.wait_tags:
+            await self._wait_tags(tag_jobs)
+        else:
+            self.unconfirmed.update(tag_jobs)
+        if p.expired and not self.dry_run:
+            await self.remove_expired(p.expired)
+        return p.decisions
+
+    async def decide_pass(self):
+        """Read the cluster and decide every instance, nothing applied:
+        a Pass whose ``todo`` holds the decisions to apply now (those
+        left alone, for a foreign job or the group's budget, are only
+        logged)."""
         await self._check_unconfirmed()
         insts, nodes, cluster_tags, ialloc, busy, budgets = \
             await self.snapshot()
@@ -186,12 +225,11 @@ class AutoRepair:
         decisions = []
         for inst in insts:
             d = engine.decide(inst, nodes, cluster_tags, jobs, now,
-                              lambda: str(uuid.uuid4()), ialloc,
-                              self.retry_interval)
+                              self.new_id, ialloc, self.retry_interval)
             decisions.append(d)
         running = self._running_repairs(insts, jobs)
         expired = set()
-        tag_jobs = {}
+        todo = []
         for inst, d in zip(insts, decisions):
             for bad in d.malformed:
                 self.log.warn("Instance {inst}: ignoring malformed"
@@ -231,19 +269,9 @@ class AutoRepair:
             if d.state != engine.HEALTHY or d.add_tags or d.remove_tags:
                 self.log.info("Instance {inst}: {state}: {msg}",
                               inst=inst.name, state=d.state, msg=d.message)
-            if not self.dry_run:
-                tag_job = await self._apply(d)
-                if tag_job is not None:
-                    tag_jobs[tag_job] = ("instance", d.instance)
-        # the repairs run in parallel (within the budget); their tag jobs
-        # end with them
-        if self.wait_tags:
-            await self._wait_tags(tag_jobs)
-        else:
-            self.unconfirmed.update(tag_jobs)
-        if expired and not self.dry_run:
-            await self._remove_expired(insts, expired)
-        return decisions
+            if d.step is not None or d.add_tags or d.remove_tags:
+                todo.append((inst, d))
+        return Pass(insts, decisions, todo, frozenset(expired))
 
     @staticmethod
     def _running_repairs(insts, jobs):
@@ -277,10 +305,12 @@ class AutoRepair:
             res.append(op)
         return res
 
-    async def _apply(self, d):
+    async def apply(self, d):
         """Submit the decision's repair job and then its tag job; the id
         of the tag job (None if there is none), not waited for: it waits
-        for the instance's lock, so for the repair job."""
+        for the instance's lock, so for the repair job.  The repair job's
+        id, if any, is in ``last_repair_job`` afterwards."""
+        self.last_repair_job = None
         add = list(d.add_tags)
         remove = list(d.remove_tags)
         if d.step is not None:
@@ -289,6 +319,7 @@ class AutoRepair:
                 ops.insert(0, {"OP_ID": "OP_TEST_DELAY",
                                "duration": float(self.job_delay)})
             jid = await self._call(luxi.REQ_SUBMIT_JOB, self._ops(ops))
+            self.last_repair_job = int(jid)
             self.log.info("Instance {inst}: submitted job {job} ({kind}:"
                           " {why})", inst=d.instance, job=jid,
                           kind=d.step.kind, why=d.step.why)
@@ -310,8 +341,11 @@ class AutoRepair:
                         "tags": list(add)})
         return await self._call(luxi.REQ_SUBMIT_JOB, self._ops(ops))
 
-    async def _change_tags(self, kind, name, add, remove):
+    async def _change_tags(self, kind, name, add, remove, wait=True):
         jid = await self._submit_tags(kind, name, add, remove)
+        if not wait:
+            self.unconfirmed[jid] = (kind, name)
+            return None
         return (await self._wait_tags({jid: (kind, name)}))[jid]
 
     async def _wait_tags(self, jobs):
@@ -354,8 +388,10 @@ class AutoRepair:
                 return status
             await task.deferLater(self.clock, self.poll, lambda: None)
 
-    async def _remove_expired(self, insts, expired):
-        """Passed timed suspensions of groups and the cluster."""
+    async def remove_expired(self, expired, wait=True):
+        """Remove passed timed suspensions of groups and the cluster
+        (``expired``: (level, tag) pairs); with ``wait`` false the jobs
+        are not waited for but kept in ``unconfirmed``."""
         by_group = {}
         cluster = []
         for level, tag in sorted(expired):
@@ -364,7 +400,7 @@ class AutoRepair:
             else:
                 by_group.setdefault(tag, None)
         if cluster:
-            await self._change_tags("cluster", None, [], cluster)
+            await self._change_tags("cluster", None, [], cluster, wait)
         if by_group:
             fields = ["name", "tags"]
             rows = _rows(await self._call(luxi.REQ_QUERY, "group", fields,
@@ -372,4 +408,5 @@ class AutoRepair:
             for name, tags in rows:
                 gone = [t for t in by_group if t in (tags or ())]
                 if gone:
-                    await self._change_tags("nodegroup", name, [], gone)
+                    await self._change_tags("nodegroup", name, [], gone,
+                                            wait)
