@@ -513,7 +513,7 @@ class MaintenanceCommandTests(unittest.TestCase):
             "balance_threshold": 0.1, "balance_disk_moves": True,
             "balance_load": False, "balance_hold_down": 3600,
             "balance_max_moves": 20, "incidents": [{}],
-            "evacuated": ["node3.example.com"],
+            "evacuated": ["u3"], "evacuated_names": ["node3.example.com"],
             "moves": [["i-1", 1700000000.0], ["i-2", 1700000300.0]]})
         code, out, err = gnt(client, "info")
         self.assertEqual(code, 0, err)

@@ -159,10 +159,13 @@ class DaemonTests(unittest.TestCase):
                          ("inc1", "completed", [1, 2],
                           "maintd:repairready:inc1"))
         # acknowledged (tag removed) and no longer reported: forgotten
+        self.look()
+        self.assertEqual(m.maintenance["evacuated"], ["u1"])
         m.nodes["u1"]["tags"].clear()
         del self.diagnose.reports["u1"]
         self.look()
         self.assertEqual(m.maintenance["incidents"], {})
+        self.assertEqual(m.maintenance["evacuated"], [])
 
     def test_live_repair_runs_the_command_with_the_report(self):
         m = self.master

@@ -221,8 +221,13 @@ class ClusterTests(ProcessorTestCase):
         self.result(self.run_op({"OP_ID": "OP_CLUSTER_REPAIR_CANCEL",
                                  "incident_id": "i1"}))
         self.assertEqual(m.incidents["i1"].repair_status, "canceled")
+        self.cfg.update_maintenance(evacuated=[node])
         info = self.result(self.run_op({"OP_ID": "OP_CLUSTER_QUERY"}))
         [inc] = info["maintenance"]["incidents"]
+        # the daemon reads back the uuids it recorded; people get names
+        self.assertEqual((info["maintenance"]["evacuated"],
+                          info["maintenance"]["evacuated_names"]),
+                         ([node], ["node1.example.com"]))
         self.assertEqual((inc["id"], inc["node_name"], inc["repair-status"]),
                          ("i1", "node1.example.com", "canceled"))
         err = self.failure(self.run_op({"OP_ID": "OP_CLUSTER_REPAIR_CANCEL",

@@ -632,7 +632,8 @@ def _maintenance_items(m):
         ("balancing hold-down", "%ss" % m.get("balance_hold_down")),
         ("balancing moves per hour", m.get("balance_max_moves")),
         ("incidents", len(incidents)),
-        ("evacuated nodes", ", ".join(m.get("evacuated") or [])),
+        ("evacuated nodes", ", ".join(m.get("evacuated_names") or
+                                      m.get("evacuated") or [])),
         # the hold-down and the hourly cap count these
         ("recent balancing moves", len(m.get("moves") or [])),
     ]

@@ -161,7 +161,9 @@ def maintenance_view(cfg):
         for inc in sorted(m.incidents.values(),
                           key=lambda i: (i.ctime or 0, i.uuid))]
     view["jobs"] = list(m.jobs)
-    view["evacuated"] = [node_name(u) or u for u in m.evacuated]
+    # uuids (what the daemon records), and names for people
+    view["evacuated"] = list(m.evacuated)
+    view["evacuated_names"] = [node_name(u) or u for u in m.evacuated]
     # the balancing moves' hold-down and hourly cap are read from here
     view["moves"] = [list(mv) for mv in m.moves]
     return view

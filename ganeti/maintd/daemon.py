@@ -207,7 +207,10 @@ class MaintenanceDaemon(object):
             incidents[inc.uuid] = inc
             changed.add(inc.uuid)
         node_tasks = {}
-        evacuated = list(m.get("evacuated") or [])
+        # a node stays "evacuated" while an incident of it is remembered
+        evacuated = [u for u in m.get("evacuated") or []
+                     if u in nodes and
+                     any(i.node == u for i in incidents.values())]
         for node_uuid in sorted({i.node for i in incidents.values()}):
             action, mine = I.node_action(incidents, node_uuid)
             if action == I.OK or node_uuid not in nodes:
