@@ -42,6 +42,10 @@ def _interval(entry):
     return DEFAULT_INTERVAL
 
 
+def _without_interval(entry):
+    return {k: v for k, v in (entry or {}).items() if k != "interval"}
+
+
 class MonitoringDaemon(object):
 
     def __init__(self, clock, collectors, settings_source=None,
@@ -119,7 +123,8 @@ class MonitoringDaemon(object):
                     # a server that does not know the collector
                     entry = {"active": True}
             active = entry.get("active", True) is not False
-            changed = entry != self._entries.get(name)
+            previous = self._entries.get(name)
+            changed = entry != previous
             self._entries[name] = entry
             if not active:
                 if name in self.active:
@@ -137,15 +142,20 @@ class MonitoringDaemon(object):
             if collector.sampled:
                 interval = _interval(entry)
                 running = self._loops.get(name)
-                if changed or running is None or running[1] != interval:
+                if running is None:
+                    self._start_loop(name, interval, now=True)
+                elif changed:
+                    # a new interval alone waits for it; anything else
+                    # (another diagnose command) is collected at once
                     self._stop_loop(name)
-                    self._start_loop(name, interval)
+                    self._start_loop(name, interval, now=_without_interval(
+                        entry) != _without_interval(previous))
 
-    def _start_loop(self, name, interval):
+    def _start_loop(self, name, interval, now):
         loop = task.LoopingCall(self._sample, name)
         loop.clock = self.clock
         self._loops[name] = (loop, interval)
-        loop.start(interval, now=True)
+        loop.start(interval, now=now)
 
     def _stop_loop(self, name):
         running = self._loops.pop(name, None)
