@@ -44,6 +44,24 @@ MAINTD_DEFAULT_BALANCE_THRESHOLD = 0.1
 MAINTD_DEFAULT_BALANCE_HOLD_DOWN = 3600
 MAINTD_DEFAULT_BALANCE_MAX_MOVES = 20
 DEFAULT_RAPI_PORT = 5080
+
+# The monitoring daemon (ganeti-mond): its API version, how often it
+# collects and re-reads its collectors' configuration (seconds), as
+# Ganeti's; and its data collectors.  Ganeti 3.0's names first, then the
+# self-diagnose collector (as Ganeti 3.1 names it) and the instance status
+# collectors of this project's hypervisors.
+MOND_LATEST_API_VERSION = 1
+MOND_TIME_INTERVAL = 5
+MOND_CONFIG_REFRESH = 15
+DATA_COLLECTOR_DIAGNOSE = "diagnose"
+DATA_COLLECTOR_NAMES = ("cpu-avg-load", "diskstats", "drbd",
+                        "inst-status-xen", "lv", "xen-cpu-avg-load",
+                        DATA_COLLECTOR_DIAGNOSE, "inst-status-kvm",
+                        "inst-status-fake")
+#: microseconds, as the cluster's data_collectors setting counts them
+DATA_COLLECTOR_INTERVAL = MOND_TIME_INTERVAL * 1000000
+#: seconds the self-diagnose command may run before it is killed
+DIAGNOSE_TIMEOUT = 10
 FIRST_DRBD_PORT = 11000
 LAST_DRBD_PORT = 14999
 VNC_BASE_PORT = 5900

@@ -390,6 +390,8 @@ _op("OP_CLUSTER_SET_PARAMS", None,
     P("enabled_user_shutdown", maybe(BOOL)),
     P("enabled_data_collectors", maybe(dict_of(STR, BOOL))),
     P("data_collector_interval", maybe(dict_of(STR, INT))),
+    # the nodes' self-diagnose command (as Ganeti 3.1's; "" = built in)
+    X("diagnose_data_collector_filename", maybe(STR)),
     # the maintenance daemon's switches (the first three as Ganeti 3.1's)
     X("maint_round_delay", maybe(POS_INT)),
     X("maint_balance", maybe(BOOL)),

@@ -48,6 +48,11 @@ class Paths(object):
         return self._p("etc", "ganeti", "node-repair-commands")
 
     @property
+    def diagnose_commands_dir(self):
+        """The self-diagnose commands the monitoring daemon may run."""
+        return self._p("etc", "ganeti", "node-diagnose-commands")
+
+    @property
     def restricted_commands_lock_file(self):
         """Held while a restricted or repair command runs on this node."""
         return self._p("var", "lock", "ganeti-restricted-commands.lock")

@@ -318,6 +318,7 @@ class JobCommandTests(unittest.TestCase):
             "file", "--maintain-node-health", "no", "--reserved-lvs",
             "xenvg/a,xenvg/b", "--enabled-data-collectors", "cpu-avg-load="
             "no", "--data-collector-interval", "cpu-avg-load=5",
+            "--diagnose-data-collector-filename", "health",
             "--hidden-os", "add:debian,remove:lenny", "--master-netmask",
             "24", "--ipolicy-disk-templates", "file", "--ipolicy-bounds-specs",
             "min:memory-size=512,cpu-count=1,disk-size=1G,disk-count=1,"
@@ -352,6 +353,7 @@ class JobCommandTests(unittest.TestCase):
                          {"cpu-avg-load": False})
         self.assertEqual(op["data_collector_interval"],
                          {"cpu-avg-load": 5000000})
+        self.assertEqual(op["diagnose_data_collector_filename"], "health")
         self.assertEqual(op["hidden_os"], [["add", "debian"],
                                            ["remove", "lenny"]])
         self.assertEqual(op["master_netmask"], 24)

@@ -613,6 +613,8 @@ def cluster_info_items(info):
                      if isinstance(intervals.get(name), (int, float))
                      else intervals.get(name))])
             for name in sorted(collectors)]),
+        ("Diagnose data collector filename",
+         _or_empty(info.get("diagnose_data_collector_filename"))),
         ("Maintenance daemon", _maintenance_items(info.get("maintenance"))),
     ]
 
@@ -834,6 +836,10 @@ def _allocator_lists(per_type):
               help="switch data collectors on or off"),
           Opt("--data-collector-interval", metavar="NAME=SECONDS[,...]",
               help="how often data collectors run"),
+          Opt("--diagnose-data-collector-filename", metavar="NAME",
+              help="the nodes' self-diagnose command: a file of their"
+              " /etc/ganeti/node-diagnose-commands ('' for the built-in"
+              " diagnose)"),
           Opt("--maintenance-interval", type=int, metavar="SECONDS",
               help="maintenance daemon: seconds between rounds"),
           Opt("--auto-balance-cluster", metavar="yes|no",
@@ -920,6 +926,8 @@ def modify(ctx, opts):
     put("data_collector_interval", _collectors(
         opts.data_collector_interval, "--data-collector-interval",
         _interval_usec))
+    put("diagnose_data_collector_filename",
+        opts.diagnose_data_collector_filename)
     put("ipolicy", gnt_group.ipolicy_params(opts, cluster=True) or None)
     put("hidden_os", _os_mods(opts.hidden_os, "--hidden-os"))
     put("blacklisted_os", _os_mods(opts.blacklisted_os, "--blacklisted-os"))

@@ -67,6 +67,21 @@ def _default_allocators(cluster):
     return spec.first(), spec.as_dict()
 
 
+def _check_diagnose_filename(name):
+    """The self-diagnose command is a bare name the nodes look up in their
+    whitelist directory ("" = the built-in diagnose)."""
+    if name == "":
+        return
+    from ganeti.backend import restricted
+    try:
+        restricted.check_name(name)
+    except restricted.CommandRefused as err:
+        raise errors.OpPrereqError(
+            "diagnose_data_collector_filename: %s; give a file name of the"
+            " nodes' node-diagnose-commands directory, or '' for the built-in"
+            " diagnose" % err, errors.ECODE_INVAL)
+
+
 def cluster_info(cfg):
     """The QueryClusterInfo / OP_CLUSTER_QUERY answer (Ganeti's keys, plus
     ``default_iallocators``: the default allocators per request type)."""
@@ -133,6 +148,9 @@ def cluster_info(cfg):
                                     for k, v in collectors.items()},
         "data_collector_interval": {k: v.get("interval")
                                     for k, v in collectors.items()},
+        "diagnose_data_collector_filename": (
+            collectors.get(constants.DATA_COLLECTOR_DIAGNOSE) or {}).get(
+                "filename") or "",
         "modify_ssh_setup": c.modify_ssh_setup,
         "ssh_key_type": c.ssh_key_type,
         "ssh_key_bits": c.ssh_key_bits,
@@ -306,9 +324,23 @@ class LUClusterSetParams(LogicalUnit):
         if op.blacklisted_os is not None:
             changes["blacklisted_os"] = _edit_os_list(
                 c.blacklisted_os, op.blacklisted_os, "blacklisted_os")
-        if op.enabled_data_collectors or op.data_collector_interval:
+        diagnose_file = op.diagnose_data_collector_filename
+        if op.enabled_data_collectors or op.data_collector_interval or \
+                diagnose_file is not None:
             collectors = {k: dict(v) for k, v in
                           (c.data_collectors or {}).items()}
+            for field, values in (("enabled_data_collectors",
+                                   op.enabled_data_collectors),
+                                  ("data_collector_interval",
+                                   op.data_collector_interval)):
+                unknown = sorted(set(values or ()) -
+                                 set(constants.DATA_COLLECTOR_NAMES))
+                if unknown:
+                    raise errors.OpPrereqError(
+                        "%s: unknown data collector(s) %s (known: %s)"
+                        % (field, ", ".join(unknown),
+                           ", ".join(constants.DATA_COLLECTOR_NAMES)),
+                        errors.ECODE_INVAL)
             for name, active in (op.enabled_data_collectors or {}).items():
                 collectors.setdefault(name, {})["active"] = active
             for name, interval in (op.data_collector_interval or {}).items():
@@ -317,6 +349,10 @@ class LUClusterSetParams(LogicalUnit):
                         "data_collector_interval: %s must be positive" % name,
                         errors.ECODE_INVAL)
                 collectors.setdefault(name, {})["interval"] = interval
+            if diagnose_file is not None:
+                _check_diagnose_filename(diagnose_file)
+                collectors.setdefault(constants.DATA_COLLECTOR_DIAGNOSE,
+                                      {})["filename"] = diagnose_file
             changes["data_collectors"] = collectors
         spec = self._default_allocators()
         if spec is not None:

@@ -14,12 +14,13 @@ from ganeti import constants
 from ganeti import objects
 from ganeti.utils.memo import Memo
 
-# Data collectors known to Ganeti 3.0's monitoring daemon, and the ones that
-# only make sense (and are only reported active) on a Xen cluster.
-DATA_COLLECTOR_NAMES = ("cpu-avg-load", "diskstats", "drbd", "inst-status-xen",
-                        "lv", "xen-cpu-avg-load")
+# Data collectors known to the monitoring daemons; the ones that only make
+# sense for one hypervisor are reported active only while it is enabled.
+DATA_COLLECTOR_NAMES = constants.DATA_COLLECTOR_NAMES
 XEN_ONLY_COLLECTORS = frozenset(["inst-status-xen", "xen-cpu-avg-load"])
-DEFAULT_COLLECTOR_INTERVAL = 5 * 1000000  # microseconds (MOND_TIME_INTERVAL)
+HYPERVISOR_COLLECTORS = {"inst-status-kvm": constants.HT_KVM,
+                         "inst-status-fake": constants.HT_FAKE}
+DEFAULT_COLLECTOR_INTERVAL = constants.DATA_COLLECTOR_INTERVAL
 _XEN_HYPERVISORS = frozenset([constants.HT_XEN_PVM, constants.HT_XEN_HVM])
 
 DRBD_ROLE_PRIMARY = "primary"
@@ -164,7 +165,8 @@ class ConfigSnapshot(object):
 
     def _data_collectors(self):
         cluster = self.store.cluster
-        xen = bool(_XEN_HYPERVISORS & set(cluster.enabled_hypervisors or ()))
+        hypervisors = set(cluster.enabled_hypervisors or ())
+        xen = bool(_XEN_HYPERVISORS & hypervisors)
         configured = cluster.data_collectors or {}
         result = {}
         for name in DATA_COLLECTOR_NAMES:
@@ -172,10 +174,19 @@ class ConfigSnapshot(object):
             active = conf.get("active", True) is not False
             if name in XEN_ONLY_COLLECTORS and not xen:
                 active = False
+            if name in HYPERVISOR_COLLECTORS and \
+                    HYPERVISOR_COLLECTORS[name] not in hypervisors:
+                active = False
             interval = conf.get("interval")
-            if not _is_int(interval):
+            if not _is_int(interval) or interval <= 0:
                 interval = DEFAULT_COLLECTOR_INTERVAL
             result[name] = {"active": active, "interval": interval}
+            if name == constants.DATA_COLLECTOR_DIAGNOSE:
+                # the self-diagnose command rides along with its collector
+                # (kept in a dict value, which Ganeti 3.0 tolerates)
+                filename = conf.get("filename")
+                result[name]["filename"] = \
+                    filename if isinstance(filename, str) else ""
         return result
 
     # --- lookups ----------------------------------------------------------

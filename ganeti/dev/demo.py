@@ -49,6 +49,8 @@ DAEMONS = [
      ["--port", str(constants.DEFAULT_CONFD_PORT)],
      ("udp", constants.DEFAULT_CONFD_PORT)),
     ("ganeti-rapi", "master", [], ("tcp", constants.DEFAULT_RAPI_PORT)),
+    # data collectors and the signed self-diagnosis, on every node
+    ("ganeti-mond", "all", [], ("tcp", constants.DEFAULT_MOND_PORT)),
     # a pass every 15 s: restarts, user shutdowns, and on the master
     # auto-repair (no port: "up" is still running after a moment)
     ("ganeti-watcher", "all", ["--interval", "15"], ("process", None)),
@@ -259,6 +261,19 @@ def print_summary(vc, store, started):
         for tool in ("hbal", "hcheck", "hspace"):
             print("  /usr/lib/ganeti/3.0/usr/bin/%s -m https://%s:%d"
                   % (tool, vc.master.ip, constants.DEFAULT_RAPI_PORT))
+    monds = [node for d, _, node, _ in started if d == "ganeti-mond"]
+    if monds:
+        print()
+        print("Monitoring daemons (plain HTTP on port %d, every node; the"
+              " diagnose report is signed with the cluster key):"
+              % constants.DEFAULT_MOND_PORT)
+        print("  curl http://%s:%d/1/list/collectors"
+              % (monds[0].ip, constants.DEFAULT_MOND_PORT))
+        for node in monds:
+            print("  curl http://%s:%d/1/report/all"
+                  % (node.ip, constants.DEFAULT_MOND_PORT))
+        print("  curl http://%s:%d/1/report/node/diagnose"
+              % (monds[0].ip, constants.DEFAULT_MOND_PORT))
     print()
     print("Drive it (our tools; Ganeti's own gnt-* work too with"
           " GANETI_ROOTDIR and GANETI_HOSTNAME set as above):")

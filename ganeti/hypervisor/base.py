@@ -66,6 +66,13 @@ class HypervisorBase(object):
 
     # -- shared by the drivers' operations -----------------------------------
 
+    def observe_instances(self):
+        """Deferred list of InstanceInfo as ``get_all_instances_info``, for
+        readers beside the node daemon (the monitoring daemon): drivers
+        whose instances take one control connection at a time answer
+        without opening one."""
+        return self.get_all_instances_info()
+
     def _instance_info(self, name, record, pid, current, reason=None):
         """The InstanceInfo of a recorded instance in state ``current``; an
         uptime only while its process (``pid``) lives."""

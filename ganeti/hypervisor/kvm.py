@@ -578,6 +578,33 @@ class KvmHypervisor(base.HypervisorBase):
             reason = None if runstate == "paused" else runstate
         return self._instance_info(name, record, pid, current, reason)
 
+    def observe_instances(self):
+        """The instances from the runtime files and the process table
+        only: qemu's QMP socket takes one client at a time and the node
+        daemon keeps its connection, so an observer must not open one.
+        A live qemu shows as running (paused is not told apart)."""
+        def infos():
+            result = []
+            for name in self._rt.names():
+                record = self._rt.read(name)
+                if record is None:
+                    continue
+                pid = self._pid(name)
+                reason = None
+                if pid is not None:
+                    current = hv.RUNNING
+                else:
+                    last = record.shutdown or {}
+                    if last.get("guest") and \
+                            last.get("reason") in _GUEST_SHUTDOWN_REASONS:
+                        current, reason = hv.SHUTDOWN, last["reason"]
+                    else:
+                        current, reason = hv.CRASHED, "process-exited"
+                result.append(self._instance_info(name, record, pid,
+                                                  current, reason))
+            return result
+        return defer.maybeDeferred(infos)
+
     async def _all_info(self):
         try:
             infos = await defer.gatherResults(

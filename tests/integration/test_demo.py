@@ -1,11 +1,14 @@
 """The README's first command: the demo cluster comes up and answers."""
 
+import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import urllib.request
 
 from twisted.trial import unittest
 
@@ -46,6 +49,10 @@ class DemoTests(unittest.TestCase):
         self.assertIn(["inst2.example.com", "fake", "busybox+default",
                        "node2.example.com", "running", "512M"], rows)
         self.assertEqual(text.count("ganeti-noded      pid"), 2, text)
+        # a monitoring daemon on every node, and where to ask it
+        self.assertEqual(text.count("ganeti-mond       pid"), 2, text)
+        for ip in ips:
+            self.assertIn("curl http://%s:1815/1/report/all" % ip, text)
         self.assertEqual(text.count("\n  job "), 4, text)
         # Every node got the cluster's secrets and configuration (node2 by
         # the join and the replication).
@@ -78,6 +85,13 @@ class DemoTests(unittest.TestCase):
                  in text() or demo.poll() is not None, timeout=120)
         self.assertIsNone(demo.poll(), text())
         self.assertIn("Where to look:", text())
+        # what it says to look at answers: the node's monitoring daemon
+        url = re.search(r"curl (http://\S+:1815/1/report/all)",
+                        text()).group(1)
+        with urllib.request.urlopen(url, timeout=30) as r:
+            names = [rep["name"] for rep in json.loads(r.read())]
+        self.assertIn("cpu-avg-load", names)
+        self.assertIn("diagnose", names)
         ours = set(processes_below(base)) - {demo.pid}
         self.assertTrue(ours)       # its daemons and guest
         # an impatient user presses Ctrl-C again while the demo stops its

@@ -22,7 +22,7 @@ import twisted
 from tests.integration.daemons import PROJECT, short_tmpdir
 
 DAEMONS = ("ganeti-confd", "ganeti-masterd", "ganeti-noded", "ganeti-rapi",
-           "ganeti-watcher", "ganeti-maintd")
+           "ganeti-watcher", "ganeti-maintd", "ganeti-mond")
 #: what setup.py needs to build the package
 SOURCES = ("setup.py", "setup.cfg", "pyproject.toml", "MANIFEST.in",
            "README.rst", "ganeti", "twisted")

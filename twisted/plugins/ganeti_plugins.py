@@ -36,3 +36,8 @@ ganeti_maintd = ServiceMaker(
     "Ganeti maintenance daemon (master only: acts on the nodes'"
     " self-diagnosis in rounds of jobs; status over HTTP on TCP 1816)",
     "ganeti-maintd")
+
+ganeti_mond = ServiceMaker(
+    "ganeti-mond", "ganeti.server.mond",
+    "Ganeti monitoring daemon (data collectors and the signed"
+    " self-diagnosis over HTTP on TCP 1815)", "ganeti-mond")
