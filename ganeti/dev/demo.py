@@ -51,6 +51,9 @@ DAEMONS = [
     ("ganeti-rapi", "master", [], ("tcp", constants.DEFAULT_RAPI_PORT)),
     # data collectors and the signed self-diagnosis, on every node
     ("ganeti-mond", "all", [], ("tcp", constants.DEFAULT_MOND_PORT)),
+    # the maintenance daemon: confd's candidates vote it the master first
+    ("ganeti-maintd", "master", ["--interval", "5"],
+     ("tcp", constants.DEFAULT_MAINTD_PORT)),
     # a pass every 15 s: restarts, user shutdowns, and on the master
     # auto-repair (no port: "up" is still running after a moment)
     ("ganeti-watcher", "all", ["--interval", "15"], ("process", None)),
@@ -274,6 +277,15 @@ def print_summary(vc, store, started):
                   % (node.ip, constants.DEFAULT_MOND_PORT))
         print("  curl http://%s:%d/1/report/node/diagnose"
               % (monds[0].ip, constants.DEFAULT_MOND_PORT))
+    if any(d == "ganeti-maintd" for d, _, _, _ in started):
+        print()
+        print("Maintenance daemon (master only; HTTP on port %d): its"
+              " incidents, and counters of refused reports:"
+              % constants.DEFAULT_MAINTD_PORT)
+        print("  curl http://%s:%d/1/status"
+              % (vc.master.ip, constants.DEFAULT_MAINTD_PORT))
+        print("  curl http://%s:%d/1/counters"
+              % (vc.master.ip, constants.DEFAULT_MAINTD_PORT))
     print()
     print("Drive it (our tools; Ganeti's own gnt-* work too with"
           " GANETI_ROOTDIR and GANETI_HOSTNAME set as above):")

@@ -51,6 +51,8 @@ class DemoTests(unittest.TestCase):
         self.assertEqual(text.count("ganeti-noded      pid"), 2, text)
         # a monitoring daemon on every node, and where to ask it
         self.assertEqual(text.count("ganeti-mond       pid"), 2, text)
+        self.assertEqual(text.count("ganeti-maintd     pid"), 1, text)
+        self.assertIn("curl http://%s:1816/1/status" % ips[0], text)
         for ip in ips:
             self.assertIn("curl http://%s:1815/1/report/all" % ip, text)
         self.assertEqual(text.count("\n  job "), 4, text)
@@ -92,6 +94,11 @@ class DemoTests(unittest.TestCase):
             names = [rep["name"] for rep in json.loads(r.read())]
         self.assertIn("cpu-avg-load", names)
         self.assertIn("diagnose", names)
+        # and the maintenance daemon on the master, voted in by confd
+        url = re.search(r"curl (http://\S+:1816/1/status)",
+                        text()).group(1)
+        with urllib.request.urlopen(url, timeout=30) as r:
+            self.assertEqual(json.loads(r.read()), [])
         ours = set(processes_below(base)) - {demo.pid}
         self.assertTrue(ours)       # its daemons and guest
         # an impatient user presses Ctrl-C again while the demo stops its
