@@ -6,6 +6,8 @@ and disk following the instances."""
 
 from twisted.internet import defer
 
+from ganeti import query
+
 from ganeti import objects
 
 GROUP = "g1"
@@ -68,6 +70,8 @@ class FakeCluster(object):
 
     def _node_value(self, n, f):
         insts = self.instances.values()
+        if f == "pip":
+            return n["primary_ip"]
         if f == "mfree":
             return n["mtotal"] - n["mnode"] - sum(
                 i["mem"] for i in insts if i["pnode"] == n["name"])
@@ -91,6 +95,10 @@ class FakeCluster(object):
                 "forthcoming": False}.get(f, i.get(f))
 
     def _Query(self, what, fields, qfilter):
+        # only fields the real master knows (an unknown one would come
+        # back as "unknown" there, silently)
+        for f in fields:
+            assert f in query.RESOURCES[what].fields, (what, f)
         if what == "group":
             rows = [[g.get(f) for f in fields] for g in self.groups.values()]
         elif what == "node":

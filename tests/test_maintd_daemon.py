@@ -6,6 +6,7 @@ from twisted.internet import defer
 from twisted.trial import unittest
 
 from ganeti import objects
+from ganeti import query
 from ganeti.maintd import daemon as D
 
 NOW = 1_700_000_000.0
@@ -57,10 +58,24 @@ class FakeMaster(object):
                  "tag": i["tag"]} for i in m["incidents"].values()]}}
 
     def _Query(self, what, fields, qfilter):
+        # only fields the real master knows (an unknown one would come
+        # back as "unknown" there, silently)
+        for f in fields:
+            assert f in query.RESOURCES[what].fields, (what, f)
+        names = {u: n["name"] for u, n in self.nodes.items()}
+
+        def value(r, f):
+            if f == "pip":
+                return r["primary_ip"]
+            if f == "pnode":
+                return names[r["pnode.uuid"]]
+            if f == "snodes":
+                return [names[u] for u in r["snodes.uuid"]]
+            return r[f]
         rows = (self.nodes.values() if what == "node"
                 else self.instances.values())
         return {"fields": fields,
-                "data": [[[0, r[f]] for f in fields] for r in rows]}
+                "data": [[[0, value(r, f)] for f in fields] for r in rows]}
 
     def _QueryJobs(self, ids, fields):
         return [[{"id": j, "status": job["status"], "ops": job["ops"]}[f]

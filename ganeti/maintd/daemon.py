@@ -47,10 +47,10 @@ from ganeti.maintd import rounds as R
 from ganeti.query import base as query_base
 
 REASON_SOURCE = "gnt:daemon:maintd"
-_NODE_FIELDS = ["uuid", "name", "primary_ip", "offline", "drained", "tags",
+_NODE_FIELDS = ["uuid", "name", "pip", "offline", "drained", "tags",
                 "group.uuid", "vm_capable"]
-_INSTANCE_FIELDS = ["uuid", "name", "pnode.uuid", "snodes.uuid",
-                    "disk_template", "admin_state", "oper_state"]
+_INSTANCE_FIELDS = ["uuid", "name", "pnode", "snodes", "disk_template",
+                    "admin_state", "oper_state"]
 #: disk templates whose instances move between nodes without copying
 _MIRRORED = frozenset([constants.DT_DRBD8])
 _SHARED = frozenset([constants.DT_SHARED_FILE, constants.DT_RBD,
@@ -125,9 +125,17 @@ class MaintenanceDaemon(object):
             constants.MAINTD_DEFAULT_ROUND_DELAY
         nodes = {r["uuid"]: r for r in _rows(await self._call(
             luxi.REQ_QUERY, "node", _NODE_FIELDS, None), _NODE_FIELDS)}
+        by_name = {}
+        for row in nodes.values():
+            row["primary_ip"] = row["pip"]
+            by_name[row["name"]] = row["uuid"]
         insts = _rows(await self._call(
             luxi.REQ_QUERY, "instance", _INSTANCE_FIELDS, None),
             _INSTANCE_FIELDS)
+        # the rows name nodes; the daemon works with their uuids
+        for row in insts:
+            row["pnode.uuid"] = by_name.get(row["pnode"])
+            row["snodes.uuid"] = [by_name.get(n) for n in row["snodes"] or ()]
         incidents = {}
         for view in m.get("incidents") or []:
             incidents[view["id"]] = objects.Incident(
