@@ -4,7 +4,9 @@ hand.
 A virtual cluster of ``MAINTD_BENCH_NODES`` nodes (default 10) holding
 ``MAINTD_BENCH_INSTANCES`` fake-hypervisor instances (default 100, 128 MiB,
 one 1 GiB sharedfile disk, so they live-migrate; placed round-robin, so
-each node starts with the same share).  Every node runs its node daemon,
+each node starts with the same share; the instance policy allows 64
+virtual CPUs per CPU, as the host's 2 would hold only 6 instances a
+node).  Every node runs its node daemon,
 confd and a monitoring daemon whose self-diagnosis is a whitelisted script
 printing a JSON file (``gnt-cluster modify
 --diagnose-data-collector-filename health --data-collector-interval
@@ -55,6 +57,8 @@ HEALTH = "health"
 FINAL = ("success", "error", "canceled")
 #: seconds one evacuation may take before the benchmark gives up
 TIMEOUT = 300.0
+#: instance policy's virtual CPUs per physical CPU (the default is 4)
+VCPU_RATIO = 64.0
 
 
 def _random_first_address():
@@ -120,7 +124,10 @@ class Scenario(object):
                 "ganeti-confd", node))
         self.job({"OP_ID": "OP_CLUSTER_SET_PARAMS",
                   "diagnose_data_collector_filename": HEALTH,
-                  "data_collector_interval": {"diagnose": 1000000}})
+                  "data_collector_interval": {"diagnose": 1000000},
+                  # the host's 2 CPUs times the default 4 fit 6 one-vcpu
+                  # instances a node; the fake guests hardly use a CPU
+                  "ipolicy": {"vcpu-ratio": VCPU_RATIO}})
         for node in vc.nodes:
             proc = vc.start("mond-" + node.name, vc.twistd_command(
                 "ganeti-mond", node, "--refresh", "0.5", "--dbus-address",
