@@ -3,15 +3,15 @@ hand.
 
 A virtual cluster of ``MAINTD_BENCH_NODES`` nodes (default 10) holding
 ``MAINTD_BENCH_INSTANCES`` fake-hypervisor instances (default 100, 128 MiB,
-one 1 GiB sharedfile disk, so they live-migrate; placed round-robin, so
-each node starts with the same share; the instance policy allows 64
-virtual CPUs per CPU, as the host's 2 would hold only 6 instances a
-node).  Every node runs its node daemon,
-confd and a monitoring daemon whose self-diagnosis is a whitelisted script
-printing a JSON file (``gnt-cluster modify
---diagnose-data-collector-filename health --data-collector-interval
-diagnose=1``).  Three nodes (the last three; the master is the first) are
-evacuated, twice, each time on a freshly built cluster:
+one 1 GiB sharedfile disk, so they live-migrate), placed round-robin so
+each node starts with the same share (the instance policy allows 64
+virtual CPUs per CPU: with the default 4 the host's 2 CPUs hold only 6
+instances a node).  Every node runs its node daemon, confd and a
+monitoring daemon whose self-diagnosis is a whitelisted script printing a
+JSON file (``gnt-cluster modify --diagnose-data-collector-filename health
+--data-collector-interval diagnose=1``).  Three nodes (the last three;
+the master is the first) are evacuated, twice, each time on a freshly
+built cluster:
 
 ``by hand``
   a plain luxi client does what an admin would: drain the three nodes
@@ -33,6 +33,14 @@ the number of OP_INSTANCE_MIGRATE jobs, ``twice`` the instances migrated
 more than once (must be 0), ``misplaced`` those not running on a healthy
 node afterwards (must be 0).  ``vs by hand`` is the maintd time over the
 by-hand time (below 1: the daemon is faster).
+
+Reading the ratio: the jobs of one round run side by side, but a
+migration left to the allocator locks every node of the group (the
+target is not known before), so the three of a round still run one after
+the other; a round then adds the wait for the daemon's next look (up to
+``--interval``) and the look itself.  The daemon's first round only
+drains the three nodes (so none becomes a target), its last sets them
+offline and tags them.
 
 ``python -m bench maintd`` (``MAINTD_BENCH_INSTANCES``, default 100;
 ``MAINTD_BENCH_NODES``, default 10).
