@@ -17,6 +17,7 @@ BENCHMARKS = {
     "htools": "bench.htools",
     "htools_alloc": "bench.htools_alloc",
     "failover": "bench.failover",
+    "maintd": "bench.maintd",
 }
 
 

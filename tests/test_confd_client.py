@@ -2,7 +2,9 @@
 
 import json
 
-from twisted.internet import defer
+from twisted.internet import defer, reactor
+from twisted.internet.protocol import DatagramProtocol
+from twisted.trial import unittest
 
 from ganeti import config
 from ganeti import errors
@@ -267,3 +269,39 @@ class ClientTests(ClockTestCase):
         self.assertEqual(self.reactor.network.keys(),
                          {("127.0.0.1", 1814)})
 
+
+
+class _LargeAnswerServer(DatagramProtocol):
+    """Answers every request with a signed reply of ``size`` characters of
+    answer (the node-instances answer of a node with many instances is
+    this long)."""
+
+    def __init__(self, size):
+        self.size = size
+
+    def datagramReceived(self, data, addr):
+        rsalt = json.loads(wire.unpack(data, KEY).msg)["rsalt"]
+        self.transport.write(wire.pack(KEY, rsalt, wire.encode_reply(
+            wire.STATUS_OK, "x" * self.size, 7)), addr)
+
+
+class RealSocketTests(unittest.TestCase):
+    """The client over real loopback sockets."""
+
+    def test_reply_larger_than_twisteds_default_datagram_size(self):
+        # Twisted reads at most 8192 bytes of a datagram unless told more;
+        # a server may send up to wire.MAX_REPLY_SIZE
+        size = 20000
+        port = reactor.listenUDP(0, _LargeAnswerServer(size),
+                                 interface="127.0.0.1")
+        self.addCleanup(port.stopListening)
+        client = confd_client.ConfdClient(
+            KEY, [("127.0.0.1", port.getHost().port)], reactor=reactor,
+            timeout=2)
+        self.addCleanup(client.close)
+
+        def check(result):
+            self.assertTrue(result.complete)
+            self.assertEqual((result.answer, result.serial), ("x" * size, 7))
+            self.assertEqual(client.counters["bad_signature"], 0)
+        return client.request(wire.REQ_PING).addCallback(check)

@@ -182,6 +182,48 @@ class DaemonTests(unittest.TestCase):
         self.assertEqual(m.maintenance["incidents"], {})
         self.assertEqual(m.maintenance["evacuated"], [])
 
+    def test_several_nodes_to_empty_are_all_drained_before_moves(self):
+        # were one node's instance moved while another node to empty is
+        # still undrained, the allocator could send it there, and it
+        # would move twice
+        m = self.master
+        m.add_instance("web1", "u1")
+        m.add_instance("web3", "u3")
+        self.diagnose.reports["u1"] = EVAC
+        self.diagnose.reports["u3"] = EVAC
+        self.look()
+        self.assertEqual(sorted(m.jobs), [1, 2])
+        for jid in (1, 2):
+            self.assertEqual(m.ops_of(jid), ["OP_NODE_SET_PARAMS"])
+            self.assertTrue(m.jobs[jid]["ops"][0]["drained"])
+        drained = sorted(m.jobs[j]["ops"][0]["node_name"] for j in (1, 2))
+        self.assertEqual(drained, ["node1.example.com", "node3.example.com"])
+        self.assertEqual(m.maintenance["evacuated"], ["u1", "u3"])
+        # one drain done, the other not yet: still nothing moves
+        m.finish(1)
+        self.look()
+        self.assertEqual(sorted(m.jobs), [1, 2])
+        m.finish(2)
+        self.look()
+        self.assertEqual(sorted(m.jobs), [1, 2, 3, 4])
+        moved = sorted(m.jobs[j]["ops"][0]["instance_name"] for j in (3, 4))
+        self.assertEqual(moved, ["web1", "web3"])
+        for jid in (3, 4):
+            self.assertEqual(m.ops_of(jid), ["OP_INSTANCE_MIGRATE"])
+        # a node that reports later (the fake master migrated web1 and
+        # web3 to it) is drained first too; meanwhile the other nodes'
+        # instances wait, an empty node is set offline
+        m.add_instance("web1b", "u1")
+        m.finish(3)
+        m.finish(4)
+        self.diagnose.reports["u2"] = EVAC
+        self.look()
+        new = {m.jobs[j]["ops"][0]["node_name"]: m.ops_of(j) for j in (5, 6)}
+        self.assertEqual(new, {
+            "node2.example.com": ["OP_NODE_SET_PARAMS"],
+            "node3.example.com": ["OP_NODE_SET_PARAMS", "OP_TAGS_SET"]})
+        self.assertEqual(len(m.jobs), 6)
+
     def test_live_repair_runs_the_command_with_the_report(self):
         m = self.master
         report = {"status": "live-repair", "command": "fix-raid",

@@ -184,8 +184,11 @@ class ConfdClient(object):
                     interface = "::1" if v6 else "127.0.0.1"
                 else:
                     interface = "::" if v6 else ""
+            # a reply may be as long as a server sends (Twisted would cut
+            # it at 8192 bytes, leaving a datagram whose signature fails)
             self._listening = self.reactor.listenUDP(
-                0, _ClientProtocol(self), interface=interface)
+                0, _ClientProtocol(self), interface=interface,
+                maxPacketSize=wire.MAX_REPLY_SIZE)
         return self._listening
 
     def close(self):

@@ -23,8 +23,9 @@ Steps per incident (docs/maintd.rst):
 
 * live-repair: the repair command of the report, if any, on the node
   (``OP_REPAIR_COMMAND``, the report as its input); then the node tag;
-* evacuate / evacuate-failover: the node is drained, then its instances
-  leave it one per round (migrated, or failed over for
+* evacuate / evacuate-failover: the node is drained (when several nodes
+  are to be emptied, all of them before any instance moves, so none
+  becomes a target), then its instances leave it one per round (migrated, or failed over for
   evacuate-failover and for instances not running; a DRBD secondary gets
   a new node), then the node is set offline and tagged.
 """
@@ -219,12 +220,22 @@ class MaintenanceDaemon(object):
         evacuated = [u for u in m.get("evacuated") or []
                      if u in nodes and
                      any(i.node == u for i in incidents.values())]
-        for node_uuid in sorted({i.node for i in incidents.values()}):
-            action, mine = I.node_action(incidents, node_uuid)
-            if action == I.OK or node_uuid not in nodes:
+        actions = {u: I.node_action(incidents, u)
+                   for u in sorted({i.node for i in incidents.values()})
+                   if u in nodes}
+        # several nodes to empty: the allocator would pick one not drained
+        # yet as a target (and the instance would move again), so every
+        # one is drained before any instance moves
+        emptying = [u for u, (a, _) in actions.items()
+                    if a in (I.EVACUATE, I.EVACUATE_FAILOVER)]
+        hold_moves = len(emptying) > 1 and any(
+            not nodes[u]["drained"] and not nodes[u]["offline"]
+            for u in emptying)
+        for node_uuid, (action, mine) in actions.items():
+            if action == I.OK:
                 continue
             tasks = self._node_tasks(nodes, insts, node_uuid, action, mine,
-                                     statuses, changed)
+                                     statuses, changed, hold_moves)
             if action in (I.EVACUATE, I.EVACUATE_FAILOVER) and \
                     node_uuid not in evacuated:
                 evacuated.append(node_uuid)
@@ -287,7 +298,7 @@ class MaintenanceDaemon(object):
     # --- steps -------------------------------------------------------------
 
     def _node_tasks(self, nodes, insts, node_uuid, action, mine, statuses,
-                    changed):
+                    changed, hold_moves=False):
         """The node's next task, for the most invasive incident (the
         others of the node are completed with it)."""
         node = nodes[node_uuid]
@@ -311,9 +322,13 @@ class MaintenanceDaemon(object):
                     what="repair command %s on %s" % (command,
                                                       node["name"]))]
             return [self._tag_task(nodes, lead)]
-        return self._evacuation_tasks(nodes, insts, node, action, lead)
+        return self._evacuation_tasks(nodes, insts, node, action, lead,
+                                      hold_moves)
 
-    def _evacuation_tasks(self, nodes, insts, node, action, lead):
+    def _evacuation_tasks(self, nodes, insts, node, action, lead,
+                          hold_moves=False):
+        """The node's evacuation steps; with ``hold_moves`` (another node
+        to empty is not drained yet) only its drain, if it needs one."""
         uuid = node["uuid"]
         failover = action == I.EVACUATE_FAILOVER
         pre = []
@@ -342,6 +357,15 @@ class MaintenanceDaemon(object):
                                 what="%s of %s off %s" % (
                                     op["OP_ID"][3:].lower(), inst["name"],
                                     node["name"])))
+        if tasks and hold_moves:
+            if not pre:
+                self.log.info("Waits for a later round: the instances of"
+                              " {node} (other nodes to empty are being"
+                              " drained)", node=node["name"])
+                return []
+            return [R.Task(R.EVACUATION, tuple(pre), {uuid},
+                           incident=lead.uuid,
+                           what="drain %s" % node["name"])]
         if tasks:
             return tasks
         # empty: offline and tagged (one job)
