@@ -448,7 +448,10 @@ def main(argv=None):
                                 vc.twistd_command(plugin, node, *extra))
                 started.append((plugin, proc, node, node_check))
         for desc, proc, node, check in started:
-            if not wait_until_up(proc, node.ip, check):
+            # maintd listens after its vote, which waits (up to a minute)
+            # for candidates' confd started alongside it
+            if not wait_until_up(proc, node.ip, check,
+                                 75.0 if desc == "ganeti-maintd" else 20.0):
                 failed.append("%s on %s (exit %s; see its log and %s)"
                               % (desc, node.ip, proc.poll(),
                                  os.path.join(vc.base, "%s@%s.stderr"

@@ -6,9 +6,17 @@ Every master candidate's confd (at the candidate's primary address, HMAC
 signed) is asked for the cluster's master; this node is the master when
 more than half of the candidates name it.  The candidates and this
 node's name come from the local ssconf files.
+
+Candidates that do not answer are neither for nor against: when no node
+has a majority (several candidates are still starting, as after a power
+cut of the whole cluster), the vote is asked again for a while before
+the daemon gives up.
 """
 
+import time
+
 import attrs
+from twisted.internet import defer, task
 from twisted.logger import Logger
 
 from ganeti.confd import client as confd_client
@@ -27,6 +35,15 @@ class Vote:
     answers: dict
     needed: int
     reason: str
+
+    @property
+    def decided(self):
+        """True when some node (this one or another) has a majority: asking
+        again would not change the answer."""
+        if self.master:
+            return True
+        named = [a for a in self.answers.values() if a is not None]
+        return any(named.count(n) >= self.needed for n in set(named))
 
 
 def read_ssconf(paths, key):
@@ -47,6 +64,25 @@ def this_node(paths, address):
     return None
 
 
+async def ask_until_decided(reactor, hmac_key, paths, my_name,
+                            port=wire.DEFAULT_PORT, timeout=2.0,
+                            patience=60.0, every=5.0, asker=None,
+                            monotonic=None):
+    """The Vote, asked again every ``every`` seconds for up to ``patience``
+    seconds while no node has a majority (candidates still starting)."""
+    asker = asker or ask
+    monotonic = monotonic or getattr(reactor, "seconds", time.monotonic)
+    deadline = monotonic() + patience
+    while True:
+        vote = await asker(reactor, hmac_key, paths, my_name, port=port,
+                           timeout=timeout)
+        if vote.decided or not vote.needed or monotonic() + every > deadline:
+            return vote
+        log.info("No majority yet ({reason}); asking again in {every} s",
+                 reason=vote.reason, every=every)
+        await task.deferLater(reactor, every, lambda: None)
+
+
 async def ask(reactor, hmac_key, paths, my_name, port=wire.DEFAULT_PORT,
               timeout=2.0):
     """The Vote of the master candidates listed in this node's ssconf."""
@@ -58,23 +94,36 @@ async def ask(reactor, hmac_key, paths, my_name, port=wire.DEFAULT_PORT,
         return Vote(False, {}, 0, "no master candidates known (ssconf"
                     " master_candidates_ips)")
     needed = len(candidates) // 2 + 1
-    client = confd_client.ConfdClient(hmac_key, candidates, port=port,
-                                      reactor=reactor, timeout=timeout,
-                                      coverage=0)
+    # one request per candidate: a client asking all at once would stop
+    # at the first few replies, and a split would look undecided
     answers = {ip: None for ip in candidates}
-    try:
-        result = await client.request(wire.REQ_CLUSTER_MASTER)
-        for (ip, _), reply in result.replies.items():
+
+    async def ask_one(ip):
+        client = confd_client.ConfdClient(hmac_key, [ip], port=port,
+                                          reactor=reactor, timeout=timeout)
+        try:
+            result = await client.request(wire.REQ_CLUSTER_MASTER)
+        except confd_client.ConfdTimeoutError:
+            return
+        finally:
+            await client.close()
+        for reply in result.replies.values():
             if reply.status == wire.STATUS_OK:
                 answers[ip] = reply.answer
-    except confd_client.ConfdTimeoutError:
-        pass
-    finally:
-        await client.close()
+
+    await defer.gatherResults([
+        defer.Deferred.fromCoroutine(ask_one(ip)) for ip in candidates],
+        consumeErrors=True)
     votes = sum(1 for a in answers.values() if a == my_name)
     if votes >= needed:
         return Vote(True, answers, needed, "%d of %d master candidates name"
                     " this node" % (votes, len(candidates)))
+    named = [a for a in answers.values() if a is not None]
+    for other in sorted(set(named)):
+        if named.count(other) >= needed:
+            return Vote(False, answers, needed, "%d of %d master candidates"
+                        " name %s the master" % (named.count(other),
+                                                 len(candidates), other))
     return Vote(False, answers, needed,
                 "only %d of %d master candidates name this node (%s)"
                 " the master; %d needed"

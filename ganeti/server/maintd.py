@@ -61,6 +61,9 @@ class Options(usage.Options):
          " than this many seconds are refused as stale.", float],
         ["confd-port", None, wire.DEFAULT_PORT, "Port of the master"
          " candidates' confd (the vote).", int],
+        ["vote-patience", None, 60.0, "While no node has a majority of the"
+         " master candidates (some still starting), ask again for up to"
+         " this many seconds before exiting.", float],
     ]
 
     def postOptions(self):
@@ -69,6 +72,8 @@ class Options(usage.Options):
             values = mvote.read_ssconf(paths, "master_ip")
             self["bind"] = values[0] if values else "127.0.0.1"
         check_listen(self, default_port)
+        if self["vote-patience"] < 0:
+            raise usage.UsageError("--vote-patience must not be negative")
         if self["interval"] is not None and self["interval"] <= 0:
             raise usage.UsageError("--interval must be positive")
         if self["no-voting"] and not self["yes-do-it"]:
@@ -147,9 +152,9 @@ class _VotingStart(service.MultiService):
         opts = self.options
         if not opts["no-voting"]:
             me = mvote.this_node(self.paths, opts["bind"])
-            result = await mvote.ask(self.reactor, opts["hmac-key"],
-                                     self.paths, me,
-                                     port=opts["confd-port"])
+            result = await mvote.ask_until_decided(
+                self.reactor, opts["hmac-key"], self.paths, me,
+                port=opts["confd-port"], patience=opts["vote-patience"])
             if not result.master:
                 log.error("Not the master ({reason}); exiting",
                           reason=result.reason)
