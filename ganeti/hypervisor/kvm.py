@@ -736,22 +736,27 @@ class KvmHypervisor(base.HypervisorBase):
         does not work."""
         pid = self._pid(name)
         if pid is not None:
+            marker = self.files(name).qmp
+
+            def exited():
+                # the process itself, not its pid file: qemu removes that
+                # while it is still exiting
+                return not state.process_alive(pid, marker=marker)
             try:
                 await self._qmp(name, "quit", timeout=self.QUIT_WAIT)
             except errors.HypervisorError as err:
                 # QMPConnectionLost included: qemu may exit before answering
                 _log.info("Instance {name}: quit: {err}", name=name, err=err)
-            gone = await state.wait_until(
-                self._reactor, lambda: self._pid(name) is None, self.QUIT_WAIT)
+            gone = await state.wait_until(self._reactor, exited,
+                                          self.QUIT_WAIT)
             if not gone:
                 _log.warn("Instance {name} ignored quit, killing it", name=name)
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
-                gone = await state.wait_until(
-                    self._reactor, lambda: self._pid(name) is None,
-                    self.KILL_WAIT)
+                gone = await state.wait_until(self._reactor, exited,
+                                              self.KILL_WAIT)
             if not gone:
                 raise errors.HypervisorError(
                     "could not kill instance %s (pid %d)" % (name, pid))
