@@ -37,6 +37,7 @@ from ganeti import jqueue
 from ganeti import luxi
 from ganeti import opcodes
 from ganeti.utils.io import atomic_write
+from ganeti.utils.writer import OrderedWriter
 from ganeti.jqueue.store import encode_job
 from ganeti.dev.vcluster import VirtualCluster
 
@@ -129,14 +130,22 @@ async def run_clients(make_client, n_jobs, n_clients):
 
 
 async def in_process(reactor, directory, n_jobs, n_clients):
+    # the master daemon's writer: one thread, group commit of job files
+    writer = OrderedWriter(reactor)
+    writer.startService()
     queue = jqueue.JobQueue(directory, ImmediateExecutor(), clock=reactor,
-                            max_running=20)
+                            max_running=20, writer=writer)
     queue.load()
     try:
         return await run_clients(lambda: InProcessClient(queue), n_jobs,
                                  n_clients)
     finally:
-        queue.shutdown()
+        await queue.shutdown()
+        await writer.stopService()
+        if writer.batches:
+            print("in-process: %d files in %d group commits (%.1f per"
+                  " commit)" % (writer.batched_items, writer.batches,
+                                writer.batched_items / writer.batches))
 
 
 async def _wait_for_master(reactor, proc, path, timeout=30.0):

@@ -1087,8 +1087,8 @@ class CrashRecoveryTests(QueueTestCase):
         self.turn()
         names = sorted(os.listdir(self.dir))
         self.assertEqual(names, ["archive", "job-1", "job-7.corrupt",
-                                 "job-8.corrupt", "lock", "serial",
-                                 "version"])
+                                 "job-8.corrupt", "journal", "lock",
+                                 "serial", "version"])
         self.assertEqual(queue.query_jobs([7, 1], ["id"]), [None, [1]])
         # ids of corrupt jobs are not reused
         self.assertEqual(self.successResultOf(queue.submit_job([op()])), 9)

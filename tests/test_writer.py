@@ -31,6 +31,12 @@ class HeldWriter(object):
         self.held.append((fn, args, kwargs, d))
         return d
 
+    def commit(self, fn, key, item):
+        # no grouping here: each item is a write of its own
+        d = defer.Deferred()
+        self.held.append((fn, ({key: item},), {}, d))
+        return d.addCallback(lambda _: None)
+
     def drain(self):
         d = defer.Deferred()
         self.held.append((lambda: None, (), {}, d))
@@ -110,6 +116,133 @@ class OrderedWriterTests(unittest.TestCase):
             lambda a, b=0: a + b, 1, b=2)), 3)
         self.failureResultOf(InlineWriter().call(lambda: 1 / 0),
                              ZeroDivisionError)
+
+
+class GroupCommitTests(unittest.TestCase):
+    """Items committed close together share one call of the batch
+    function; order with other calls is kept."""
+
+    def setUp(self):
+        self.writer = OrderedWriter(reactor)
+        self.gate = threading.Event()
+        self.calls = []
+
+    def tearDown(self):
+        self.gate.set()
+        return self.writer.stopService()
+
+    def hold(self):
+        """A call that blocks the writer thread until the gate opens."""
+        return self.writer.call(lambda: (self.gate.wait(10),
+                                         self.calls.append("held")))
+
+    def batch(self, items):
+        self.calls.append(("batch", dict(items)))
+
+    @defer.inlineCallbacks
+    def test_items_join_the_batch_in_line_newest_per_key_wins(self):
+        self.writer.startService()
+        self.hold()
+        ds = [self.writer.commit(self.batch, "job-%d" % (n % 3), n)
+              for n in range(7)]
+        self.assertEqual([d.called for d in ds], [False] * 7)
+        self.gate.set()
+        results = yield defer.gatherResults(ds)
+        self.assertEqual(results, [None] * 7)
+        self.assertEqual(self.calls, [
+            "held", ("batch", {"job-0": 6, "job-1": 4, "job-2": 5})])
+        self.assertEqual((self.writer.batches, self.writer.batched_items),
+                         (1, 3))
+
+    @defer.inlineCallbacks
+    def test_no_item_jumps_ahead_of_an_earlier_call(self):
+        self.writer.startService()
+        self.hold()
+        first = self.writer.commit(self.batch, "job-1", "queued")
+        config = self.writer.call(self.calls.append, "config.data")
+        second = self.writer.commit(self.batch, "job-1", "success")
+        self.gate.set()
+        yield defer.gatherResults([first, config, second])
+        self.assertEqual(self.calls, [
+            "held", ("batch", {"job-1": "queued"}), "config.data",
+            ("batch", {"job-1": "success"})])
+
+    @defer.inlineCallbacks
+    def test_a_batch_being_written_takes_no_more_items(self):
+        self.writer.startService()
+        started = threading.Event()
+
+        def slow_batch(items):
+            started.set()
+            self.gate.wait(10)
+            self.batch(items)
+        first = self.writer.commit(slow_batch, "job-1", 1)
+        yield threads_wait(started)
+        second = self.writer.commit(slow_batch, "job-2", 2)
+        self.gate.set()
+        yield defer.gatherResults([first, second])
+        self.assertEqual(self.calls, [("batch", {"job-1": 1}),
+                                      ("batch", {"job-2": 2})])
+
+    @defer.inlineCallbacks
+    def test_a_failed_batch_fails_each_of_its_items_only(self):
+        self.writer.startService()
+        self.hold()
+
+        def full_disk(items):
+            raise OSError(28, "No space left on device")
+        failing = [self.writer.commit(full_disk, k, 0) for k in "ab"]
+        self.writer.call(lambda: None)
+        later = self.writer.commit(self.batch, "c", 1)
+        self.gate.set()
+        for d in failing:
+            err = yield self.assertFailure(d, OSError)
+            self.assertEqual(err.errno, 28)
+        yield later
+        self.assertEqual(self.calls[-1], ("batch", {"c": 1}))
+
+    def test_inline_writer_commits_at_once(self):
+        writer = InlineWriter()
+        self.assertIsNone(self.successResultOf(
+            writer.commit(self.batch, "k", 1)))
+        self.assertEqual(self.calls, [("batch", {"k": 1})])
+
+
+def threads_wait(event):
+    """A Deferred firing once ``event`` (set by another thread) is set."""
+    from twisted.internet import threads
+    return threads.deferToThread(event.wait, 10)
+
+
+class AtomicWriteManyTests(unittest.TestCase):
+
+    def test_all_files_written_no_temporary_left(self):
+        from ganeti.utils.io import atomic_write_many
+        d = self.mktemp()
+        os.makedirs(d)
+        files = {os.path.join(d, "job-%d" % n): b"%d" % n for n in range(5)}
+        with open(os.path.join(d, "job-0"), "wb") as f:
+            f.write(b"old")
+        atomic_write_many(files, 0o640)
+        self.assertEqual(sorted(os.listdir(d)), sorted(
+            "job-%d" % n for n in range(5)))
+        for path, data in files.items():
+            with open(path, "rb") as f:
+                self.assertEqual(f.read(), data)
+            self.assertEqual(os.stat(path).st_mode & 0o777, 0o640)
+
+    def test_failure_leaves_no_temporary_files_and_old_contents(self):
+        from ganeti.utils.io import atomic_write_many
+        d = self.mktemp()
+        os.makedirs(d)
+        with open(os.path.join(d, "job-1"), "wb") as f:
+            f.write(b"old")
+        files = {os.path.join(d, "job-1"): b"new",
+                 os.path.join(d, "missing-dir", "job-2"): b"x"}
+        self.assertRaises(OSError, atomic_write_many, files)
+        self.assertEqual(os.listdir(d), ["job-1"])
+        with open(os.path.join(d, "job-1"), "rb") as f:
+            self.assertEqual(f.read(), b"old")
 
 
 class Executor(object):
@@ -210,8 +343,11 @@ class QueueWithHeldWritesTests(unittest.TestCase):
         return row and row[0]
 
     def final_write_held(self, job_id):
-        return any(args[:1] == (job_id,) and b'"status":"success"' in args[1]
-                   for _, args, _, _ in self.writer.held)
+        return any(path.endswith("/job-%d" % job_id)
+                   and b'"status":"success"' in data
+                   for _, args, _, _ in self.writer.held if args
+                   and isinstance(args[0], dict)
+                   for path, data in args[0].items())
 
     def test_dependent_job_waits_for_the_final_write(self):
         self.submit()

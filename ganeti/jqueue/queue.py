@@ -366,6 +366,10 @@ class JobQueue(object):
             if run.flush_call is not None:
                 self._persist_in_background(self._jobs[job_id])
         self._waiters.shutdown()
+        # a clean stop leaves the files complete and the journal empty
+        self._writer.call(self._store.checkpoint).addErrback(
+            lambda f: log.failure("The job queue's journal could not be"
+                                  " checkpointed", f))
         return self._writer.drain()
 
     # ------------------------------------------------------------------
@@ -520,8 +524,9 @@ class JobQueue(object):
         # so a crash before this write cannot make an id be reused.
         if self._serial > self._serial_on_disk:
             self._serial_on_disk = self._serial
-            self._writer.call(self._store.write_serial,
-                              self._serial).addErrback(
+            self._writer.commit(self._store.write_files,
+                                self._store.serial_file,
+                                b"%d\n" % self._serial).addErrback(
                 lambda f: log.failure("The queue's serial file could not be"
                                       " written", f))
 
@@ -1051,7 +1056,10 @@ class JobQueue(object):
         """Serialise ``job`` now; a Deferred firing once it is on disk."""
         data = encode_job(job)
         self._last_written[job.id] = data
-        return self._writer.call(self._store.write_job_data, job.id, data)
+        # group commit: jobs changing at about the same time share a write
+        # (and a newer state of this job replaces one not written yet)
+        return self._writer.commit(self._store.write_files,
+                                   self._store.job_path(job.id), data)
 
     def _persist(self, job):
         """Write ``job`` (with any log entries waiting for a flush)."""

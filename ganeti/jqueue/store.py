@@ -6,11 +6,15 @@ Layout (Ganeti's)::
     queue/version                  "1\\n"
     queue/serial                   last job id handed out, "N\\n"
     queue/drain                    present = no new jobs accepted
+    queue/journal                  recent job file changes (group commit)
     queue/job-<id>                 one JSON file per job not archived
     queue/archive/<id // 10000>/job-<id>
 
 Every write goes through ``utils.io.atomic_write`` (temp file, fsync, rename,
-fsync of the directory), so a reader or a crash sees the old or the new file.
+fsync of the directory), and every batch of job file changes through the journal
+(:mod:`ganeti.jqueue.journal`: one flush for the batch, the files written
+behind it), so a reader or a crash sees the old or the new file, and a
+crash loses no change that was acknowledged.
 
 One process at a time uses a queue directory: :meth:`JobStore.lock` takes an
 exclusive ``flock`` on ``queue/lock`` (Ganeti's lock file) before anything
@@ -26,6 +30,7 @@ from twisted.logger import Logger
 
 from ganeti import errors
 from ganeti.utils.io import atomic_write, fsync_dir
+from ganeti.jqueue.journal import Journal
 from ganeti.jqueue.model import QueuedJob
 
 log = Logger()
@@ -82,6 +87,7 @@ class JobStore(object):
         self.drain_file = os.path.join(self.queue_dir, "drain")
         self.lock_file = os.path.join(self.queue_dir, "lock")
         self._lock_fd = None
+        self.journal = Journal(self.queue_dir, FILE_MODE)
 
     # -- paths
     def job_path(self, job_id):
@@ -128,6 +134,7 @@ class JobStore(object):
 
     def unlock(self):
         """Release the queue's lock (ending the process does as well)."""
+        self.journal.close()
         fd, self._lock_fd = self._lock_fd, None
         if fd is not None:
             os.close(fd)
@@ -145,6 +152,8 @@ class JobStore(object):
                                        " code knows version %s"
                                        % (version, QUEUE_VERSION))
         self._remove_temp_files()
+        # what the last run acknowledged but had not flushed in place
+        self.journal.recover()
 
     def _remove_temp_files(self):
         # atomic_write's temp files (".job-N.xxxx") left by a crash mid-write
@@ -218,6 +227,15 @@ class JobStore(object):
         """Write a job's file from its serialised form (``encode_job``)."""
         atomic_write(self.job_path(job_id), data, FILE_MODE)
 
+    def write_files(self, files):
+        """Write several queue files (path -> bytes, e.g. from
+        :meth:`job_path`) with one flush (the writer's group commit)."""
+        self.journal.commit(files)
+
+    def checkpoint(self):
+        """Flush the files written through the journal; empty it."""
+        self.journal.checkpoint()
+
     def read_job(self, job_id, try_archive=True):
         """Load a job from its file, or None if there is none.
 
@@ -257,6 +275,9 @@ class JobStore(object):
 
         The directories are synced once for the whole batch.
         """
+        # a job file must be flushed in place before it leaves: the
+        # journal would otherwise bring it back after a crash
+        self.journal.checkpoint()
         moved = []
         touched = set()
         for job_id in job_ids:

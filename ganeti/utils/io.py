@@ -48,3 +48,42 @@ def atomic_write(path, data, mode=0o600, backup=False):
     finally:
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def atomic_write_many(files, mode=0o600):
+    """Write several files, each as :func:`atomic_write` would, sharing the
+    directory syncs: ``files`` maps path -> bytes.
+
+    Every file is written to a temporary file and fsync'ed, then all are
+    renamed into place and each directory is fsync'ed once.  A crash in
+    between leaves each file old or new (never torn); which of them are
+    new is only known once this returns.
+    """
+    pending = []     # (temporary path, final path)
+    try:
+        for path, data in files.items():
+            directory = os.path.dirname(os.path.abspath(path))
+            fd, tmp = tempfile.mkstemp(
+                dir=directory, prefix=".%s." % os.path.basename(path))
+            pending.append((tmp, path))
+            try:
+                os.fchmod(fd, mode)
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        directories = set()
+        while pending:
+            tmp, path = pending.pop(0)
+            os.rename(tmp, path)
+            directories.add(os.path.dirname(os.path.abspath(path)))
+        for directory in sorted(directories):
+            fsync_dir(directory)
+    finally:
+        for tmp, _ in pending:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass

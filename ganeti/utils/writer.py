@@ -9,12 +9,22 @@ the reactor thread.  A write asked for later never reaches the disk before
 one asked for earlier, so "config.data changed, then the job recorded as
 successful" keeps its order on disk.
 
+Group commit: :meth:`IFileWriter.commit` hands over one item of a batch
+(``fn(items)`` writes a dict of them, e.g. job files by path).  Items
+committed while the newest call in the writer's line is a batch of the
+same ``fn`` that has not started join that batch (a later item of the
+same key replaces the earlier one), so many jobs' state changes share
+the costs of one write, and order with every other call is kept: an
+item never joins a batch that was asked for before some other call.
+
 :class:`InlineWriter` does the same work at once, in the caller's thread:
 for tools that write once and exit, and for tests.
 """
 
 import functools
 import threading
+
+from twisted.python.failure import Failure
 
 from twisted.application import service
 from twisted.internet import defer, threads
@@ -32,6 +42,13 @@ class IFileWriter(Interface):
         a Deferred firing (in the reactor thread) with its result or its
         exception."""
 
+    def commit(fn, key, item):
+        """Have ``fn({key: item, ...})`` called, in order with the other
+        calls, possibly together with items committed just before or
+        after this one; a Deferred firing (with None or the failure of
+        ``fn``) once the call that wrote ``item`` (or a later item of the
+        same key) is done."""
+
     def drain():
         """A Deferred firing once every call submitted so far is done
         (whether it succeeded or not)."""
@@ -43,6 +60,10 @@ class InlineWriter(object):
 
     def call(self, fn, *args, **kwargs):
         return defer.maybeDeferred(fn, *args, **kwargs)
+
+    def commit(self, fn, key, item):
+        return defer.maybeDeferred(fn, {key: item}).addCallback(
+            lambda _: None)
 
     def drain(self):
         return defer.succeed(None)
@@ -74,6 +95,13 @@ class OrderedWriter(service.Service):
         self._last = defer.succeed(None)
         self._pending = 0
         self._trigger = None
+        # the newest call in line, when it is a batch: it may still grow
+        self._tail = None
+        # guards a batch's items against the writer thread taking them
+        self._batch_lock = threading.Lock()
+        #: batches written and items in them (group commit's effect)
+        self.batches = 0
+        self.batched_items = 0
 
     @property
     def pending(self):
@@ -81,6 +109,37 @@ class OrderedWriter(service.Service):
         return self._pending
 
     def call(self, fn, *args, **kwargs):
+        # whatever comes after this call may not join a batch before it
+        self._tail = None
+        return self._call(fn, *args, **kwargs)
+
+    def commit(self, fn, key, item):
+        done = defer.Deferred()
+        with self._batch_lock:
+            batch = self._tail
+            if batch is not None and batch.fn == fn and not batch.taken:
+                batch.items[key] = item
+                batch.waiters.append(done)
+                return done
+        batch = _Batch(fn, self._batch_lock)
+        batch.items[key] = item
+        batch.waiters.append(done)
+        self._call(batch.run).addBoth(self._batch_done, batch)
+        self._tail = batch
+        return done
+
+    def _batch_done(self, result, batch):
+        if self._tail is batch:
+            self._tail = None
+        if not isinstance(result, Failure):
+            self.batches += 1
+            self.batched_items += result
+            result = None
+        for waiter in batch.waiters:
+            waiter.callback(result)
+        # each waiter had the failure to handle; this chain is done with it
+
+    def _call(self, fn, *args, **kwargs):
         self._pending += 1
         d = threads.deferToThreadPool(self._reactor, self._pool, fn, *args,
                                       **kwargs)
@@ -118,6 +177,25 @@ class OrderedWriter(service.Service):
     def _stop_pool(self):
         if self._pool.started:
             self._pool.stop()
+
+
+class _Batch(object):
+    """Items waiting for one call of ``fn``; the writer thread takes them
+    (under ``lock``) when the call starts, after which none joins."""
+
+    def __init__(self, fn, lock):
+        self.fn = fn
+        self.lock = lock
+        self.items = {}
+        self.waiters = []
+        self.taken = False
+
+    def run(self):
+        with self.lock:
+            self.taken = True
+            items = dict(self.items)
+        self.fn(items)
+        return len(items)
 
 
 def _settled(d):

@@ -1,0 +1,221 @@
+"""Group commit of the job queue's files through a journal.
+
+Every state change of a job must be on disk before anyone hears of it (a
+job id is answered, an opcode told to go on, a waiter told the job ended).
+Writing each job file with its own fsync costs two flushes per change;
+jobs changing at about the same time (a batch, see
+:meth:`ganeti.utils.writer.IFileWriter.commit`) instead share one:
+
+1. the batch's files are appended to ``queue/journal`` as records (name,
+   length, CRC-32, content) and the journal is flushed once (fdatasync):
+   from here on the changes survive a crash, and are acknowledged;
+2. the job files themselves are then written as usual (temporary file,
+   rename: readers such as Ganeti's tools see old or new), but without a
+   flush of their own;
+3. a checkpoint, once the journal has grown past a limit (and before jobs
+   are archived, and when the queue stops), flushes the files written
+   since the last one (all at once, so the file system commits them
+   together) and their directory, then empties the journal.
+
+After a crash, :meth:`Journal.recover` (before the queue directory is
+read) writes every file named in the journal with its last complete
+record, durably, and empties the journal; a record cut short by the
+crash was never acknowledged and is ignored.  The job files stay in
+Ganeti's format throughout; only a file changed since the last
+checkpoint may be older on disk than its journal record until the next
+start of the master daemon.
+"""
+
+import os
+import struct
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+
+from twisted.logger import Logger
+
+from ganeti.utils.io import atomic_write_many, fsync_dir
+
+log = Logger()
+
+JOURNAL_NAME = "journal"
+#: a checkpoint once the journal is this long
+CHECKPOINT_BYTES = 4 * 1024 * 1024
+#: threads flushing files at a checkpoint: flushes issued together are
+#: committed together by the file system
+FLUSH_THREADS = 16
+
+_MAGIC = b"GJ1"
+# magic, name length, data length, CRC-32 of name and data
+_HEADER = struct.Struct(">3sHII")
+
+
+def encode_record(name, data):
+    name_b = name.encode("utf-8")
+    crc = zlib.crc32(data, zlib.crc32(name_b))
+    return _HEADER.pack(_MAGIC, len(name_b), len(data), crc) + name_b + data
+
+
+def decode_records(raw):
+    """(name, data) of each complete record in order, and the offset where
+    the complete records end (a torn or garbled tail is not returned)."""
+    records = []
+    offset = 0
+    while offset + _HEADER.size <= len(raw):
+        magic, name_len, data_len, crc = _HEADER.unpack_from(raw, offset)
+        start = offset + _HEADER.size
+        end = start + name_len + data_len
+        if magic != _MAGIC or end > len(raw):
+            break
+        name_b = bytes(raw[start:start + name_len])
+        data = bytes(raw[start + name_len:end])
+        if zlib.crc32(data, zlib.crc32(name_b)) != crc:
+            break
+        try:
+            name = name_b.decode("utf-8")
+        except UnicodeDecodeError:
+            break
+        records.append((name, data))
+        offset = end
+    return records, offset
+
+
+class Journal(object):
+    """The journal of one queue directory; used by the writer thread only
+    (and by :meth:`recover` before the queue runs)."""
+
+    def __init__(self, directory, mode, checkpoint_bytes=CHECKPOINT_BYTES):
+        self.directory = directory
+        self.path = os.path.join(directory, JOURNAL_NAME)
+        self.mode = mode
+        self.checkpoint_bytes = checkpoint_bytes
+        self._fd = None
+        self._size = 0
+        self._dirty = set()    # files written since the last checkpoint
+        self._pool = None
+        #: counters for the benchmark and tests
+        self.commits = 0
+        self.checkpoints = 0
+
+    # -- the writer thread
+    def commit(self, files):
+        """Make ``files`` (path in the queue directory -> bytes) durable
+        with one flush, then write them in place."""
+        for path in files:
+            if os.path.dirname(path) != self.directory:
+                raise ValueError("%s is not in the queue directory %s"
+                                 % (path, self.directory))
+        fd = self._open()
+        data = b"".join(encode_record(os.path.basename(path), content)
+                        for path, content in files.items())
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fdatasync(fd)
+        self._size += len(data)
+        self.commits += 1
+        for path, content in files.items():
+            self._write_behind(path, content)
+            self._dirty.add(path)
+        if self._size >= self.checkpoint_bytes:
+            self.checkpoint()
+
+    def checkpoint(self):
+        """Flush the files written since the last checkpoint, then empty
+        the journal: afterwards the files alone hold every change."""
+        if self._dirty:
+            paths = sorted(self._dirty)
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(
+                    FLUSH_THREADS, thread_name_prefix="queue-flush")
+            for error in self._pool.map(_flush_file, paths):
+                if error is not None:
+                    raise error
+            fsync_dir(self.directory)
+            self._dirty.clear()
+        if self._size:
+            os.ftruncate(self._open(), 0)
+            os.fsync(self._fd)
+            self._size = 0
+            self.checkpoints += 1
+
+    def close(self):
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+
+    # -- before the queue runs
+    def recover(self):
+        """Write what the journal holds into the files, durably; empty it.
+
+        Returns the names of the files written."""
+        try:
+            with open(self.path, "rb") as f:
+                raw = f.read()
+        except FileNotFoundError:
+            return []
+        records, end = decode_records(raw)
+        if end < len(raw):
+            log.warn("Job queue journal: ignoring {n} bytes of an"
+                     " incomplete last write", n=len(raw) - end)
+        latest = {}
+        for name, data in records:
+            if "/" in name or name.startswith("."):
+                log.warn("Job queue journal: ignoring a record for {name}",
+                         name=name)
+                continue
+            latest[name] = data
+        if latest:
+            atomic_write_many({os.path.join(self.directory, name): data
+                               for name, data in latest.items()}, self.mode)
+        fd = self._open()
+        os.ftruncate(fd, 0)
+        os.fsync(fd)
+        self._size = 0
+        if latest:
+            log.info("Job queue journal: {n} file(s) restored after an"
+                     " unclean stop", n=len(latest))
+        return sorted(latest)
+
+    # -- helpers
+    def _open(self):
+        if self._fd is None:
+            new = not os.path.exists(self.path)
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT |
+                               os.O_APPEND, self.mode)
+            self._size = os.fstat(self._fd).st_size
+            if new:
+                fsync_dir(self.directory)
+        return self._fd
+
+    def _write_behind(self, path, content):
+        tmp = os.path.join(self.directory,
+                           ".%s.%d.tmp" % (os.path.basename(path),
+                                           os.getpid()))
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, self.mode)
+        try:
+            os.fchmod(fd, self.mode)
+            view = memoryview(content)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+        os.rename(tmp, path)
+
+
+def _flush_file(path):
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None      # archived or removed since: nothing to flush
+    except OSError as err:
+        return err
+    try:
+        os.fsync(fd)
+    except OSError as err:
+        return err
+    finally:
+        os.close(fd)
+    return None
