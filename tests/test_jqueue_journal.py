@@ -1,0 +1,175 @@
+"""The job queue's journal: group commit, recovery after a crash that lost
+the files written behind it, checkpoints."""
+
+import os
+
+from twisted.internet import defer, reactor
+from twisted.internet.task import Clock
+from twisted.trial import unittest
+
+from ganeti import jqueue
+from ganeti import opcodes
+from ganeti.jqueue import journal as jjournal
+from ganeti.jqueue.store import JobStore
+from ganeti.utils.writer import OrderedWriter
+
+
+class Immediate(object):
+    def execute(self, job, op_index, op_input, feedback_fn):
+        feedback_fn.notify_running()
+        return defer.succeed(None)
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+class JournalTests(unittest.TestCase):
+
+    def setUp(self):
+        self.dir = os.path.abspath(self.mktemp())
+        os.makedirs(self.dir)
+        self.journal = jjournal.Journal(self.dir, 0o640)
+        self.addCleanup(self.journal.close)
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def test_commit_writes_the_files_and_the_journal(self):
+        self.journal.commit({self.path("job-1"): b"one",
+                             self.path("job-2"): b"two"})
+        self.assertEqual(read(self.path("job-1")), b"one")
+        self.assertEqual(read(self.path("job-2")), b"two")
+        records, end = jjournal.decode_records(read(self.journal.path))
+        self.assertEqual(records, [("job-1", b"one"), ("job-2", b"two")])
+        self.assertEqual(end, os.path.getsize(self.journal.path))
+        self.assertEqual(os.stat(self.path("job-1")).st_mode & 0o777, 0o640)
+        self.assertEqual([n for n in os.listdir(self.dir)
+                          if n.startswith(".")], [])
+
+    def test_recover_restores_files_the_crash_lost(self):
+        self.journal.commit({self.path("job-1"): b"queued"})
+        self.journal.commit({self.path("job-1"): b"running",
+                             self.path("job-2"): b"queued"})
+        self.journal.commit({self.path("job-1"): b"success"})
+        self.journal.close()
+        # the files written behind the journal never reached the disk:
+        # one is gone, one is empty, one is old
+        os.unlink(self.path("job-2"))
+        with open(self.path("job-1"), "wb") as f:
+            f.write(b"")
+        restored = jjournal.Journal(self.dir, 0o640).recover()
+        self.assertEqual(restored, ["job-1", "job-2"])
+        self.assertEqual(read(self.path("job-1")), b"success")
+        self.assertEqual(read(self.path("job-2")), b"queued")
+        self.assertEqual(os.path.getsize(self.journal.path), 0)
+
+    def test_a_torn_last_record_is_ignored(self):
+        self.journal.commit({self.path("job-1"): b"queued"})
+        self.journal.commit({self.path("job-1"): b"success"})
+        self.journal.close()
+        size = os.path.getsize(self.journal.path)
+        # the crash cut the second write short: never acknowledged
+        with open(self.journal.path, "r+b") as f:
+            f.truncate(size - 3)
+        os.unlink(self.path("job-1"))
+        jjournal.Journal(self.dir, 0o640).recover()
+        self.assertEqual(read(self.path("job-1")), b"queued")
+
+    def test_a_garbled_record_ends_the_replay(self):
+        self.journal.commit({self.path("job-1"): b"queued"})
+        self.journal.commit({self.path("job-2"): b"queued"})
+        self.journal.close()
+        raw = bytearray(read(self.journal.path))
+        raw[-2] ^= 0xFF         # job-2's content no longer matches its CRC
+        with open(self.journal.path, "wb") as f:
+            f.write(raw)
+        os.unlink(self.path("job-1"))
+        os.unlink(self.path("job-2"))
+        jjournal.Journal(self.dir, 0o640).recover()
+        self.assertEqual(sorted(os.listdir(self.dir)), ["job-1", "journal"])
+
+    def test_checkpoint_empties_the_journal(self):
+        self.journal.commit({self.path("job-1"): b"x"})
+        self.journal.checkpoint()
+        self.assertEqual(os.path.getsize(self.journal.path), 0)
+        self.assertEqual(self.journal.checkpoints, 1)
+        # nothing to recover: the files alone hold every change
+        self.assertEqual(jjournal.Journal(self.dir, 0o640).recover(), [])
+        self.assertEqual(read(self.path("job-1")), b"x")
+
+    def test_checkpoint_when_the_journal_grows_past_its_limit(self):
+        self.journal.checkpoint_bytes = 1000
+        for n in range(20):
+            self.journal.commit({self.path("job-%d" % n): b"x" * 100})
+        self.assertGreaterEqual(self.journal.checkpoints, 1)
+        self.assertLess(os.path.getsize(self.journal.path), 1000)
+
+    def test_only_files_of_the_queue_directory(self):
+        self.assertRaises(ValueError, self.journal.commit,
+                          {"/etc/passwd": b"x"})
+        self.assertFalse(os.path.exists("/etc/passwd.journal-test"))
+
+
+class QueueJournalTests(unittest.TestCase):
+    """The queue with the master daemon's writer, after a crash that lost
+    what was written behind the journal."""
+
+    @defer.inlineCallbacks
+    def test_acknowledged_jobs_survive_lost_job_files(self):
+        qdir = os.path.abspath(self.mktemp())
+        writer = OrderedWriter(reactor)
+        writer.startService()
+        queue = jqueue.JobQueue(qdir, Immediate(), clock=reactor,
+                                writer=writer)
+        queue.load()
+        ids = yield defer.gatherResults([
+            queue.submit_job([opcodes.OpTestDelay(duration=0)])
+            for _ in range(30)])
+        for job_id in ids:
+            status = yield queue.wait_for_job_change(
+                job_id, ["status"], ["queued"], None, 5)
+            while status[0][0] not in jqueue.FINALIZED:
+                status = yield queue.wait_for_job_change(
+                    job_id, ["status"], status[0], None, 5)
+        yield writer.drain()
+        # several jobs shared each flush
+        self.assertLess(queue._store.journal.commits, 60)
+        # the crash: no shutdown; the page cache lost the job files
+        store = queue._store
+        store.unlock()
+        yield writer.stopService()
+        for job_id in ids:
+            os.unlink(store.job_path(job_id))
+        os.unlink(store.serial_file)
+        queue2 = jqueue.JobQueue(qdir, Immediate(), clock=Clock())
+        report = queue2.load()
+        self.addCleanup(queue2._store.unlock)
+        self.assertEqual(report.finalized, 30)
+        self.assertEqual(queue2.query_jobs(ids, ["status"]),
+                         [["success"]] * 30)
+        # no id is handed out twice
+        new_id = yield queue2.submit_job([opcodes.OpTestDelay(duration=0)])
+        self.assertEqual(new_id, max(ids) + 1)
+
+    @defer.inlineCallbacks
+    def test_archived_jobs_do_not_come_back(self):
+        qdir = os.path.abspath(self.mktemp())
+        queue = jqueue.JobQueue(qdir, Immediate(), clock=reactor)
+        queue.load()
+        job_id = yield queue.submit_job([opcodes.OpTestDelay(duration=0)])
+        status = ["queued"]
+        while status[0] != "success":
+            answer = yield queue.wait_for_job_change(job_id, ["status"],
+                                                     status, None, 5)
+            status = answer[0]
+        archived = yield queue.archive_job(job_id)
+        self.assertTrue(archived)
+        queue._store.unlock()
+        store = JobStore(qdir)
+        store.lock()
+        self.addCleanup(store.unlock)
+        store.initialize()
+        self.assertEqual(store.list_job_ids(), [])
+        self.assertIsNotNone(store.read_job(job_id))
