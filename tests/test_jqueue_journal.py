@@ -36,9 +36,15 @@ class JournalTests(unittest.TestCase):
     def path(self, name):
         return os.path.join(self.dir, name)
 
+    def commit(self, files):
+        self.journal.commit(files)()
+
     def test_commit_writes_the_files_and_the_journal(self):
-        self.journal.commit({self.path("job-1"): b"one",
-                             self.path("job-2"): b"two"})
+        write_behind = self.journal.commit({self.path("job-1"): b"one",
+                                            self.path("job-2"): b"two"})
+        # durable in the journal; in place only once written behind
+        self.assertFalse(os.path.exists(self.path("job-1")))
+        write_behind()
         self.assertEqual(read(self.path("job-1")), b"one")
         self.assertEqual(read(self.path("job-2")), b"two")
         records, end = jjournal.decode_records(read(self.journal.path))
@@ -49,10 +55,10 @@ class JournalTests(unittest.TestCase):
                           if n.startswith(".")], [])
 
     def test_recover_restores_files_the_crash_lost(self):
-        self.journal.commit({self.path("job-1"): b"queued"})
-        self.journal.commit({self.path("job-1"): b"running",
+        self.commit({self.path("job-1"): b"queued"})
+        self.commit({self.path("job-1"): b"running",
                              self.path("job-2"): b"queued"})
-        self.journal.commit({self.path("job-1"): b"success"})
+        self.commit({self.path("job-1"): b"success"})
         self.journal.close()
         # the files written behind the journal never reached the disk:
         # one is gone, one is empty, one is old
@@ -66,8 +72,8 @@ class JournalTests(unittest.TestCase):
         self.assertEqual(os.path.getsize(self.journal.path), 0)
 
     def test_a_torn_last_record_is_ignored(self):
-        self.journal.commit({self.path("job-1"): b"queued"})
-        self.journal.commit({self.path("job-1"): b"success"})
+        self.commit({self.path("job-1"): b"queued"})
+        self.commit({self.path("job-1"): b"success"})
         self.journal.close()
         size = os.path.getsize(self.journal.path)
         # the crash cut the second write short: never acknowledged
@@ -78,8 +84,8 @@ class JournalTests(unittest.TestCase):
         self.assertEqual(read(self.path("job-1")), b"queued")
 
     def test_a_garbled_record_ends_the_replay(self):
-        self.journal.commit({self.path("job-1"): b"queued"})
-        self.journal.commit({self.path("job-2"): b"queued"})
+        self.commit({self.path("job-1"): b"queued"})
+        self.commit({self.path("job-2"): b"queued"})
         self.journal.close()
         raw = bytearray(read(self.journal.path))
         raw[-2] ^= 0xFF         # job-2's content no longer matches its CRC
@@ -90,8 +96,19 @@ class JournalTests(unittest.TestCase):
         jjournal.Journal(self.dir, 0o640).recover()
         self.assertEqual(sorted(os.listdir(self.dir)), ["job-1", "journal"])
 
+    def test_a_failed_write_in_place_keeps_the_journal(self):
+        write_behind = self.journal.commit({self.path("job-1"): b"new"})
+        os.makedirs(self.path("job-1"))   # the rename onto it fails
+        self.assertRaises(OSError, write_behind)
+        self.assertRaises(OSError, self.journal.checkpoint)
+        self.assertGreater(os.path.getsize(self.journal.path), 0)
+        os.rmdir(self.path("job-1"))
+        self.journal.checkpoint()
+        self.assertEqual(read(self.path("job-1")), b"new")
+        self.assertEqual(os.path.getsize(self.journal.path), 0)
+
     def test_checkpoint_empties_the_journal(self):
-        self.journal.commit({self.path("job-1"): b"x"})
+        self.commit({self.path("job-1"): b"x"})
         self.journal.checkpoint()
         self.assertEqual(os.path.getsize(self.journal.path), 0)
         self.assertEqual(self.journal.checkpoints, 1)
@@ -102,7 +119,7 @@ class JournalTests(unittest.TestCase):
     def test_checkpoint_when_the_journal_grows_past_its_limit(self):
         self.journal.checkpoint_bytes = 1000
         for n in range(20):
-            self.journal.commit({self.path("job-%d" % n): b"x" * 100})
+            self.commit({self.path("job-%d" % n): b"x" * 100})
         self.assertGreaterEqual(self.journal.checkpoints, 1)
         self.assertLess(os.path.getsize(self.journal.path), 1000)
 

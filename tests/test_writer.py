@@ -32,9 +32,14 @@ class HeldWriter(object):
         return d
 
     def commit(self, fn, key, item):
-        # no grouping here: each item is a write of its own
+        # no grouping here: each item is a write of its own, written in
+        # place at once
+        def write(items):
+            after = fn(items)
+            if callable(after):
+                after()
         d = defer.Deferred()
-        self.held.append((fn, ({key: item},), {}, d))
+        self.held.append((write, ({key: item},), {}, d))
         return d.addCallback(lambda _: None)
 
     def drain(self):
@@ -200,6 +205,19 @@ class GroupCommitTests(unittest.TestCase):
             self.assertEqual(err.errno, 28)
         yield later
         self.assertEqual(self.calls[-1], ("batch", {"c": 1}))
+
+    @defer.inlineCallbacks
+    def test_work_a_batch_leaves_runs_after_its_answers(self):
+        self.writer.startService()
+
+        def batch(items):
+            self.batch(items)
+            return lambda: self.calls.append("after")
+        yield self.writer.commit(batch, "job-1", 1)
+        # the answer came first; the rest is in line before later calls
+        yield self.writer.call(self.calls.append, "next")
+        self.assertEqual(self.calls, [("batch", {"job-1": 1}), "after",
+                                      "next"])
 
     def test_inline_writer_commits_at_once(self):
         writer = InlineWriter()

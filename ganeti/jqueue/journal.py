@@ -11,7 +11,7 @@ jobs changing at about the same time (a batch, see
    from here on the changes survive a crash, and are acknowledged;
 2. the job files themselves are then written as usual (temporary file,
    rename: readers such as Ganeti's tools see old or new), but without a
-   flush of their own;
+   flush of their own, right after the batch's callers were answered;
 3. a checkpoint, once the journal has grown past a limit (and before jobs
    are archived, and when the queue stops), flushes the files written
    since the last one (all at once, so the file system commits them
@@ -91,6 +91,7 @@ class Journal(object):
         self._fd = None
         self._size = 0
         self._dirty = set()    # files written since the last checkpoint
+        self._behind = {}      # committed, not yet written in place
         self._pool = None
         #: counters for the benchmark and tests
         self.commits = 0
@@ -99,7 +100,9 @@ class Journal(object):
     # -- the writer thread
     def commit(self, files):
         """Make ``files`` (path in the queue directory -> bytes) durable
-        with one flush, then write them in place."""
+        with one flush; returns the function that writes them in place
+        (the writer calls it after answering, see
+        :meth:`ganeti.utils.writer.IFileWriter.commit`)."""
         for path in files:
             if os.path.dirname(path) != self.directory:
                 raise ValueError("%s is not in the queue directory %s"
@@ -113,15 +116,22 @@ class Journal(object):
         os.fdatasync(fd)
         self._size += len(data)
         self.commits += 1
-        for path, content in files.items():
-            self._write_behind(path, content)
-            self._dirty.add(path)
+        # newest last: a later commit's content of a file wins
+        self._behind.update(files)
+        return self.write_behind
+
+    def write_behind(self):
+        """Write the files committed since the last call in place (no
+        flush of their own: the journal has them); checkpoint when the
+        journal has grown past its limit."""
+        self._write_pending()
         if self._size >= self.checkpoint_bytes:
             self.checkpoint()
 
     def checkpoint(self):
         """Flush the files written since the last checkpoint, then empty
         the journal: afterwards the files alone hold every change."""
+        self._write_pending()
         if self._dirty:
             paths = sorted(self._dirty)
             if self._pool is None:
@@ -137,6 +147,21 @@ class Journal(object):
             os.fsync(self._fd)
             self._size = 0
             self.checkpoints += 1
+
+    def _write_pending(self):
+        behind, self._behind = self._behind, {}
+        items = list(behind.items())
+        for index, (path, content) in enumerate(items):
+            try:
+                self._write_in_place(path, content)
+            except BaseException:
+                # still owed: the journal must not be emptied before these
+                # files are in place (a newer commit's content wins)
+                rest = dict(items[index:])
+                rest.update(self._behind)
+                self._behind = rest
+                raise
+            self._dirty.add(path)
 
     def close(self):
         if self._fd is not None:
@@ -190,7 +215,7 @@ class Journal(object):
                 fsync_dir(self.directory)
         return self._fd
 
-    def _write_behind(self, path, content):
+    def _write_in_place(self, path, content):
         tmp = os.path.join(self.directory,
                            ".%s.%d.tmp" % (os.path.basename(path),
                                            os.getpid()))
@@ -202,7 +227,11 @@ class Journal(object):
                 view = view[os.write(fd, view):]
         finally:
             os.close(fd)
-        os.rename(tmp, path)
+        try:
+            os.rename(tmp, path)
+        except OSError:
+            os.unlink(tmp)
+            raise
 
 
 def _flush_file(path):

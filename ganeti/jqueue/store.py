@@ -229,8 +229,9 @@ class JobStore(object):
 
     def write_files(self, files):
         """Write several queue files (path -> bytes, e.g. from
-        :meth:`job_path`) with one flush (the writer's group commit)."""
-        self.journal.commit(files)
+        :meth:`job_path`) with one flush (the writer's group commit);
+        returns what writes them in place afterwards."""
+        return self.journal.commit(files)
 
     def checkpoint(self):
         """Flush the files written through the journal; empty it."""

@@ -24,6 +24,7 @@ for tools that write once and exit, and for tests.
 import functools
 import threading
 
+from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from twisted.application import service
@@ -32,6 +33,8 @@ from twisted.python.threadpool import ThreadPool
 from zope.interface import Interface, implementer
 
 __all__ = ["IFileWriter", "OrderedWriter", "InlineWriter"]
+
+_log = Logger()
 
 
 class IFileWriter(Interface):
@@ -47,7 +50,9 @@ class IFileWriter(Interface):
         calls, possibly together with items committed just before or
         after this one; a Deferred firing (with None or the failure of
         ``fn``) once the call that wrote ``item`` (or a later item of the
-        same key) is done."""
+        same key) is done.  When ``fn`` returns a callable, that is called
+        afterwards, as a call of its own (work that need not delay the
+        answer, such as writing files behind a journal)."""
 
     def drain():
         """A Deferred firing once every call submitted so far is done
@@ -62,8 +67,11 @@ class InlineWriter(object):
         return defer.maybeDeferred(fn, *args, **kwargs)
 
     def commit(self, fn, key, item):
-        return defer.maybeDeferred(fn, {key: item}).addCallback(
-            lambda _: None)
+        def run():
+            after = fn({key: item})
+            if callable(after):
+                after()
+        return defer.maybeDeferred(run)
 
     def drain(self):
         return defer.succeed(None)
@@ -131,10 +139,17 @@ class OrderedWriter(service.Service):
     def _batch_done(self, result, batch):
         if self._tail is batch:
             self._tail = None
+        after = None
         if not isinstance(result, Failure):
+            count, after = result
             self.batches += 1
-            self.batched_items += result
+            self.batched_items += count
             result = None
+        if callable(after):
+            # work the batch left for later (e.g. files written behind a
+            # journal): in line before whatever the answers lead to
+            self._call(after).addErrback(
+                lambda f: _log.failure("Deferred write failed", f))
         for waiter in batch.waiters:
             waiter.callback(result)
         # each waiter had the failure to handle; this chain is done with it
@@ -194,8 +209,7 @@ class _Batch(object):
         with self.lock:
             self.taken = True
             items = dict(self.items)
-        self.fn(items)
-        return len(items)
+        return len(items), self.fn(items)
 
 
 def _settled(d):
