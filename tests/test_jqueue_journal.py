@@ -190,3 +190,49 @@ class QueueJournalTests(unittest.TestCase):
         store.initialize()
         self.assertEqual(store.list_job_ids(), [])
         self.assertIsNotNone(store.read_job(job_id))
+
+
+class GanetiReadsTheFilesTests(unittest.TestCase):
+    """The job files written behind the journal stay in Ganeti's queue
+    format: Ganeti 3.0's own job loader reads them."""
+
+    SCRIPT = """
+import json, sys
+from ganeti import jqueue, serializer
+for path in sys.argv[1:]:
+    with open(path) as f:
+        state = serializer.LoadJson(f.read())
+    job = jqueue._QueuedJob.Restore(None, state, False, False)
+    print(job.id, job.CalcStatus(), [op.input.OP_ID for op in job.ops])
+"""
+
+    def setUp(self):
+        from tests import ganeti_peer
+        ganeti_peer.skip_unless_available()
+        self.peer = ganeti_peer
+
+    @defer.inlineCallbacks
+    def test_ganeti_loads_jobs_written_through_the_journal(self):
+        qdir = os.path.abspath(self.mktemp())
+        writer = OrderedWriter(reactor)
+        writer.startService()
+        self.addCleanup(writer.stopService)
+        queue = jqueue.JobQueue(qdir, Immediate(), clock=reactor,
+                                writer=writer)
+        queue.load()
+        self.addCleanup(queue._store.unlock)
+        ids = yield defer.gatherResults([
+            queue.submit_job([opcodes.OpTestDelay(duration=0)])
+            for _ in range(3)])
+        for job_id in ids:
+            answer = yield queue.wait_for_job_change(
+                job_id, ["status"], ["queued"], None, 5)
+            while answer[0][0] != "success":
+                answer = yield queue.wait_for_job_change(
+                    job_id, ["status"], answer[0], None, 5)
+        yield writer.drain()
+        out, err, code = yield self.peer.run_python(
+            self.SCRIPT, [queue._store.job_path(j) for j in ids])
+        self.assertEqual(code, 0, err)
+        self.assertEqual(out.splitlines(), [
+            "%d success ['OP_TEST_DELAY']" % j for j in ids])
