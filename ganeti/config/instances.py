@@ -33,9 +33,8 @@ class InstanceMutators(object):
         """A TCP/UDP port for an instance (VNC, DRBD), recorded in the pool.
 
         It changes the cluster without a write of its own (the next change
-        persists it), so the rollback point is taken afresh then.
+        persists it); a change refused later does not take it back.
         """
-        self._persisted = None
         c = self.cluster
         if c.tcpudp_port_pool:
             port = c.tcpudp_port_pool.pop(0)
@@ -46,6 +45,7 @@ class InstanceMutators(object):
                     "no free port between %d and %d"
                     % (constants.FIRST_DRBD_PORT, constants.LAST_DRBD_PORT))
             c.highest_used_port = port
+        self._mark(c)
         return port
 
     def _check_instance_input(self, instance, disks):
