@@ -20,6 +20,7 @@ the incremental state is built by the same code, so both agree.
 """
 
 import collections
+import copy
 import json
 
 from ganeti import constants
@@ -32,6 +33,7 @@ CLUSTER = ("cluster", None)
 _ORDER = ("cluster", "nodegroups", "nodes", "instances", "disks",
           "networks")
 _MISSING = ("missing",)
+_EMPTY = {}
 _UNSET = object()
 
 
@@ -42,7 +44,7 @@ class Verifier(object):
         self.s = store
 
     def run(self):
-        return Checks(self.s).problems()
+        return Checks(self.s, keep=False).problems()
 
 
 class _Check(object):
@@ -59,20 +61,19 @@ class _Check(object):
     def bad(self, what, field, reason):
         self.problems.append("%s %s: %s" % (what, field, reason))
 
-    def read(self, fact):
-        self.deps.add(fact)
-
     def others(self, key):
         """Label of another holder of index ``key`` (the one with the
         smallest key; this unit's own label if it holds the value
         twice), or None if it is the only holder."""
         self.deps.add(("idx", key))
-        holders = self.checks._index.get(key, {})
+        holders = self.checks._index.get(key)
+        if holders is None or len(holders) == 1 and self.unit in holders:
+            if holders and holders[self.unit] > 1:
+                return self.checks._label(self.unit, key)
+            return None
         if holders.get(self.unit, 0) > 1:
             return self.checks._label(self.unit, key)
         rest = [u for u in holders if u != self.unit]
-        if not rest:
-            return None
         return self.checks._label(min(rest, key=_sort_key), key)
 
 
@@ -90,7 +91,9 @@ class Checks(object):
     state.
     """
 
-    def __init__(self, store):
+    def __init__(self, store, keep=True):
+        """Check everything; ``keep=False``: only for :meth:`problems`
+        (what :meth:`update` needs is not recorded)."""
         self.s = store
         self._problems = {}      # unit -> [problem]
         self._deps = {}          # unit -> facts read
@@ -100,14 +103,37 @@ class Checks(object):
         self._index = {}         # index key -> {unit: count}
         self._facts = {}         # fact -> value when last looked at
         self._counts = collections.Counter()   # problem -> units with it
+        self._nic_base = None
+        # everything from scratch: the index first (checks read it)
         units = list(self._all_units())
+        index = self._index
         for unit in units:
-            self._set_members(unit, self._lookup(unit))
-            for fact in self._facts_of(unit):
-                self._facts[fact] = self._fact_value(fact)
+            obj = self._lookup(unit)
+            members = self._members_of(unit, obj)
+            if members:
+                self._members[unit] = members
+                for key, count in members.items():
+                    holders = index.get(key)
+                    if holders is None:
+                        index[key] = {unit: count}
+                    else:
+                        holders[unit] = count
+            self._labels[unit] = self._own_label(unit, obj)
+            if keep:
+                for fact in self._facts_of(unit):
+                    self._facts[fact] = self._fact_value(fact)
         self._facts[("nodegroups-any",)] = bool(store.nodegroups)
+        dependents = self._dependents
         for unit in units:
-            self._store_result(unit, self._check(unit))
+            check = self._check(unit)
+            if check.problems:
+                self._problems[unit] = check.problems
+                if keep:
+                    self._counts.update(check.problems)
+            if keep:
+                self._deps[unit] = check.deps
+                for fact in check.deps:
+                    dependents[fact].add(unit)
 
     def _all_units(self):
         yield CLUSTER
@@ -179,9 +205,8 @@ class Checks(object):
     def _set_members(self, unit, obj):
         """Put ``unit``'s index entries in place; the index facts that
         changed."""
-        old = self._members.get(unit, collections.Counter())
-        new = self._members_of(unit, obj) if obj is not None \
-            else collections.Counter()
+        old = self._members.get(unit, _EMPTY)
+        new = self._members_of(unit, obj) if obj is not None else _EMPTY
         label = self._own_label(unit, obj)
         old_label = self._labels.get(unit)
         if old == new and label == old_label:
@@ -204,7 +229,8 @@ class Checks(object):
         if label != old_label:
             keys = set(old) | set(new)
         else:
-            keys = {k for k in set(old) | set(new) if old[k] != new[k]}
+            keys = {k for k in set(old) | set(new)
+                    if old.get(k) != new.get(k)}
         return [("idx", k) for k in keys]
 
     def _lookup(self, unit):
@@ -215,22 +241,26 @@ class Checks(object):
 
     @staticmethod
     def _members_of(unit, obj):
-        kind, key = unit
-        keys = collections.Counter()
-        name = getattr(obj, "name", None)
-        if name and kind in ("nodes", "nodegroups", "instances",
-                             "networks"):
-            keys[("name", kind, name)] += 1
-        if kind == "nodes" and obj.primary_ip:
-            keys[("ip", obj.primary_ip)] += 1
+        kind = unit[0]
+        if kind == "cluster" or kind == "disks":
+            return _EMPTY
+        keys = {}
+        name = obj.name
+        if name:
+            keys[("name", kind, name)] = 1
+        if kind == "nodes":
+            if obj.primary_ip:
+                keys[("ip", obj.primary_ip)] = 1
         elif kind == "instances":
             for nic in obj.nics:
                 if nic.mac:
-                    keys[("mac", nic.mac)] += 1
+                    k = ("mac", nic.mac)
+                    keys[k] = keys.get(k, 0) + 1
             if obj.network_port is not None:
-                keys[("port", obj.network_port)] += 1
+                keys[("port", obj.network_port)] = 1
             for disk in obj.disks:
-                keys[("owner", disk)] += 1
+                k = ("owner", disk)
+                keys[k] = keys.get(k, 0) + 1
         return keys
 
     @staticmethod
@@ -287,6 +317,18 @@ class Checks(object):
 
     # --- the checks --------------------------------------------------------
 
+    def _nic_defaults(self):
+        """The cluster's NIC parameters filled with the defaults (what
+        objects.fill_nicparams starts from), computed once per value."""
+        c = self.s.cluster
+        default = (c.nicparams or {}).get(constants.PP_DEFAULT, {})
+        cached = self._nic_base
+        if cached is None or cached[0] != default:
+            cached = self._nic_base = (copy.deepcopy(default),
+                                       objects.fill_dict(
+                                           constants.NICC_DEFAULTS, default))
+        return cached[1]
+
     def _check(self, unit):
         obj = self._lookup(unit)
         if obj is None:
@@ -326,7 +368,7 @@ class Checks(object):
             ch.bad(what, "cluster_name", "missing")
         if not c.uuid:
             ch.bad(what, "uuid", "missing")
-        ch.read(("node", c.master_node))
+        ch.deps.add(("node", c.master_node))
         if c.master_node not in s.nodes:
             ch.bad(what, "master_node", "node %s is not in the configuration"
                    % c.master_node)
@@ -371,7 +413,7 @@ class Checks(object):
             ch.bad(what, "highest_used_port", "%s is outside %d-%d"
                    % (c.highest_used_port, constants.FIRST_DRBD_PORT,
                       constants.LAST_DRBD_PORT))
-        ch.read(("nodegroups-any",))
+        ch.deps.add(("nodegroups-any",))
         if not s.nodegroups:
             ch.bad("cluster", "nodegroups", "there is no node group")
 
@@ -384,7 +426,7 @@ class Checks(object):
                   % (g.alloc_policy,
                      ", ".join(constants.VALID_ALLOC_POLICIES)))
         for net in g.networks or {}:
-            c.read(("network", net))
+            c.deps.add(("network", net))
             if net not in self.s.networks:
                 c.bad(what, "networks", "unknown network %s" % net)
 
@@ -392,7 +434,7 @@ class Checks(object):
         what = "node %s" % (n.name or n.uuid)
         if not n.name:
             c.bad(what, "name", "missing")
-        c.read(("group", n.group))
+        c.deps.add(("group", n.group))
         if n.group not in self.s.nodegroups:
             c.bad(what, "group", "node group %s does not exist" % n.group)
         if not n.primary_ip:
@@ -417,19 +459,19 @@ class Checks(object):
             if real and not getattr(inst, field):
                 c.bad(what, field, "missing")
         if inst.primary_node:
-            c.read(("node", inst.primary_node))
+            c.deps.add(("node", inst.primary_node))
             if inst.primary_node not in s.nodes:
                 c.bad(what, "primary_node", "node %s does not exist"
                       % inst.primary_node)
         for sec in inst.secondary_nodes or []:
-            c.read(("node", sec))
+            c.deps.add(("node", sec))
             if sec not in s.nodes:
                 c.bad(what, "secondary_nodes", "node %s does not exist"
                       % sec)
             if sec == inst.primary_node:
                 c.bad(what, "secondary_nodes", "the primary node is"
                       " also listed as secondary")
-        c.read(("cluster",))
+        c.deps.add(("cluster",))
         if inst.hypervisor and \
                 inst.hypervisor not in s.cluster.enabled_hypervisors:
             c.bad(what, "hypervisor", "'%s' is not enabled in the"
@@ -460,7 +502,7 @@ class Checks(object):
         group = None
         if inst.primary_node in s.nodes:
             group_uuid = s.nodes[inst.primary_node].group
-            c.read(("group", group_uuid))
+            c.deps.add(("group", group_uuid))
             group = s.nodegroups.get(group_uuid)
         for idx, nic in enumerate(inst.nics):
             nwhat = "nic/%d" % idx
@@ -472,17 +514,21 @@ class Checks(object):
             elif real:
                 c.bad(what, nwhat + "/mac", "missing")
             if nic.network:
-                c.read(("network", nic.network))
+                c.deps.add(("network", nic.network))
                 if nic.network not in s.networks:
                     c.bad(what, nwhat + "/network", "network %s does not"
                           " exist" % nic.network)
-            filled = objects.fill_nicparams(s.cluster, nic, group)
+            filled = dict(self._nic_defaults())
+            if group is not None and nic.network and \
+                    nic.network in group.networks:
+                filled.update(group.networks[nic.network] or {})
+            filled.update(nic.nicparams or {})
             try:
                 objects.check_nic(nic, filled, where=nwhat)
             except errors.OpPrereqError as err:
                 c.bad(what, nwhat, err.args[0].split(": ", 1)[-1])
         for idx, disk_uuid in enumerate(inst.disks):
-            c.read(("disk", disk_uuid))
+            c.deps.add(("disk", disk_uuid))
             if disk_uuid not in s.disks:
                 c.bad(what, "disks/%d" % idx, "disk %s does not exist"
                       % disk_uuid)
@@ -502,7 +548,7 @@ class Checks(object):
 
     def _check_disks(self, c, disk):
         what = "disk %s" % disk.uuid
-        c.read(("idx", ("owner", disk.uuid)))
+        c.deps.add(("idx", ("owner", disk.uuid)))
         if not self._index.get(("owner", disk.uuid)):
             c.bad(what, "instance", "belongs to no instance")
         real = not disk.forthcoming
@@ -522,7 +568,7 @@ class Checks(object):
                 disk.mode not in constants.DISK_ACCESS_SET:
             c.bad(what, "mode", "'%s' is not ro or rw" % disk.mode)
         for node in disk.nodes or []:
-            c.read(("node", node))
+            c.deps.add(("node", node))
             if node not in self.s.nodes:
                 c.bad(what, "nodes", "node %s does not exist" % node)
 
