@@ -460,11 +460,11 @@ class ConfigStore(InstanceMutators, MaintenanceMutators, Accounting):
             tracking.checks.update(units, extra=checked)
             self._touched = None
             if self.self_check:
-                self._check_incremental()
+                self.check_incremental()
             raise
         self._touched = None
         if self.self_check:
-            self._check_incremental()
+            self.check_incremental()
         if self._disk_generation >= self._generation:
             self._notify_listeners()      # written at once
 
@@ -495,10 +495,14 @@ class ConfigStore(InstanceMutators, MaintenanceMutators, Accounting):
             except Exception:
                 log.failure("configuration write listener failed")
 
-    def _check_incremental(self):
-        """The self-check (tests): what would be written equals a full
-        serialisation, the kept problems a full verification."""
+    def check_incremental(self):
+        """Compare what is kept up to date with a full serialisation and
+        a full verification; AssertionError naming what differs (a
+        mutator that changed an object without recording it).  For tests
+        and debugging: ``self_check`` runs it after every change."""
         tracking = self._tracking
+        if tracking is None:
+            return
         stale = tracking.encoded.stale()
         if stale:
             raise AssertionError(
