@@ -410,6 +410,28 @@ class VerifyWhatChangesTests(unittest.TestCase):
         self.assertRaises(errors.ConfigVerifyError, store.modify_instance,
                           "inst0", beparams={"colour": "red"})
 
+    def test_a_duplicate_from_before_follows_both_holders(self):
+        data = self.store.to_dict()
+        i0 = self.store.get_instance("inst0")
+        i1 = self.store.get_instance("inst1")
+        mac = i0.nics[0].mac
+        data["instances"][i1.uuid]["nics"][0]["mac"] = mac
+        store = ConfigStore.from_dict(data, path=self.store.path)
+        self.assertEqual(sorted(store.track()), [
+            "instance inst0 nic/0/mac: %s is also used by inst1" % mac,
+            "instance inst1 nic/0/mac: %s is also used by inst0" % mac])
+        # renaming one would change what the problems say: new ones, as
+        # a full verification would find them
+        err = self.assertRaises(errors.ConfigVerifyError,
+                                store.rename_instance, "inst0", "inst0b")
+        self.assertIn("instance inst1 nic/0/mac: %s is also used by inst0b"
+                      % mac, str(err))
+        store.check_incremental()
+        # giving one another MAC clears both
+        store.modify_instance("inst1", nics=[NIC(mac=store.generate_mac())])
+        self.assertEqual(store.verify(), [])
+        store.check_incremental()
+
     def test_removing_what_others_refer_to(self):
         store = self.store
         disk = store.get_instance("inst0").disks[0]
