@@ -78,7 +78,8 @@ class ConfigStore(InstanceMutators, MaintenanceMutators, Accounting):
     #: raise AssertionError if they differ: a mutator that changed an
     #: object without recording it.  The tests turn it on; it costs what
     #: a change cost before the incremental work.
-    self_check = bool(os.environ.get("GANETI_CONFIG_SELF_CHECK"))
+    self_check = os.environ.get("GANETI_CONFIG_SELF_CHECK", "") not in ("",
+                                                                       "0")
 
     def __init__(self, path, cluster, nodes=None, nodegroups=None,
                  instances=None, networks=None, disks=None, filters=None,
