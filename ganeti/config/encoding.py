@@ -65,16 +65,18 @@ class EncodedConfig(object):
 
     def __init__(self, store):
         self._store = store
-        # map name -> {key: b'"key": {...}'}; its keys sorted; its
-        # fragments as a tuple in key order (None: to be rebuilt)
+        # map name -> {key: b'"key": {...}'}; its keys sorted, and the
+        # fragments in that order; those as a tuple (None: to be made)
         self._items = {}
         self._keys = {}
+        self._ordered = {}
         self._tuples = {}
         for name in _MAPS:
             mapping = getattr(store, name)
-            self._items[name] = {k: self._item(k, o)
-                                 for k, o in mapping.items()}
-            self._keys[name] = sorted(mapping)
+            items = self._items[name] = {k: self._item(k, o)
+                                         for k, o in mapping.items()}
+            keys = self._keys[name] = sorted(mapping)
+            self._ordered[name] = [items[k] for k in keys]
             self._tuples[name] = None
         self._cluster = encode(store.cluster).encode("ascii")
         self._maintenance = None
@@ -92,14 +94,23 @@ class EncodedConfig(object):
 
     # --- what changed -------------------------------------------------
 
-    def membership_changes(self):
+    def membership_changes(self, known=(), thorough=False):
         """Units added to or removed from the maps since the fragments
-        were taken (noticed without help from the mutators)."""
+        were taken and not among the units ``known`` (recorded by the
+        mutator).  A map whose size is what ``known`` explains is taken
+        as it is (cheap); else, or if ``thorough``, its keys are
+        compared."""
+        explained = dict.fromkeys(_MAPS, 0)
+        for kind, key in known:
+            if kind in explained:
+                present = key in getattr(self._store, kind)
+                stored = key in self._items[kind]
+                explained[kind] += present - stored
         found = set()
         for name in _MAPS:
             mapping = getattr(self._store, name)
             items = self._items[name]
-            if len(mapping) != len(items) or mapping.keys() != items.keys():
+            if thorough or len(mapping) != len(items) + explained[name]:
                 found.update((name, k) for k in mapping.keys() ^ items.keys())
         return found
 
@@ -146,13 +157,21 @@ class EncodedConfig(object):
             return
         items = self._items[kind]
         keys = self._keys[kind]
+        ordered = self._ordered[kind]
         if value is None:
-            if key in items:
-                del items[key]
-                del keys[bisect.bisect_left(keys, key)]
-        else:
             if key not in items:
-                bisect.insort(keys, key)
+                return
+            del items[key]
+            at = bisect.bisect_left(keys, key)
+            del keys[at]
+            del ordered[at]
+        else:
+            at = bisect.bisect_left(keys, key)
+            if key in items:
+                ordered[at] = value
+            else:
+                keys.insert(at, key)
+                ordered.insert(at, value)
             items[key] = value
         self._tuples[kind] = None
 
@@ -190,9 +209,7 @@ class EncodedConfig(object):
         for name in _MAPS:
             value = self._tuples[name]
             if value is None:
-                items = self._items[name]
-                value = self._tuples[name] = tuple(
-                    [items[k] for k in self._keys[name]])
+                value = self._tuples[name] = tuple(self._ordered[name])
             parts[name] = value
         if not self._maintenance_default:
             parts["maintenance"] = self._maintenance
@@ -204,7 +221,7 @@ class EncodedConfig(object):
     def stale(self):
         """Units whose fragment differs from their object now (a change
         made without telling the store): for the self-check."""
-        found = sorted(self.membership_changes(), key=repr)
+        found = sorted(self.membership_changes(thorough=True), key=repr)
         s = self._store
         for name in _MAPS:
             items = self._items[name]

@@ -472,7 +472,7 @@ class ConfigStore(InstanceMutators, MaintenanceMutators, Accounting):
     def _changed_units(self, touched):
         units = set(touched)
         units.add(CLUSTER)
-        units.update(self._tracking.encoded.membership_changes())
+        units.update(self._tracking.encoded.membership_changes(touched))
         return units
 
     def _put_back(self, units):
@@ -599,11 +599,25 @@ class ConfigStore(InstanceMutators, MaintenanceMutators, Accounting):
         return self.nodes.get(self.cluster.master_node)
 
     def _check_name_free(self, mapping, kind, name, except_uuid=None):
-        for obj in mapping.values():
-            if obj.name == name and obj.uuid != except_uuid:
+        for obj in self._named(mapping, name):
+            if obj.uuid != except_uuid:
                 raise errors.OpPrereqError(
                     "%s name '%s' is already in use" % (kind, name),
                     errors.ECODE_EXISTS)
+
+    def _named(self, mapping, name):
+        """The objects of ``mapping`` called ``name``: from the names
+        verification keeps (no scan) once changes are tracked."""
+        kind = next((k for k, _ in objects.CONFIG_MAPS
+                     if getattr(self, k) is mapping), None)
+        if self._tracking is None or kind is None:
+            return [o for o in mapping.values() if o.name == name]
+        found = []
+        for _, key in self._tracking.checks.holders(("name", kind, name)):
+            obj = mapping.get(key)
+            if obj is not None and obj.name == name:
+                found.append(obj)
+        return found
 
     # --- verification -------------------------------------------------------
 
@@ -729,6 +743,7 @@ class ConfigStore(InstanceMutators, MaintenanceMutators, Accounting):
         with self._change("adding node group %s" % group.name):
             group.ctime = group.mtime = self._now()
             self.nodegroups[group.uuid] = group
+            self._mark(group)
         return group.uuid
 
     def remove_nodegroup(self, name_or_uuid):
@@ -744,6 +759,7 @@ class ConfigStore(InstanceMutators, MaintenanceMutators, Accounting):
                                        errors.ECODE_STATE)
         with self._change("removing node group %s" % group.name):
             del self.nodegroups[group.uuid]
+            self._mark(group)
 
     def rename_nodegroup(self, name_or_uuid, new_name):
         group = self.get_nodegroup(name_or_uuid)
@@ -788,6 +804,7 @@ class ConfigStore(InstanceMutators, MaintenanceMutators, Accounting):
         with self._change("adding node %s" % node.name):
             node.ctime = node.mtime = self._now()
             self.nodes[node.uuid] = node
+            self._mark(node)
             self.cluster.mtime = self._now()
         return node.uuid
 
@@ -806,6 +823,7 @@ class ConfigStore(InstanceMutators, MaintenanceMutators, Accounting):
                 errors.ECODE_STATE)
         with self._change("removing node %s" % node.name):
             del self.nodes[node.uuid]
+            self._mark(node)
             self.cluster.mtime = self._now()
 
     def rename_node(self, name_or_uuid, new_name):
@@ -852,6 +870,7 @@ class ConfigStore(InstanceMutators, MaintenanceMutators, Accounting):
         with self._change("adding network %s" % network.name):
             network.ctime = network.mtime = self._now()
             self.networks[network.uuid] = network
+            self._mark(network)
         return network.uuid
 
     def remove_network(self, name_or_uuid):
@@ -863,6 +882,7 @@ class ConfigStore(InstanceMutators, MaintenanceMutators, Accounting):
                     % (net.name, inst.display_name), errors.ECODE_STATE)
         with self._change("removing network %s" % net.name):
             del self.networks[net.uuid]
+            self._mark(net)
             for group in self.nodegroups.values():
                 if net.uuid in group.networks:
                     del group.networks[net.uuid]

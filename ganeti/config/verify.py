@@ -181,6 +181,11 @@ class Checks(object):
             self._store_result(unit, results[unit])
         return new, recheck
 
+    def holders(self, key):
+        """The units holding index ``key`` (e.g. ``("name", "instances",
+        name)``) as of the last update."""
+        return list(self._index.get(key, ()))
+
     # --- bookkeeping -----------------------------------------------------
 
     def _store_result(self, unit, check):
