@@ -420,12 +420,12 @@ class ConfigStore(InstanceMutators, MaintenanceMutators, Accounting):
     def _change(self, what):
         """Apply a change atomically: verify, persist, or roll back.
 
-        The mutator records the objects it changes (``_touch``,
-        ``_mark``); objects added to or removed from the maps are found
-        without its help, and the cluster changes with every change (its
-        serial).  Only those are checked and encoded again; a refused
-        change puts exactly those back as the last accepted change left
-        them.
+        The mutator records the objects it changes, adds or removes
+        (``_touch``, ``_mark``); an addition or removal it did not record
+        is still found (the maps' sizes do not add up), and the cluster
+        changes with every change (its serial).  Only those are checked
+        and encoded again; a refused change puts exactly those back as the
+        last accepted change left them.
         """
         self._check_writable()
         if self._touched is not None:

@@ -26,8 +26,7 @@ import json
 from ganeti import constants
 from ganeti import errors
 from ganeti import objects
-
-CLUSTER = ("cluster", None)
+from ganeti.config.encoding import CLUSTER
 
 #: units in the order a full check reports them
 _ORDER = ("cluster", "nodegroups", "nodes", "instances", "disks",
