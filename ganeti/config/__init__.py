@@ -4,7 +4,10 @@ The master changes the configuration only through the named methods of
 :class:`ConfigStore`.  Each of them checks its input first, applies the
 change, verifies that it introduced no inconsistency, bumps serial numbers and
 writes the file atomically; if any step fails the in-memory state is rolled
-back, so a rejected change changes nothing.
+back, so a rejected change changes nothing.  Only what the change touched
+is verified (with the checks it takes part in) and encoded again, and in
+the master daemon the changes accepted until a write starts share it
+(docs/config.rst).
 
 Writing is: temporary file in the same directory, fsync, rename over
 config.data, fsync of the directory.  The file being replaced is kept as

@@ -33,9 +33,8 @@ class InstanceMutators(object):
         """A TCP/UDP port for an instance (VNC, DRBD), recorded in the pool.
 
         It changes the cluster without a write of its own (the next change
-        persists it), so the rollback point is taken afresh then.
+        persists it); a change refused later does not take it back.
         """
-        self._persisted = None
         c = self.cluster
         if c.tcpudp_port_pool:
             port = c.tcpudp_port_pool.pop(0)
@@ -46,6 +45,7 @@ class InstanceMutators(object):
                     "no free port between %d and %d"
                     % (constants.FIRST_DRBD_PORT, constants.LAST_DRBD_PORT))
             c.highest_used_port = port
+        self._mark(c)
         return port
 
     def _check_instance_input(self, instance, disks):
@@ -106,7 +106,9 @@ class InstanceMutators(object):
             for disk in disks:
                 disk.ctime = disk.mtime = t
                 self.disks[disk.uuid] = disk
+                self._mark(disk)
             self.instances[instance.uuid] = instance
+            self._mark(instance)
             self.cluster.mtime = self._now()
         return instance.uuid
 
@@ -114,10 +116,13 @@ class InstanceMutators(object):
         inst = self.get_instance(name_or_uuid)
         with self._change("removing instance %s" % inst.display_name):
             for disk_uuid in inst.disks:
-                self.disks.pop(disk_uuid, None)
+                disk = self.disks.pop(disk_uuid, None)
+                if disk is not None:
+                    self._mark(disk)
             if inst.network_port:
                 self.cluster.tcpudp_port_pool.append(inst.network_port)
             del self.instances[inst.uuid]
+            self._mark(inst)
             self.cluster.mtime = self._now()
 
     def rename_instance(self, name_or_uuid, new_name):
@@ -208,6 +213,7 @@ class InstanceMutators(object):
         with self._change("adding a disk to %s" % inst.display_name):
             disk.ctime = disk.mtime = self._now()
             self.disks[disk.uuid] = disk
+            self._mark(disk)
             if index is None:
                 inst.disks.append(disk.uuid)
             else:
@@ -223,7 +229,9 @@ class InstanceMutators(object):
                                        errors.ECODE_NOENT)
         with self._change("removing a disk from %s" % inst.display_name):
             inst.disks.remove(disk_uuid)
-            self.disks.pop(disk_uuid, None)
+            disk = self.disks.pop(disk_uuid, None)
+            if disk is not None:
+                self._mark(disk)
             self._touch(inst)
 
     _DISK_MODIFIABLE = frozenset(["size", "mode", "name", "params",

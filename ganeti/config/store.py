@@ -2,10 +2,15 @@
 lookups, and the mutators of the cluster, tags, groups, nodes and
 networks (instances and disks: :mod:`ganeti.config.instances`).
 
-A change is checked, applied and verified in the calling (reactor) thread,
-and serialised there.  Writing the bytes is done at once, or, when the
-store has a ``writer`` (the master daemon's ordered writer thread), by that
-writer: the mutator returns before the fsync, :meth:`ConfigStore.flushed`
+A change is checked, applied and verified in the calling (reactor) thread.
+It costs what it changes: the mutators record the objects they change,
+only those are verified again (with the checks they take part in,
+:mod:`ganeti.config.verify`) and encoded again
+(:mod:`ganeti.config.encoding`); the file is put together from every
+object's encoded form.  Writing the bytes is done at once, or, when the
+store has a ``writer`` (the master daemon's ordered writer thread), by
+that writer: the mutator returns before the fsync, every change accepted
+until the writer starts a write shares that write, :meth:`ConfigStore.flushed`
 tells when the changes so far are on disk, and the write listeners
 (replication, ssconf) run once they are.  A write that fails there cannot
 be rolled back any more: the store then refuses every further change until
@@ -16,6 +21,7 @@ import contextlib
 import copy
 import json
 import os
+import threading
 import time
 
 from twisted.internet import defer
@@ -29,10 +35,11 @@ from ganeti import uidpool
 from ganeti.objects import (Cluster, Node, NodeGroup, new_uuid)
 from ganeti.utils.io import BACKUP_SUFFIX, atomic_write
 from ganeti.config.accounting import Accounting
+from ganeti.config.encoding import CLUSTER, MAINTENANCE, EncodedConfig
 from ganeti.config.instances import InstanceMutators
 from ganeti.config.maintenance import MaintenanceMutators
 from ganeti.config.upgrade import Upgrader
-from ganeti.config.verify import Verifier
+from ganeti.config.verify import Checks, Verifier
 
 log = Logger()
 
@@ -42,9 +49,37 @@ _TOP_LEVEL = frozenset(["version", "cluster", "nodes", "nodegroups",
                         "instances", "networks", "disks", "filters",
                         "serial_no", "ctime", "mtime", "maintenance"])
 
+_KINDS = {klass: name for name, klass in objects.CONFIG_MAPS}
+
+
+def unit_of(obj):
+    """The unit (see :mod:`ganeti.config.encoding`) a config object is
+    written as part of."""
+    if isinstance(obj, Cluster):
+        return CLUSTER
+    if isinstance(obj, (objects.Maintenance, objects.Incident)):
+        return MAINTENANCE
+    return (_KINDS[type(obj)], obj.uuid)
+
+
+class _Tracking(object):
+    """What a change needs of the objects as the last change left them."""
+
+    def __init__(self, encoded, checks):
+        self.encoded = encoded
+        self.checks = checks
+
 
 class ConfigStore(InstanceMutators, MaintenanceMutators, Accounting):
     """config.data, loaded, with named mutators that persist every change."""
+
+    #: After every change, compare what is kept up to date (encoded
+    #: objects, problems) with a full serialisation and verification, and
+    #: raise AssertionError if they differ: a mutator that changed an
+    #: object without recording it.  The tests turn it on; it costs what
+    #: a change cost before the incremental work.
+    self_check = os.environ.get("GANETI_CONFIG_SELF_CHECK", "") not in ("",
+                                                                       "0")
 
     def __init__(self, path, cluster, nodes=None, nodegroups=None,
                  instances=None, networks=None, disks=None, filters=None,
@@ -69,16 +104,29 @@ class ConfigStore(InstanceMutators, MaintenanceMutators, Accounting):
         self.ctime = ctime if ctime is not None else now()
         self.mtime = mtime if mtime is not None else self.ctime
         self.upgraded = False
-        # (bytes, verify problems or None) of the last write: the rollback
-        # point of the next change.  None until the first write.
-        self._persisted = None
+        # Per-object encoded forms and checks, from the first change on
+        self._tracking = None
+        # Objects recorded as changed by the change under way (else None)
+        self._touched = None
+        # Changes accepted, and how many of them are on disk
+        self._generation = 0
+        self._disk_generation = 0
+        # (generation, Deferred) of the callers of flushed() still waiting
+        self._waiters = []
+        # The newest snapshot for the writer, and whether a write waits in
+        # the writer's queue for it (both shared with the writer thread)
+        self._lock = threading.Lock()
+        self._latest = None
+        self._queued = False
+        # (generation, bytes) put together last: written_bytes()
+        self._joined = None
+        #: config.data writes done (several changes may share one)
+        self.writes = 0
         # Called with (store) after every successful write: replication to
         # master candidates, ssconf, confd reload hooks.
         self.write_listeners = []
         # ganeti.utils.writer.IFileWriter, or None: write at once
         self.writer = None
-        # Fires once the last write asked for is done (with its failure)
-        self._last_write = defer.succeed(None)
         # The error of a write that failed in the writer: no more changes
         self._broken = None
 
@@ -112,11 +160,16 @@ class ConfigStore(InstanceMutators, MaintenanceMutators, Accounting):
         return data
 
     def written_bytes(self):
-        """What is on disk: the bytes of the last write (replication ships
-        them); before the first write, a fresh serialisation."""
-        if self._persisted is not None:
-            return self._persisted[0]
-        return self.dumps()
+        """The bytes of the last accepted change (replication ships them:
+        the file the write under way puts on disk); before the first
+        change, a fresh serialisation."""
+        if self._tracking is None:
+            return self.dumps()
+        generation = self._generation
+        if self._joined is None or self._joined[0] != generation:
+            self._joined = (generation, self._tracking.encoded.snapshot(
+                generation).join())
+        return self._joined[1]
 
     def dumps(self):
         """config.data's bytes (serialised at once: no copies needed)."""
@@ -247,24 +300,75 @@ class ConfigStore(InstanceMutators, MaintenanceMutators, Accounting):
 
     # --- writing --------------------------------------------------------
 
-    def _write(self, problems=None):
-        """Persist; remember the bytes (and their verify problems, when
-        known) as the rollback point of the next change.  A Deferred firing
-        once they are on disk."""
-        data = self.dumps()
+    def track(self):
+        """Start keeping the per-object state a change needs (the encoded
+        objects, the verification of each); a full check of the
+        configuration, whose problems are returned.  Done at the first
+        change otherwise."""
+        if self._tracking is None:
+            self._tracking = _Tracking(EncodedConfig(self), Checks(self))
+        return self._tracking.checks.problems()
+
+    def _tracked(self):
+        if self._tracking is None:
+            self.track()
+        return self._tracking
+
+    @property
+    def generation(self):
+        """How many changes (and saves) were accepted since loading."""
+        return self._generation
+
+    def _write(self):
+        """Write what was accepted so far: at once without a writer (or
+        nothing without a path), else by the writer, sharing the write
+        with every change accepted until the writer starts it."""
+        snapshot = self._tracked().encoded.snapshot(self._generation)
         if self.path is None:
-            self._persisted = (data, problems)
-            return defer.succeed(None)
+            self._on_disk(snapshot, None)
+            return
         if self.writer is None:
+            data = snapshot.join()
             atomic_write(self.path, data, backup=True)
-            self._persisted = (data, problems)
-            return defer.succeed(None)
-        # accepted now; on disk a little later, in order
-        self._persisted = (data, problems)
-        d = self.writer.call(atomic_write, self.path, data, backup=True)
-        d.addErrback(self._write_failed)
-        self._last_write = d
-        return d
+            self._on_disk(snapshot, data)
+            return
+        with self._lock:
+            self._latest = snapshot
+            if self._queued:
+                return          # the write waiting in the writer takes it
+            self._queued = True
+        d = self.writer.call(self._write_latest)
+        d.addCallbacks(self._written, self._write_failed)
+
+    def _write_latest(self):
+        # in the writer's thread: the newest accepted state, taken when
+        # the write starts (changes accepted meanwhile come along)
+        with self._lock:
+            snapshot = self._latest
+            self._queued = False
+        data = snapshot.join()
+        atomic_write(self.path, data, backup=True)
+        return snapshot, data
+
+    def _on_disk(self, snapshot, data):
+        if data is not None:
+            self.writes += 1
+        if snapshot.generation > self._disk_generation:
+            self._disk_generation = snapshot.generation
+        if data is not None and (self._joined is None or
+                                 snapshot.generation >= self._joined[0]):
+            self._joined = (snapshot.generation, data)
+
+    def _written(self, result):
+        snapshot, data = result
+        self._on_disk(snapshot, data)
+        if self._broken is not None:
+            self._fire_waiters()
+            return
+        # replication and ssconf follow the file on disk, then whoever
+        # waits for it hears (in the order the old per-change writes had)
+        self._notify_listeners()
+        self._fire_waiters()
 
     def _write_failed(self, failure):
         if self._broken is None:
@@ -273,7 +377,26 @@ class ConfigStore(InstanceMutators, MaintenanceMutators, Accounting):
                          " further configuration change is accepted until"
                          " the master daemon is restarted",
                          err=failure.getErrorMessage())
-        return failure
+        self._fire_waiters()
+
+    def _fire_waiters(self):
+        waiting, ready = [], []
+        for generation, d in self._waiters:
+            if self._broken is not None or \
+                    generation <= self._disk_generation:
+                ready.append(d)
+            else:
+                waiting.append((generation, d))
+        self._waiters = waiting
+        for d in ready:
+            if self._broken is not None:
+                d.errback(self._broken_error())
+            else:
+                d.callback(None)
+
+    def _broken_error(self):
+        return errors.ConfigurationError(
+            "%s could not be written: %s" % (self.path, self._broken))
 
     def _check_writable(self):
         if self._broken is not None:
@@ -286,39 +409,37 @@ class ConfigStore(InstanceMutators, MaintenanceMutators, Accounting):
         """A Deferred firing once every change made so far is on disk;
         failing (ConfigurationError) if a write failed."""
         if self._broken is not None:
-            return defer.fail(errors.ConfigurationError(
-                "%s could not be written: %s" % (self.path, self._broken)))
+            return defer.fail(self._broken_error())
+        if self._generation <= self._disk_generation:
+            return defer.succeed(None)
         d = defer.Deferred()
-
-        def settled(result):
-            if self._broken is not None:
-                d.errback(errors.ConfigurationError(
-                    "%s could not be written: %s" % (self.path,
-                                                     self._broken)))
-            else:
-                d.callback(None)
-            return result
-        self._last_write.addBoth(settled)
+        self._waiters.append((self._generation, d))
         return d
 
     @contextlib.contextmanager
     def _change(self, what):
         """Apply a change atomically: verify, persist, or roll back.
 
-        The rollback point is the last write (so a failed change also drops
-        anything modified behind the store's back since then); when there
-        is none yet, the current state.
+        The mutator records the objects it changes, adds or removes
+        (``_touch``, ``_mark``); an addition or removal it did not record
+        is still found (the maps' sizes do not add up), and the cluster
+        changes with every change (its serial).  Only those are checked
+        and encoded again; a refused change puts exactly those back as the
+        last accepted change left them.
         """
         self._check_writable()
-        before, problems_before = self._persisted or (None, None)
-        if before is None:
-            before = self.dumps()
-        if problems_before is None:
-            problems_before = frozenset(self.verify())
+        if self._touched is not None:
+            raise RuntimeError("%s: a configuration change is already under"
+                               " way" % what)
+        tracking = self._tracked()
+        self._touched = touched = set()
+        saved = (self.serial_no, self.mtime, self._generation)
+        checked = ()
+        staged = None
         try:
             yield
-            problems = self.verify()
-            new_problems = [p for p in problems if p not in problems_before]
+            units = self._changed_units(touched)
+            new_problems, checked = tracking.checks.update(units)
             if new_problems:
                 raise errors.ConfigVerifyError(
                     "%s would make the configuration inconsistent: %s"
@@ -328,41 +449,109 @@ class ConfigStore(InstanceMutators, MaintenanceMutators, Accounting):
             # confd answers carry the cluster's serial and clients keep the
             # highest one, so every change must move it forward.
             self.cluster.serial_no = (self.cluster.serial_no or 0) + 1
-            written = self._write(frozenset(problems))
+            staged = tracking.encoded.update(units)
+            self._generation += 1
+            self._write()
         except BaseException:
-            self._restore(before)
+            if staged is not None:
+                tracking.encoded.undo(staged)
+            units = self._changed_units(touched)
+            self._put_back(units)
+            self.serial_no, self.mtime, self._generation = saved
+            tracking.checks.update(units, extra=checked)
+            self._touched = None
+            if self.self_check:
+                self.check_incremental()
             raise
-        # replication and ssconf follow the file on disk
-        written.addCallback(self._written)
-        written.addErrback(lambda f: None)     # reported by _write_failed
+        self._touched = None
+        if self.self_check:
+            self.check_incremental()
+        if self._disk_generation >= self._generation:
+            self._notify_listeners()      # written at once
 
-    def _written(self, _):
+    def _changed_units(self, touched):
+        units = set(touched)
+        units.add(CLUSTER)
+        units.update(self._tracking.encoded.membership_changes(touched))
+        return units
+
+    def _put_back(self, units):
+        encoded = self._tracking.encoded
+        for unit in units:
+            obj = encoded.stored(unit)
+            kind, key = unit
+            if unit == CLUSTER:
+                self.cluster = obj
+            elif unit == MAINTENANCE:
+                self.maintenance = obj
+            elif obj is None:
+                getattr(self, kind).pop(key, None)
+            else:
+                getattr(self, kind)[key] = obj
+
+    def _notify_listeners(self):
         for listener in list(self.write_listeners):
             try:
                 listener(self)
             except Exception:
                 log.failure("configuration write listener failed")
 
-    def _restore(self, data):
-        if isinstance(data, bytes):
-            data = json.loads(data.decode("utf-8"))
-        other = ConfigStore.from_dict(data, path=self.path, now=self._now,
-                                      copy_data=False)
-        for name in ("cluster", "nodes", "nodegroups", "instances", "networks",
-                     "disks", "filters", "serial_no", "ctime", "mtime",
-                     "maintenance", "unknown"):
-            setattr(self, name, getattr(other, name))
+    def check_incremental(self):
+        """Compare what is kept up to date with a full serialisation and
+        a full verification; AssertionError naming what differs (a
+        mutator that changed an object without recording it).  For tests
+        and debugging: ``self_check`` runs it after every change."""
+        tracking = self._tracking
+        if tracking is None:
+            return
+        stale = tracking.encoded.stale()
+        if stale:
+            raise AssertionError(
+                "configuration objects changed without the store knowing"
+                " (their encoded form is out of date): %s" % stale)
+        data = tracking.encoded.snapshot(self._generation).join()
+        if data != self.dumps():
+            raise AssertionError("config.data put together from the"
+                                 " objects differs from a full serialisation")
+        kept = sorted(tracking.checks.problems())
+        full = sorted(self.verify())
+        if kept != full:
+            raise AssertionError("verification kept up to date differs from"
+                                 " a full one: %r != %r" % (kept, full))
+
+    def _absorb(self, *units):
+        """``units`` were changed outside a change (allocate_port): their
+        state now is the rollback point, written with the next write."""
+        if self._touched is not None:
+            self._touched.update(units)
+        elif self._tracking is not None:
+            self._tracking.encoded.update(units)
+            self._tracking.checks.update(units)
+            self._joined = None
 
     def save(self):
         """Write the current state (after load/upgrade) without a change;
         a Deferred firing once it is on disk."""
         self._check_writable()
+        self._tracked()
         self.serial_no += 1
         self.mtime = self._now()
-        return self._write()
+        self._generation += 1
+        self._write()
+        return self.flushed()
 
     def _touch(self, obj):
+        """Record that ``obj`` changes (serial, mtime) in this change."""
         obj.touch(self._now())
+        self._mark(obj)
+
+    def _mark(self, obj):
+        """Record that ``obj`` changes in this change, without touching
+        its serial (outside a change: see _absorb)."""
+        if self._touched is None:
+            self._absorb(unit_of(obj))
+        else:
+            self._touched.add(unit_of(obj))
 
     # --- lookups ------------------------------------------------------------
 
@@ -410,11 +599,25 @@ class ConfigStore(InstanceMutators, MaintenanceMutators, Accounting):
         return self.nodes.get(self.cluster.master_node)
 
     def _check_name_free(self, mapping, kind, name, except_uuid=None):
-        for obj in mapping.values():
-            if obj.name == name and obj.uuid != except_uuid:
+        for obj in self._named(mapping, name):
+            if obj.uuid != except_uuid:
                 raise errors.OpPrereqError(
                     "%s name '%s' is already in use" % (kind, name),
                     errors.ECODE_EXISTS)
+
+    def _named(self, mapping, name):
+        """The objects of ``mapping`` called ``name``: from the names
+        verification keeps (no scan) once changes are tracked."""
+        kind = next((k for k, _ in objects.CONFIG_MAPS
+                     if getattr(self, k) is mapping), None)
+        if self._tracking is None or kind is None:
+            return [o for o in mapping.values() if o.name == name]
+        found = []
+        for _, key in self._tracking.checks.holders(("name", kind, name)):
+            obj = mapping.get(key)
+            if obj is not None and obj.name == name:
+                found.append(obj)
+        return found
 
     # --- verification -------------------------------------------------------
 
@@ -540,6 +743,7 @@ class ConfigStore(InstanceMutators, MaintenanceMutators, Accounting):
         with self._change("adding node group %s" % group.name):
             group.ctime = group.mtime = self._now()
             self.nodegroups[group.uuid] = group
+            self._mark(group)
         return group.uuid
 
     def remove_nodegroup(self, name_or_uuid):
@@ -555,6 +759,7 @@ class ConfigStore(InstanceMutators, MaintenanceMutators, Accounting):
                                        errors.ECODE_STATE)
         with self._change("removing node group %s" % group.name):
             del self.nodegroups[group.uuid]
+            self._mark(group)
 
     def rename_nodegroup(self, name_or_uuid, new_name):
         group = self.get_nodegroup(name_or_uuid)
@@ -599,6 +804,7 @@ class ConfigStore(InstanceMutators, MaintenanceMutators, Accounting):
         with self._change("adding node %s" % node.name):
             node.ctime = node.mtime = self._now()
             self.nodes[node.uuid] = node
+            self._mark(node)
             self.cluster.mtime = self._now()
         return node.uuid
 
@@ -617,6 +823,7 @@ class ConfigStore(InstanceMutators, MaintenanceMutators, Accounting):
                 errors.ECODE_STATE)
         with self._change("removing node %s" % node.name):
             del self.nodes[node.uuid]
+            self._mark(node)
             self.cluster.mtime = self._now()
 
     def rename_node(self, name_or_uuid, new_name):
@@ -663,6 +870,7 @@ class ConfigStore(InstanceMutators, MaintenanceMutators, Accounting):
         with self._change("adding network %s" % network.name):
             network.ctime = network.mtime = self._now()
             self.networks[network.uuid] = network
+            self._mark(network)
         return network.uuid
 
     def remove_network(self, name_or_uuid):
@@ -674,5 +882,8 @@ class ConfigStore(InstanceMutators, MaintenanceMutators, Accounting):
                     % (net.name, inst.display_name), errors.ECODE_STATE)
         with self._change("removing network %s" % net.name):
             del self.networks[net.uuid]
+            self._mark(net)
             for group in self.nodegroups.values():
-                group.networks.pop(net.uuid, None)
+                if net.uuid in group.networks:
+                    del group.networks[net.uuid]
+                    self._mark(group)

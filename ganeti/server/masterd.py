@@ -263,6 +263,13 @@ class ConfigService(_StartStep):
         cfg = config.ConfigStore.load(self.paths.config_file)
         self.cfg = cfg
         cfg.writer = self.writer
+        # The one full check; every change then checks what it affects.
+        problems = cfg.track()
+        if problems:
+            log.warn("the configuration has {n} inconsistencies (gnt-cluster"
+                     " verify lists them); a change that adds none is"
+                     " accepted: {problems}", n=len(problems),
+                     problems="; ".join(problems[:10]))
         if cfg.upgraded:
             log.info("configuration upgraded to version {v}",
                      v=constants.CONFIG_VERSION)
