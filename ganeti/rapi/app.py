@@ -101,13 +101,14 @@ class RapiApp(object):
 
     ``long_poll`` (default: ``master``) carries the ``/2/jobs/ID/wait``
     long polls, so that many waiting clients never use up the connections
-    other requests need."""
+    other requests need.  ``answer_cache`` False: no rendered answers are
+    kept (:mod:`ganeti.rapi.answers`)."""
 
     app = Klein()
     app.url_map.converters["gname"] = NameConverter
 
     def __init__(self, master, users, clock, require_auth=False,
-                 opcode_ttl=10.0, long_poll=None):
+                 opcode_ttl=10.0, long_poll=None, answer_cache=True):
         self.master = master
         self.long_poll = long_poll if long_poll is not None else master
         self.users = users
@@ -116,7 +117,9 @@ class RapiApp(object):
         self.implemented = ImplementedOpcodes(master, clock, opcode_ttl)
         self.coalescer = Coalescer()
         #: rendered query answers, reused while the master's is unchanged
-        self.answers = answers.AnswerCache(master, clock)
+        #: (None: every answer is rendered anew)
+        self.answers = answers.AnswerCache(master, clock) \
+            if answer_cache else None
 
     def resource(self):
         return self.app.resource()

@@ -172,6 +172,8 @@ class Request(object):
         """The rendered body of ``shape(result)``, ``result`` the master's
         Query answer; kept and sent again while the master's answer is
         unchanged (:mod:`ganeti.rapi.answers`)."""
+        if self.app.answers is None:
+            return shape(await self.query(what, fields, qfilter))
         return await self.app.answers.rendered(what, fields, qfilter, shape)
 
     async def query_names(self, what, key="name"):
