@@ -359,7 +359,8 @@ def bench():
         results = []
 
         def measure(cache, kind, path, use_tls=True, distinct=False):
-            procs = (daemons["masterd"], daemons["rapi"])
+            procs = (daemons["masterd"],
+                     daemons["rapi" if use_tls else "rapi-plain"])
             before = [_cpu_seconds(p) for p in procs]
             if kind == "luxi":
                 r = _luxi(sock, path)
@@ -403,8 +404,8 @@ def bench():
           " scratch, live data asked from the node daemon each time, as"
           " before the caches); \"on\": the defaults (live data reused for"
           " up to 2 s)")
-    print("CPU ms/req: CPU time of masterd and of the HTTPS ganeti-rapi"
-          " during the row, per answered request")
+    print("CPU ms/req: CPU time of masterd and of the ganeti-rapi that"
+          " served the row (HTTPS or plain), per answered request")
     print()
 
     def label(r):

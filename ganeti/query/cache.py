@@ -33,8 +33,6 @@ import collections
 import json
 import os
 
-import attr
-
 from ganeti import qlang
 from ganeti.query import base
 from ganeti.query.base import NEED_CONFIG
@@ -54,27 +52,38 @@ DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 _ATTEMPTS = 3
 
 
-@attr.s(frozen=True)
 class Answer(object):
     """A query answer as JSON text: ``fields`` (the definitions) and
     ``data`` (the rows); ``version`` None for one built without the
-    cache (it is never "unchanged")."""
-    version = attr.ib()
-    fields = attr.ib()
-    data = attr.ib()
+    cache (it is never "unchanged").  The texts of its shapes are made
+    once and kept (a kept answer is sent many times)."""
+
+    __slots__ = ("version", "fields", "data", "_texts")
+
+    def __init__(self, version, fields, data):
+        self.version = version
+        self.fields = fields
+        self.data = data
+        self._texts = {}
 
     @property
     def size(self):
         return len(self.fields) + len(self.data)
 
+    def _text(self, shape, make):
+        text = self._texts.get(shape)
+        if text is None:
+            text = self._texts[shape] = RawJSON(make())
+        return text
+
     def query_json(self):
         """luxi Query's ``{"fields": ..., "data": ...}``."""
-        return RawJSON('{"fields": %s, "data": %s}' % (self.fields,
-                                                        self.data))
+        return self._text("query", lambda: '{"fields": %s, "data": %s}'
+                          % (self.fields, self.data))
 
     def plain_json(self):
         """The old-style answer: the rows alone."""
-        return RawJSON(self.data)
+        return self._text("plain", lambda: self.data)
 
     def versioned_json(self, known=None):
         """QueryVersioned's answer: the version and, unless ``known`` is
@@ -82,8 +91,9 @@ class Answer(object):
         version = encode(self.version)
         if self.version is not None and known == self.version:
             return RawJSON('{"version": %s, "unchanged": true}' % version)
-        return RawJSON('{"version": %s, "fields": %s, "data": %s}'
-                       % (version, self.fields, self.data))
+        return self._text("versioned", lambda: (
+            '{"version": %s, "fields": %s, "data": %s}'
+            % (version, self.fields, self.data)))
 
 
 def names_items(qfilter, namefield):

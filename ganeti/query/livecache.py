@@ -15,8 +15,12 @@ Queries arriving while a fetch is under way wait for it (when it started
 less than ``ttl`` seconds ago) instead of asking the nodes again.  Each
 snapshot has a *generation*: equal data gets the generation of the
 snapshot before it, so answers built from it can be reused; different
-data gets a new one.
+data gets a new one.  (Data is compared by its JSON text taken when it
+arrived, so a provider that hands out the same objects again, changed,
+still gets a new generation.)
 """
+
+import json
 
 import attr
 from twisted.internet import defer
@@ -45,10 +49,13 @@ class Snapshot(object):
     started = attr.ib()         # clock time when the fetch began
     data = attr.ib()            # {node uuid: answer}
     unreachable = attr.ib()     # frozenset of node uuids
+    #: the data and unreachable nodes as JSON text when they arrived
+    fingerprint = attr.ib()
 
-    def same_data(self, other):
-        return other is not None and self.data == other.data and \
-            self.unreachable == other.unreachable
+
+def _fingerprint(data, unreachable):
+    return json.dumps([data, sorted(unreachable)], sort_keys=True,
+                      default=repr)
 
 
 def nodes_for(kind, cfg):
@@ -140,14 +147,15 @@ class LiveCache(object):
     def _fetched(self, answer, kind, pending):
         data, unreachable = answer
         current = self._current.get(kind)
-        snapshot = Snapshot(kind, None, pending.serial, pending.started,
-                            data, frozenset(unreachable))
-        if snapshot.same_data(current):
+        fingerprint = _fingerprint(data, unreachable)
+        if current is not None and current.fingerprint == fingerprint:
             generation = current.generation
         else:
             self._generations += 1
             generation = self._generations
-        snapshot = attr.evolve(snapshot, generation=generation)
+        snapshot = Snapshot(kind, generation, pending.serial,
+                            pending.started, data, frozenset(unreachable),
+                            fingerprint)
         # a slower, older fetch never replaces a newer snapshot
         if current is None or current.started <= snapshot.started:
             self._current[kind] = snapshot
