@@ -88,6 +88,9 @@ REQ_MAINTENANCE_UPDATE = "MaintenanceUpdate"
 # Not in Ganeti: Query, answering "unchanged" to a client that already has
 # the answer (RAPI keeps its rendered bulk lists with it, docs/query.rst).
 REQ_QUERY_VERSIONED = "QueryVersioned"
+# Not in Ganeti: Query with live data asked from the nodes now, not taken
+# from the query cache (the watcher acts on what the nodes say).
+REQ_QUERY_FRESH = "QueryFresh"
 
 log = Logger()
 
@@ -429,6 +432,11 @@ METHODS = {m.name: m for m in [
         " or ``{\"version\": v, \"unchanged\": true}`` when ``version`` is"
         " the version of the answer now.  ``v`` is null for answers that are"
         " never the same twice.", optional=True),
+    Method(REQ_QUERY_FRESH, "query_fresh", (
+        Arg("what", ht.STR), Arg("fields", _FIELDS),
+        Arg("qfilter", ht.maybe(ht.list_of(ht.ANY)), optional=True)),
+        "QueryFresh (not in Ganeti): Query answered with live data asked"
+        " from the nodes now, not from the query cache.", optional=True),
     Method(REQ_QUERY_FIELDS, "query_fields", (
         Arg("what", ht.STR),
         Arg("fields", ht.maybe(_FIELDS), optional=True)),
@@ -737,6 +745,16 @@ def listen(reactor, path, handler, **factory_args):
 def format_request(method, args):
     return encode_message({"method": method, "args": list(args),
                            "version": constants.LUXI_VERSION})
+
+
+def is_unsupported_method(err):
+    """True for the error of a master that lacks a (newer or optional)
+    method: its table does not know it, or its handler does not serve it."""
+    if not isinstance(err, errors.LuxiError):
+        return False
+    text = str(err.args[0]) if err.args else ""
+    return ("is not supported by this master" in text
+            or "Unknown LUXI method" in text)
 
 
 def parse_response(raw):

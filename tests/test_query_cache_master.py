@@ -107,7 +107,11 @@ class MasterQueryCacheTests(unittest.TestCase):
         rows = yield self.client.call("QueryInstances", [INST],
                                       ["name", "status"], False)
         self.assertEqual(rows, [[INST, "ERROR_down"]])
-        self.assertEqual(self.all_instances_info_calls(), calls + 2)
+        # and so does QueryFresh (the watcher's), whatever it asks
+        answer = yield self.client.call("QueryFresh", "instance",
+                                        ["name", "status"], None)
+        self.assertIn([[0, INST], [0, "ERROR_down"]], answer["data"])
+        self.assertEqual(self.all_instances_info_calls(), calls + 3)
 
     @defer.inlineCallbacks
     def test_kept_answers_go_out_as_kept_text(self):

@@ -155,6 +155,10 @@ class MasterLuxiHandler(object):
     def query(self, what, fields, qfilter):
         return self.master.query_context().query_wire(what, fields, qfilter)
 
+    def query_fresh(self, what, fields, qfilter):
+        return self.master.query_context().query_wire(what, fields, qfilter,
+                                                      fresh=True)
+
     def query_versioned(self, what, fields, qfilter, version):
         return self.master.query_context().query_versioned(
             what, fields, qfilter, version)
