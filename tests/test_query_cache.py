@@ -231,6 +231,17 @@ class LiveDataTests(CacheTestCase):
         self.successResultOf(second)
         self.assertEqual(self.instance_calls(), 1)
 
+    def test_a_cancelled_query_leaves_the_others_alone(self):
+        # (luxi cancels the query of a client that went away)
+        self.live.deferred = True
+        gone = self.ctx.query_wire("instance", ["name", "status"])
+        staying = self.ctx.query_wire("instance", ["status"])
+        gone.cancel()
+        self.failureResultOf(gone, defer.CancelledError)
+        self.live.fire()
+        self.assertIsInstance(self.successResultOf(staying), RawJSON)
+        self.assertEqual(self.instance_calls(), 1)
+
     def test_a_fetch_from_before_a_config_change_is_not_used(self):
         self.live.deferred = True
         d = self.ctx.query("instance", ["name", "status", "tags"],

@@ -68,7 +68,8 @@ class Answer(object):
 
     @property
     def size(self):
-        return len(self.fields) + len(self.data)
+        # the parts and the text of the shape it is sent in
+        return 2 * (len(self.fields) + len(self.data))
 
     def _text(self, shape, make):
         text = self._texts.get(shape)
