@@ -41,6 +41,9 @@ import time
 N_INSTANCES = 2000
 CLIENTS = 16
 DURATION = 8.0        # seconds per scenario
+#: seconds for rows whose requests take several seconds each (the 2,000
+#: instance list without the caches): several rounds of 16 must end inside
+SLOW_DURATION = 30.0
 WARMUP = 1.0
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TLS_PORT = 5080
@@ -301,16 +304,16 @@ def _run_loadgen(*args):
         [sys.executable, "-m", "bench.rapi"] + [str(a) for a in args],
         env=env, cwd=REPO,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        timeout=DURATION + WARMUP + 300)
+        timeout=SLOW_DURATION + WARMUP + 300)
     if proc.returncode != 0:
         raise RuntimeError("load generator failed:\n%s"
                            % proc.stderr.decode("utf-8", "replace"))
     return json.loads(proc.stdout.decode("utf-8"))
 
 
-def _http(host, port, use_tls, path, distinct=False):
+def _http(host, port, use_tls, path, distinct=False, duration=DURATION):
     return _run_loadgen("--loadgen", host, port, "1" if use_tls else "0",
-                        path, "1" if distinct else "0")
+                        path, "1" if distinct else "0", duration)
 
 
 def _luxi(socket_path, what):
@@ -334,12 +337,12 @@ def _table(headers, rows):
 
 
 #: the rows measured against both masters: (kind, path or resource,
-#: https?, unshared?)
+#: https?, unshared?, seconds measured without the caches)
 QUERY_ROWS = [
-    ("http", "/2/instances?bulk=1", True, True),
-    ("http", "/2/nodes?bulk=1", True, True),
-    ("luxi", "instance", False, True),
-    ("luxi", "node", False, True),
+    ("http", "/2/instances?bulk=1", True, True, SLOW_DURATION),
+    ("http", "/2/nodes?bulk=1", True, True, DURATION),
+    ("luxi", "instance", False, True, DURATION),
+    ("luxi", "node", False, True, DURATION),
 ]
 
 
@@ -358,7 +361,8 @@ def bench():
         sock = vc.master.paths.master_socket
         results = []
 
-        def measure(cache, kind, path, use_tls=True, distinct=False):
+        def measure(cache, kind, path, use_tls=True, distinct=False,
+                    duration=DURATION):
             procs = (daemons["masterd"],
                      daemons["rapi" if use_tls else "rapi-plain"])
             before = [_cpu_seconds(p) for p in procs]
@@ -366,18 +370,19 @@ def bench():
                 r = _luxi(sock, path)
             else:
                 r = _http(ip, TLS_PORT if use_tls else PLAIN_PORT, use_tls,
-                          path, distinct)
+                          path, distinct, duration)
             after = [_cpu_seconds(p) for p in procs]
-            total = r["requests"] or 1
+            total = r["requests"]
             r["cache"] = cache
-            r["cpu"] = [(a - b) / total * 1000.0
+            r["seconds"] = duration
+            r["cpu"] = [(a - b) / total * 1000.0 if total else None
                         for a, b in zip(after, before)]
             if kind == "luxi":
                 r["cpu"][1] = None
             results.append(r)
 
-        for kind, path, use_tls, distinct in QUERY_ROWS:
-            measure(False, kind, path, use_tls, distinct)
+        for kind, path, use_tls, distinct, seconds in QUERY_ROWS:
+            measure(False, kind, path, use_tls, distinct, seconds)
         restart_queries(vc, daemons)
         for path in ("/2/instances?bulk=1", "/2/nodes?bulk=1",
                      "/2/jobs/%d" % job, "/version"):
@@ -395,8 +400,8 @@ def bench():
           % (N_INSTANCES, setup))
     print("load generator: a separate process, %d concurrent clients, a new"
           " HTTP connection per request (the server closes each, as"
-          " Ganeti's), one luxi connection per client, %.0f s per row after"
-          " %.0f s warm-up" % (CLIENTS, DURATION, WARMUP))
+          " Ganeti's), one luxi connection per client, %.0f s per row (or as"
+          " marked) after %.0f s warm-up" % (CLIENTS, DURATION, WARMUP))
     print("\"unshared\": every client sends its own URL (luxi: its own field"
           " list), so concurrent requests never share one answer")
     print("query cache \"off\": masterd --no-query-cache and ganeti-rapi"
@@ -425,7 +430,10 @@ def bench():
             ("https" if r["tls"] else "http")
             + (", unshared" if r["distinct"] else ""))
         rows.append((label(r), scheme, "on" if r["cache"] else "off",
-                     "%.1f" % r["rps"], ms(r["p50"]), ms(r["p99"]),
+                     "%.1f" % r["rps"] + (" (%.0f s)" % r["seconds"]
+                                          if r["seconds"] != DURATION
+                                          else ""),
+                     ms(r["p50"]), ms(r["p99"]),
                      "%d" % r["bytes"], r["failures"], cpu(r["cpu"][0]),
                      cpu(r["cpu"][1])))
     _table(("request", "scheme", "query cache", "requests/s", "p50 ms",
@@ -437,7 +445,10 @@ def bench():
             continue
         on = [o for o in results if o["cache"] and o["path"] == r["path"]
               and o["tls"] == r["tls"] and o["distinct"] == r["distinct"]]
-        if on and r["rps"]:
+        if on and not r["rps"]:
+            print("%s: no request without the caches ended within %.0f s"
+                  % (label(r), r["seconds"]))
+        elif on:
             print("%s (%s): %.1f requests/s with the query cache, %.1f"
                   " without: %.1fx" % (label(r), "luxi" if r["path"]
                                        .startswith("luxi") else "https,"
@@ -455,9 +466,10 @@ def run(reactor):
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--loadgen"]:
-        host, port, use_tls, path, distinct = sys.argv[2:7]
+        host, port, use_tls, path, distinct, seconds = sys.argv[2:8]
         json.dump(loadgen(host, int(port), use_tls == "1", path,
-                          distinct=distinct == "1"), sys.stdout)
+                          distinct=distinct == "1",
+                          duration=float(seconds)), sys.stdout)
     elif sys.argv[1:2] == ["--luxi-loadgen"]:
         socket_path, what = sys.argv[2:4]
         json.dump(luxi_loadgen(socket_path, what), sys.stdout)
