@@ -154,15 +154,42 @@ class AnswerTests(CacheTestCase):
 class LiveDataTests(CacheTestCase):
 
     def test_live_data_is_kept_for_its_ttl_then_asked_again(self):
-        self.assertEqual(self.status(), "running")
-        self.assertEqual(self.instance_calls(), 1)
+        self.live.deferred = True
+        first = self.ctx.query("instance", ["name", "status"])
+        self.live.fire()
+        self.assertIn([[0, WEB1], [0, "running"]],
+                      self.successResultOf(first)["data"])
         self.stop_web1_behind_the_masters_back()
-        self.clock.advance(TTL - 0.01)
+        self.clock.advance(TTL / 2 - 0.01)
         self.assertEqual(self.status(), "running")
         self.assertEqual(self.instance_calls(), 1)
-        self.clock.advance(0.01)
-        self.assertEqual(self.status(), "ERROR_down")
+        # no query for a while: the data expires, the next query waits
+        # for the nodes' answer
+        self.clock.advance(TTL / 2 + 0.01)
+        d = self.ctx.query("instance", ["name", "status"])
+        self.assertNoResult(d)
+        self.live.fire()
+        self.assertIn([[0, WEB1], [0, "ERROR_down"]],
+                      self.successResultOf(d)["data"])
         self.assertEqual(self.instance_calls(), 2)
+
+    def test_data_in_use_is_refreshed_before_it_expires(self):
+        self.live.deferred = True
+        first = self.ctx.query("instance", ["name", "status"])
+        self.live.fire()
+        self.successResultOf(first)
+        self.stop_web1_behind_the_masters_back()
+        # in the second half of its life, a query is answered from the
+        # data at once and starts asking the nodes again
+        self.clock.advance(TTL / 2)
+        self.assertEqual(self.status(), "running")
+        self.assertEqual(self.instance_calls(), 2)
+        self.assertEqual(self.status(), "running")
+        self.assertEqual(self.instance_calls(), 2)
+        self.live.fire()
+        self.assertEqual(self.status(), "ERROR_down")
+        # the new data is TTL seconds good from when it was asked for
+        self.clock.advance(TTL / 2 - 0.01)
         self.assertEqual(self.status(), "ERROR_down")
         self.assertEqual(self.instance_calls(), 2)
 

@@ -12,7 +12,10 @@ while
   asks the nodes itself, as without a cache).
 
 Queries arriving while a fetch is under way wait for it (when it started
-less than ``ttl`` seconds ago) instead of asking the nodes again.  Each
+less than ``ttl`` seconds ago) instead of asking the nodes again.  A query
+that uses a snapshot in the second half of its life starts the next fetch
+without waiting for it: while queries keep coming, the nodes are asked
+before the snapshot expires and no query waits for them.  Each
 snapshot has a *generation*: equal data gets the generation of the
 snapshot before it, so answers built from it can be reused; different
 data gets a new one.  (Data is compared by its JSON text taken when it
@@ -24,9 +27,12 @@ import json
 
 import attr
 from twisted.internet import defer
+from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from ganeti.query import live
+
+log = Logger()
 
 #: Kinds of live data
 KIND_INSTANCES = "instances"    # ILiveData.instances_runtime
@@ -119,6 +125,12 @@ class LiveCache(object):
         for _ in range(_ATTEMPTS):
             current = self._current.get(kind)
             if self.usable(current, cfg):
+                age = self.clock.seconds() - current.started
+                if kind not in self._fetching and age >= self.ttl / 2:
+                    # refresh ahead; the answer goes to later queries
+                    self._fetch(kind, cfg, provider).addErrback(
+                        lambda f: log.failure("refreshing live data failed",
+                                              f))
                 return current
             snapshot = await self._fetch(kind, cfg, provider)
             if snapshot.serial == cfg.serial_no:
