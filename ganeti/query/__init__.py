@@ -33,7 +33,8 @@ __all__ = [
     "RS_ALL", "QFT_UNKNOWN", "QFT_TEXT", "QFT_BOOL", "QFT_NUMBER",
     "QFT_NUMBER_FLOAT", "QFT_UNIT", "QFT_TIMESTAMP", "QFT_OTHER", "QFT_ALL",
     "Field", "FieldTable", "Resource", "nice_sort", "nice_sort_key",
-    "QueryContext", "PreparedQuery", "QueryCache", "ILiveData", "RESOURCES", "OLD_STYLE",
+    "QueryContext", "PreparedQuery", "QueryCache", "ILiveData", "RESOURCES",
+    "OLD_STYLE",
     "query", "query_fields", "old_style",
 ]
 
