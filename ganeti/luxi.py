@@ -36,6 +36,7 @@ from ganeti import constants
 from ganeti import errors
 from ganeti import ht
 from ganeti import opcodes
+from ganeti.utils.rawjson import RawJSON
 
 EOM = b"\x03"
 
@@ -84,6 +85,12 @@ REQ_QUERY_IMPLEMENTED_OPCODES = "QueryImplementedOpcodes"
 # Not in Ganeti: the maintenance daemon records its state in the
 # configuration (docs/maintd.rst).
 REQ_MAINTENANCE_UPDATE = "MaintenanceUpdate"
+# Not in Ganeti: Query, answering "unchanged" to a client that already has
+# the answer (RAPI keeps its rendered bulk lists with it, docs/query.rst).
+REQ_QUERY_VERSIONED = "QueryVersioned"
+# Not in Ganeti: Query with live data asked from the nodes now, not taken
+# from the query cache (the watcher acts on what the nodes say).
+REQ_QUERY_FRESH = "QueryFresh"
 
 log = Logger()
 
@@ -141,6 +148,17 @@ def encode_message(value):
     """One framed message.  JSON escapes control characters, so the
     payload never contains the end-of-message byte."""
     return json.dumps(value, default=_json_default).encode("utf-8") + EOM
+
+
+def _encode_answer(response):
+    """An answer; a result that is already JSON text is not encoded
+    again."""
+    result = response.get("result")
+    if isinstance(result, RawJSON):
+        return (b'{"success": %s, "result": ' % (
+            b"true" if response["success"] else b"false")
+            + result.data + b"}" + EOM)
+    return encode_message(response)
 
 
 def decode_message(raw):
@@ -405,6 +423,20 @@ METHODS = {m.name: m for m in [
         Arg("what", ht.STR), Arg("fields", _FIELDS),
         Arg("qfilter", ht.maybe(ht.list_of(ht.ANY)), optional=True)),
         "Query: return ``{\"fields\": [fielddefs], \"data\": [rows]}``."),
+    Method(REQ_QUERY_VERSIONED, "query_versioned", (
+        Arg("what", ht.STR), Arg("fields", _FIELDS),
+        Arg("qfilter", ht.maybe(ht.list_of(ht.ANY))),
+        Arg("version", ht.maybe(ht.STR))),
+        "QueryVersioned (not in Ganeti): Query, with the answer's version:"
+        " ``{\"version\": v, \"fields\": [fielddefs], \"data\": [rows]}``,"
+        " or ``{\"version\": v, \"unchanged\": true}`` when ``version`` is"
+        " the version of the answer now.  ``v`` is null for answers that are"
+        " never the same twice.", optional=True),
+    Method(REQ_QUERY_FRESH, "query_fresh", (
+        Arg("what", ht.STR), Arg("fields", _FIELDS),
+        Arg("qfilter", ht.maybe(ht.list_of(ht.ANY)), optional=True)),
+        "QueryFresh (not in Ganeti): Query answered with live data asked"
+        " from the nodes now, not from the query cache.", optional=True),
     Method(REQ_QUERY_FIELDS, "query_fields", (
         Arg("what", ht.STR),
         Arg("fields", ht.maybe(_FIELDS), optional=True)),
@@ -620,7 +652,7 @@ class LuxiServerFactory(protocol.Factory):
                 "Internal error while handling %s: %s: %s"
                 % (method, type(err).__name__, err)))
         try:
-            return encode_message(response)
+            return _encode_answer(response)
         except (TypeError, ValueError) as err:
             log.error("LUXI {method} returned a value that is not JSON:"
                       " {err}", method=method, err=err)
@@ -713,6 +745,16 @@ def listen(reactor, path, handler, **factory_args):
 def format_request(method, args):
     return encode_message({"method": method, "args": list(args),
                            "version": constants.LUXI_VERSION})
+
+
+def is_unsupported_method(err):
+    """True for the error of a master that lacks a (newer or optional)
+    method: its table does not know it, or its handler does not serve it."""
+    if not isinstance(err, errors.LuxiError):
+        return False
+    text = str(err.args[0]) if err.args else ""
+    return ("is not supported by this master" in text
+            or "Unknown LUXI method" in text)
 
 
 def parse_response(raw):

@@ -6,6 +6,7 @@ import os
 
 from twisted.internet import error, task
 from twisted.internet.testing import MemoryReactorClock, RaisingMemoryReactor
+from twisted.python import usage
 from twisted.trial import unittest
 from twisted.web.server import Site
 
@@ -75,6 +76,27 @@ class MasterdServiceTests(unittest.TestCase):
                                   writer=InlineWriter())
         self.addCleanup(top.getServiceNamed("queue-lock").store.unlock)
         self.assertNotIn("nodehealth", [child.name for child in top])
+
+    def test_query_cache_options(self):
+        """The query cache keeps live data 2 s by default, as long as
+        --query-live-ttl says, and is off with --no-query-cache."""
+        def build(*args):
+            options = masterd.Options()
+            options.parseOptions(["--root", self.paths.root] + list(args))
+            top = masterd.makeService(options, reactor=MemoryReactorClock(),
+                                      writer=InlineWriter())
+            self.addCleanup(top.getServiceNamed("queue-lock").store.unlock)
+            return top
+        self.assertEqual(build().query_cache.live_ttl, 2.0)
+        self.assertEqual(build("--query-live-ttl", "0.5")
+                         .query_cache.live_ttl, 0.5)
+        self.assertIsNone(build("--no-query-cache").query_cache)
+        options = masterd.Options()
+        err = self.assertRaises(
+            usage.UsageError, options.parseOptions,
+            ["--root", self.paths.root, "--query-live-ttl", "-1"])
+        self.assertEqual(str(err), "--query-live-ttl: must not be negative,"
+                         " got -1.0")
 
     def test_allocator_options(self):
         """The master finds allocators where --iallocator-search-path says,

@@ -61,6 +61,7 @@ class FakeMaster(object):
         self.refuse = None      # message: SubmitManyJobs refuses every job
         self.archive_answer = [0, 0]
         self.next_id = 100
+        self.fresh = True       # serves QueryFresh
 
     def add_node(self, name, group=G1, bootid="boot-1", offline=False):
         self.nodes[name] = {"name": name, "uuid": "uuid-" + name,
@@ -100,6 +101,13 @@ class FakeMaster(object):
                 for row in table if _matches(row, qfilter)]
         return defer.succeed({"fields": [{"name": f} for f in fields],
                               "data": data})
+
+    def query_fresh(self, what, fields, qfilter=None):
+        if not self.fresh:
+            return defer.fail(errors.LuxiError(
+                "QueryFresh is not supported by this master"))
+        self.calls.append("QueryFresh:%s" % what)
+        return self.query(what, fields, qfilter)
 
     def auto_archive_jobs(self, age, timeout=None):
         self.calls.append("AutoArchiveJobs:%s" % age)
@@ -207,6 +215,21 @@ class RestartTests(WatcherTestCase):
         self.assertIn("Restarting instance web1 (attempt #2)",
                       report.texts("info"))
         self.assertEqual(self.notes().restart_count("web1"), 2)
+
+    def test_the_nodes_state_is_asked_now(self):
+        # live data of the last seconds, not the master's cached view
+        self.run_pass()
+        self.assertIn("QueryFresh:instance", self.master.calls)
+        self.assertIn("QueryFresh:node", self.master.calls)
+        # a master without QueryFresh answers Query
+        self.master.fresh = False
+        self.master.calls[:] = []
+        self.master.set("web1", status="ERROR_down")
+        self.run_pass()
+        self.assertNotIn("QueryFresh:instance", self.master.calls)
+        self.assertIn("Query:instance", self.master.calls)
+        self.assertEqual(self.master.targets("OP_INSTANCE_STARTUP"),
+                         ["web1"])
 
     def test_gives_up_after_five_attempts_and_says_so(self):
         # the settling pass was attempt 1

@@ -18,6 +18,7 @@ from ganeti.query.base import (
     QFT_TIMESTAMP, QFT_OTHER, QFT_ALL, Field, FieldTable, Resource,
     nice_sort, nice_sort_key)
 from ganeti.query.engine import QueryContext, PreparedQuery
+from ganeti.query.cache import QueryCache
 from ganeti.query.live import ILiveData
 from ganeti.query.instances import InstanceResource
 from ganeti.query.nodes import NodeResource
@@ -32,7 +33,8 @@ __all__ = [
     "RS_ALL", "QFT_UNKNOWN", "QFT_TEXT", "QFT_BOOL", "QFT_NUMBER",
     "QFT_NUMBER_FLOAT", "QFT_UNIT", "QFT_TIMESTAMP", "QFT_OTHER", "QFT_ALL",
     "Field", "FieldTable", "Resource", "nice_sort", "nice_sort_key",
-    "QueryContext", "PreparedQuery", "ILiveData", "RESOURCES", "OLD_STYLE",
+    "QueryContext", "PreparedQuery", "QueryCache", "ILiveData", "RESOURCES",
+    "OLD_STYLE",
     "query", "query_fields", "old_style",
 ]
 

@@ -6,7 +6,9 @@ knows its wire definition (name, title, kind, doc), the data it needs
 (``needs``: config only, or live data from the nodes, or a provider), flags
 that change how the filter compares it, and a getter ``getter(run, item)``
 that returns the value or one of the status markers :data:`UNAVAIL`,
-:data:`NODATA`, :data:`OFFLINE`.
+:data:`NODATA`, :data:`OFFLINE`.  A *volatile* field depends on something
+besides the configuration and the live data (the clock, for example):
+its values are never kept by the query cache (:mod:`ganeti.query.cache`).
 """
 
 import abc
@@ -72,10 +74,11 @@ def plain(value):
 class Field(object):
     """One query field of a resource."""
 
-    __slots__ = ("name", "title", "kind", "doc", "getter", "needs", "flags")
+    __slots__ = ("name", "title", "kind", "doc", "getter", "needs", "flags",
+                 "volatile")
 
     def __init__(self, name, title, kind, doc, getter,
-                 needs=NEED_CONFIG, flags=()):
+                 needs=NEED_CONFIG, flags=(), volatile=False):
         if kind not in QFT_ALL:
             raise errors.ProgrammerError("field %s: bad kind %r"
                                          % (name, kind))
@@ -86,6 +89,7 @@ class Field(object):
         self.getter = getter
         self.needs = needs
         self.flags = frozenset(flags)
+        self.volatile = volatile
 
     def definition(self):
         return {"name": self.name, "title": self.title, "kind": self.kind,
@@ -94,7 +98,7 @@ class Field(object):
     def alias(self, name):
         """The same field under another name (Ganeti keeps a few aliases)."""
         return Field(name, self.title, self.kind, self.doc, self.getter,
-                     self.needs, self.flags)
+                     self.needs, self.flags, self.volatile)
 
     def __repr__(self):
         return "<Field %s>" % self.name
@@ -203,6 +207,9 @@ class Resource(abc.ABC):
     #: The attribute of the query context whose provider gives the rows
     #: ("jobs", "locks"); None: they come from the configuration
     provider = None
+    #: Whether answers may come from the query cache: every field reads
+    #: only the configuration, the live data or is marked volatile
+    cacheable = False
 
     @property
     def from_provider(self):
@@ -239,6 +246,15 @@ class Resource(abc.ABC):
     def finish(self, run, items):
         """Items the engine returns rows for (after filtering)."""
         return items
+
+    def live_kinds(self, needs):
+        """The kinds of live data (``ganeti.query.livecache.KIND_*``) the
+        query cache fetches for fields needing ``needs``."""
+        return frozenset()
+
+    def load_snapshots(self, run, snapshots):
+        """Fill ``run``'s live data from the query cache's snapshots (kind
+        -> Snapshot, every node's data) as :meth:`collect` would have."""
 
 
 def lookup_by_name(objects, names, noun, display=lambda o: o.name,

@@ -6,6 +6,10 @@ everything the caller gave) and executes it.  Config-only queries run to
 completion synchronously (their Deferred has already fired); queries that
 need live data, job or lock rows return a Deferred that fires when the
 providers have answered.
+
+With a :class:`ganeti.query.cache.QueryCache` in the context, the ``*_wire``
+methods (what the master's luxi server answers with) and the others too
+answer from it where it applies (see that module).
 """
 
 from twisted.internet import defer
@@ -15,6 +19,11 @@ from ganeti import qlang
 from ganeti.query import base
 from ganeti.query.base import NEED_CONFIG
 from ganeti.utils.memo import Memo
+from ganeti.utils.rawjson import RawJSON
+
+#: Answer shapes of the query cache: luxi Query rows and old-style rows
+FMT_QUERY = "query"
+FMT_PLAIN = "plain"
 
 
 def _then(value, fn):
@@ -59,6 +68,7 @@ class PreparedQuery(object):
         self.columns = [resource.fields.get(name) or base.unknown_field(name)
                         for name in fields]
         table = resource.fields
+        self.qfilter = qfilter
         self.filter = qlang.compile_filter(qfilter, table.get)
         self.names = names
         if names is None and qfilter is not None:
@@ -66,6 +76,8 @@ class PreparedQuery(object):
         readers = list(self.columns)
         if self.filter is not None:
             readers.extend(self.filter.fields)
+        #: every field the query reads (columns and filter)
+        self.readers = readers
         self.needs = set(f.needs for f in readers
                          if f.kind != base.QFT_UNKNOWN)
         self.needs.discard(NEED_CONFIG)
@@ -163,6 +175,18 @@ class PreparedQuery(object):
         """Deferred of rows of plain values (non-normal values are None)."""
         return defer.maybeDeferred(lambda: self._rows(base.plain))
 
+    # --- through the query cache ------------------------------------------
+
+    def cached(self, fresh=False):
+        """Whether the context's cache answers this query (``fresh``: the
+        caller wants live data asked now, so it does not)."""
+        cache = self.ctx.cache
+        return cache is not None and not fresh and cache.usable_for(self)
+
+    def answer(self, fmt):
+        """Deferred of the cache's Answer (see :meth:`cached`)."""
+        return defer.Deferred.fromCoroutine(self.ctx.cache.answer(self, fmt))
+
 
 class QueryContext(object):
     """Everything queries read: the config and the data providers.
@@ -175,15 +199,20 @@ class QueryContext(object):
     ``query_locks()``) or a callable returning the same list.
     ``cluster_state``: a callable returning a dict with "drain_flag" and
     "watcher_pause" (master-side state that is not in the config).
+    ``cache``: a :class:`ganeti.query.cache.QueryCache` kept by the master
+    across queries (None: every query computes everything).
+
+    ``fresh=True`` (luxi's ``use_locking``) answers without the cache.
     """
 
     def __init__(self, cfg, live=None, jobs=None, locks=None,
-                 cluster_state=None):
+                 cluster_state=None, cache=None):
         self.cfg = cfg
         self.live = live
         self.jobs = jobs
         self.locks = locks
         self.cluster_state = cluster_state
+        self.cache = cache
 
     @staticmethod
     def resource(what):
@@ -199,10 +228,42 @@ class QueryContext(object):
         return PreparedQuery(self, self.resource(what), fields, qfilter,
                              names=names)
 
-    def query(self, what, fields, qfilter=None):
+    def query(self, what, fields, qfilter=None, fresh=False):
         """luxi ``Query``: Deferred of ``{"fields": ..., "data": ...}``."""
-        return defer.maybeDeferred(
-            lambda: self.prepare(what, fields, qfilter).execute())
+        def run():
+            prepared = self.prepare(what, fields, qfilter)
+            if prepared.cached(fresh):
+                return prepared.answer(FMT_QUERY).addCallback(
+                    lambda answer: answer.query_json().decode())
+            return prepared.execute()
+        return defer.maybeDeferred(run)
+
+    def query_wire(self, what, fields, qfilter=None, fresh=False):
+        """As :meth:`query`, for the luxi server: the answer may be JSON
+        text (RawJSON) the cache kept."""
+        def run():
+            prepared = self.prepare(what, fields, qfilter)
+            if prepared.cached(fresh):
+                return prepared.answer(FMT_QUERY).addCallback(
+                    lambda answer: answer.query_json())
+            return prepared.execute()
+        return defer.maybeDeferred(run)
+
+    def query_versioned(self, what, fields, qfilter=None, version=None):
+        """luxi ``QueryVersioned``: Deferred of ``{"version": v, "fields":
+        ..., "data": ...}``, or of ``{"version": v, "unchanged": true}``
+        when ``version`` is the version of the answer now.  ``v`` is None
+        for an answer the cache does not keep (never unchanged)."""
+        def run():
+            prepared = self.prepare(what, fields, qfilter)
+            if prepared.cached():
+                return prepared.answer(FMT_QUERY).addCallback(
+                    lambda answer: answer.versioned_json(version))
+
+            def wrap(result):
+                return dict(result, version=None)
+            return prepared.execute().addCallback(wrap)
+        return defer.maybeDeferred(run)
 
     def query_fields(self, what, fields=None):
         """luxi ``QueryFields``: definitions of ``fields`` (None: all)."""
@@ -219,12 +280,18 @@ class QueryContext(object):
             defs = base.nice_sort(resource.fields, key=lambda f: f.name)
         return {"fields": [f.definition() for f in defs]}
 
-    def old_style(self, what, names, fields):
+    def old_style(self, what, names, fields, fresh=False):
         """luxi ``QueryNodes``/``QueryInstances``/...: rows of plain values.
 
         ``names`` empty or None means every item; a name that matches
         nothing, or an unknown field, raises OpPrereqError naming it.
         """
+        d = self.old_style_wire(what, names, fields, fresh)
+        return d.addCallback(lambda rows: rows.decode()
+                             if isinstance(rows, RawJSON) else rows)
+
+    def old_style_wire(self, what, names, fields, fresh=False):
+        """As :meth:`old_style`, for the luxi server (maybe RawJSON)."""
         def run():
             if names is not None and (
                     not isinstance(names, (list, tuple))
@@ -239,5 +306,8 @@ class QueryContext(object):
                 raise errors.OpPrereqError(
                     "Unknown output fields selected: %s" % ", ".join(unknown),
                     errors.ECODE_INVAL)
+            if prepared.cached(fresh):
+                return prepared.answer(FMT_PLAIN).addCallback(
+                    lambda answer: answer.plain_json())
             return prepared.execute_old_style()
         return defer.maybeDeferred(run)

@@ -115,6 +115,7 @@ class GroupResource(Resource):
     name = "group"
     noun = "node group"
     fields = build_fields()
+    cacheable = True
 
     def items(self, run, names):
         groups = run.cfg.nodegroups.values()

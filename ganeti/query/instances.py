@@ -14,6 +14,7 @@ import copy
 from ganeti import constants
 from ganeti import objects
 from ganeti.query import live
+from ganeti.query import livecache
 from ganeti.query.base import (Field, FieldTable, Resource, QFT_TEXT,
                                QFT_BOOL, QFT_NUMBER, QFT_UNIT, QFT_OTHER,
                                FF_HOSTNAME, NEED_LIVE_INST, UNAVAIL, NODATA,
@@ -364,11 +365,12 @@ def build_fields():
               " differ)", _disk_template),
         Field("autorepair.state", "AutoRepair", QFT_TEXT,
               "Auto-repair state: healthy, needs <type>, pending <type>"
-              " (jobs), failed or suspended", _autorepair_summary),
+              " (jobs), failed or suspended", _autorepair_summary,
+              volatile=True),
         Field("autorepair", "AutoRepairInfo", QFT_OTHER,
               "Auto-repair: state, policy, allowed type and where it comes"
               " from, what is needed, the pending repair and the last"
-              " result", _autorepair),
+              " result", _autorepair, volatile=True),
         Field("network_port", "Network_port", QFT_OTHER,
               "Port allocated to the instance (e.g. for VNC), or null",
               lambda run, inst: inst.network_port),
@@ -484,10 +486,22 @@ def build_fields():
     return t
 
 
+def _instance_nodes(cfg):
+    """The nodes the engine asks about instances: every existing, online
+    node of an instance that is not forthcoming."""
+    nodes = set()
+    for inst in cfg.instances.values():
+        if not inst.forthcoming:
+            nodes.update(inst.all_nodes)
+    return {u for u in nodes
+            if u in cfg.nodes and not cfg.nodes[u].offline}
+
+
 class InstanceResource(Resource):
     name = "instance"
     noun = "instance"
     fields = build_fields()
+    cacheable = True
 
     def items(self, run, names):
         instances = run.cfg.instances.values()
@@ -519,3 +533,20 @@ class InstanceResource(Resource):
             run.collected.add(NEED_LIVE_INST)
         d = live.fetch_instances_runtime(run.ctx.live, node_uuids)
         return d.addCallback(store)
+
+    def live_kinds(self, needs):
+        if NEED_LIVE_INST in needs:
+            return frozenset([livecache.KIND_INSTANCES])
+        return frozenset()
+
+    def load_snapshots(self, run, snapshots):
+        snapshot = snapshots.get(livecache.KIND_INSTANCES)
+        if snapshot is None:
+            return
+        # the nodes a query of every instance asks (a domain found on one
+        # of them but not on its primary is ERROR_wrongnode)
+        nodes = _instance_nodes(run.cfg)
+        run.inst_runtime.update((u, d) for u, d in snapshot.data.items()
+                                if u in nodes)
+        run.unreachable.update(snapshot.unreachable & nodes)
+        run.collected.add(NEED_LIVE_INST)

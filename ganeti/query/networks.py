@@ -118,6 +118,7 @@ class NetworkResource(Resource):
     name = "network"
     noun = "network"
     fields = build_fields()
+    cacheable = True
 
     def items(self, run, names):
         nets = run.cfg.networks.values()

@@ -26,6 +26,7 @@ import copy
 from ganeti import constants
 from ganeti import objects
 from ganeti.query import live
+from ganeti.query import livecache
 from ganeti.query.base import (Field, FieldTable, Resource, QFT_TEXT,
                                QFT_BOOL, QFT_NUMBER, QFT_UNIT, QFT_OTHER,
                                QFT_NUMBER_FLOAT, FF_HOSTNAME, NEED_LIVE_NODE,
@@ -379,6 +380,7 @@ class NodeResource(Resource):
     name = "node"
     noun = "node"
     fields = build_fields()
+    cacheable = True
 
     def items(self, run, names):
         nodes = run.cfg.nodes.values()
@@ -417,6 +419,38 @@ class NodeResource(Resource):
             run.collected.add(NEED_LIVE_INST)
         d = live.fetch_nodes_runtime(run.ctx.live, wanted)
         return d.addCallback(store)
+
+    def live_kinds(self, needs):
+        if NEED_LIVE_NODE not in needs and NEED_LIVE_INST not in needs:
+            return frozenset()
+        kinds = set([livecache.KIND_NODES])
+        if NEED_LIVE_INST in needs:
+            kinds.add(livecache.KIND_INSTANCES)
+        return frozenset(kinds)
+
+    def load_snapshots(self, run, snapshots):
+        """As :meth:`collect` for every node: the resources of the online
+        vm-capable ones; the hypervisors' instances of those that gave
+        them (a node whose instances are unknown has no live data)."""
+        nodes = snapshots.get(livecache.KIND_NODES)
+        if nodes is None:
+            return
+        wanted = {u for u, n in run.cfg.nodes.items()
+                  if not n.offline and n.vm_capable}
+        run.node_runtime.update((u, d) for u, d in nodes.data.items()
+                                if u in wanted)
+        run.unreachable.update(nodes.unreachable & wanted)
+        run.collected.add(NEED_LIVE_NODE)
+        instances = snapshots.get(livecache.KIND_INSTANCES)
+        if instances is None:
+            return
+        answered = set(run.node_runtime)
+        run.inst_runtime.update((u, d) for u, d in instances.data.items()
+                                if u in answered)
+        for uuid in instances.unreachable & answered:
+            run.unreachable.add(uuid)
+            run.node_runtime.pop(uuid, None)
+        run.collected.add(NEED_LIVE_INST)
 
 
 assert set(k for k, _, _, _ in _LIVE_FIELDS) == set(live.NODE_LIVE_KEYS)

@@ -13,7 +13,9 @@ every route goes through :meth:`RapiApp.dispatch`, which, in this order:
    nothing submitted);
 5. runs the handler and answers its value as JSON, or the error as
    ``{"code", "message", "explain"}``; identical concurrent pure reads
-   share one run of the handler (:mod:`ganeti.rapi.coalesce`).
+   share one run of the handler (:mod:`ganeti.rapi.coalesce`), and query
+   answers rendered before are sent again while the master says they are
+   unchanged (:mod:`ganeti.rapi.answers`).
 
 Errors of the master map to HTTP: wrong input 400, unknown object 404,
 unknown opcode 501, queue drained or full 503, master unreachable 502,
@@ -32,6 +34,7 @@ from werkzeug.routing import BaseConverter
 from ganeti import constants
 from ganeti import errors
 from ganeti import luxi
+from ganeti.rapi import answers
 from ganeti.rapi import auth
 from ganeti.rapi import baserlib
 from ganeti.rapi import resources
@@ -98,13 +101,14 @@ class RapiApp(object):
 
     ``long_poll`` (default: ``master``) carries the ``/2/jobs/ID/wait``
     long polls, so that many waiting clients never use up the connections
-    other requests need."""
+    other requests need.  ``answer_cache`` False: no rendered answers are
+    kept (:mod:`ganeti.rapi.answers`)."""
 
     app = Klein()
     app.url_map.converters["gname"] = NameConverter
 
     def __init__(self, master, users, clock, require_auth=False,
-                 opcode_ttl=10.0, long_poll=None):
+                 opcode_ttl=10.0, long_poll=None, answer_cache=True):
         self.master = master
         self.long_poll = long_poll if long_poll is not None else master
         self.users = users
@@ -112,6 +116,10 @@ class RapiApp(object):
         self.require_auth = require_auth
         self.implemented = ImplementedOpcodes(master, clock, opcode_ttl)
         self.coalescer = Coalescer()
+        #: rendered query answers, reused while the master's is unchanged
+        #: (None: every answer is rendered anew)
+        self.answers = answers.AnswerCache(master, clock) \
+            if answer_cache else None
 
     def resource(self):
         return self.app.resource()
@@ -168,8 +176,10 @@ class RapiApp(object):
                    tuple(sorted((k, tuple(v)) for k, v in args.args.items())))
 
             async def render():
-                return baserlib.Rendered(baserlib.render_json(
-                    await method.handler(req)))
+                value = await method.handler(req)
+                if isinstance(value, baserlib.Rendered):
+                    return value
+                return baserlib.Rendered(baserlib.render_json(value))
             return await self.coalescer.run(key, render)
         return await method.handler(req)
 

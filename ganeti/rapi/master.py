@@ -112,7 +112,7 @@ class ImplementedOpcodes(object):
         try:
             ops = await self.master.call(luxi.REQ_QUERY_IMPLEMENTED_OPCODES)
         except errors.LuxiError as err:
-            if not _is_unsupported_method(err):
+            if not luxi.is_unsupported_method(err):
                 raise
             ops = None
         self._known = None if ops is None else frozenset(ops)
@@ -127,12 +127,6 @@ class ImplementedOpcodes(object):
         return [op for op in op_ids if op not in known]
 
 
-def _is_unsupported_method(err):
-    text = str(err.args[0]) if err.args else ""
-    return ("is not supported by this master" in text
-            or "Unknown LUXI method" in text)
-
-
 def is_unsupported_method(err):
     """True for the luxi error of a method the master does not serve."""
-    return isinstance(err, errors.LuxiError) and _is_unsupported_method(err)
+    return luxi.is_unsupported_method(err)

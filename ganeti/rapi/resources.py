@@ -168,6 +168,14 @@ class Request(object):
         result = await self.query(what, fields, qfilter)
         return baserlib.rows_to_dicts(fields, result["data"])
 
+    async def query_rendered(self, what, fields, shape, qfilter=None):
+        """The rendered body of ``shape(result)``, ``result`` the master's
+        Query answer; kept and sent again while the master's answer is
+        unchanged (:mod:`ganeti.rapi.answers`)."""
+        if self.app.answers is None:
+            return shape(await self.query(what, fields, qfilter))
+        return await self.app.answers.rendered(what, fields, qfilter, shape)
+
     async def query_names(self, what, key="name"):
         result = await self.query(what, [key])
         return [row[0][1] for row in result["data"]]
@@ -248,10 +256,13 @@ def _fix_node(row):
 
 
 def _list(what, key, uri, fields, fix=None):
+    def bulk(result):
+        rows = baserlib.rows_to_dicts(fields, result["data"])
+        return [fix(r) for r in rows] if fix else rows
+
     async def handler(req):
         if req.args.bool("bulk"):
-            rows = await req.query_dicts(what, fields)
-            return [fix(r) for r in rows] if fix else rows
+            return await req.query_rendered(what, fields, bulk)
         names = await req.query_names(what)
         return baserlib.id_list(names, key, uri)
     return handler
@@ -1193,22 +1204,37 @@ def _query_resource(req):
     return what
 
 
+def _not_queryable(err, what):
+    text = str(err.args[0]) if err.args else ""
+    if "cannot be queried" in text:
+        return baserlib.NotImplementedHere(
+            "Querying %r is not implemented by this cluster's master"
+            " daemon yet" % what)
+    return err
+
+
 async def _query_call(req, method, *args):
     try:
         return await req.call(method, *args)
     except errors.OpPrereqError as err:
-        text = str(err.args[0]) if err.args else ""
-        if "cannot be queried" in text:
-            raise baserlib.NotImplementedHere(
-                "Querying %r is not implemented by this cluster's master"
-                " daemon yet" % args[0])
-        raise
+        raise _not_queryable(err, args[0])
+
+
+def _whole_answer(result):
+    return {"fields": result["fields"], "data": result["data"]}
+
+
+async def _query_answer(req, what, fields, qfilter):
+    try:
+        return await req.query_rendered(what, fields, _whole_answer, qfilter)
+    except errors.OpPrereqError as err:
+        raise _not_queryable(err, what)
 
 
 async def _query_get(req):
     what = _query_resource(req)
     fields = [f for f in req.args.required("fields").split(",") if f]
-    return await _query_call(req, luxi.REQ_QUERY, what, fields, None)
+    return await _query_answer(req, what, fields, None)
 
 
 async def _query_put(req):
@@ -1228,7 +1254,7 @@ async def _query_put(req):
     if qfilter is not None and not isinstance(qfilter, list):
         raise BadRequest("Invalid body parameters: qfilter: expected a"
                          " filter (a list) or null, got %r" % (qfilter,))
-    return await _query_call(req, luxi.REQ_QUERY, what, fields, qfilter)
+    return await _query_answer(req, what, fields, qfilter)
 
 
 async def _query_fields(req):

@@ -41,6 +41,8 @@ from ganeti.cmdlib.cluster import cluster_info
 from ganeti.iallocator import allocators
 from ganeti.backend import files as backend_files
 from ganeti.jqueue.store import JobStore
+from ganeti.query import livecache
+from ganeti.query.cache import QueryCache
 from ganeti.query.rpclive import RpcLiveData
 from ganeti.utils.writer import OrderedWriter
 from ganeti.watcher import nodehealth
@@ -68,6 +70,13 @@ class Options(usage.Options):
         ["node-check-misses", None, 3, "Checks a node may miss in a row"
          " before it is lost (marked offline and fenced, if it has an"
          " out-of-band program).", int],
+        ["query-live-ttl", None, livecache.DEFAULT_TTL, "Seconds queries"
+         " reuse live data (instance and node state) asked from the nodes;"
+         " 0: every query asks them.", float],
+    ]
+    optFlags = [
+        ["no-query-cache", None, "Compute every query from scratch (no"
+         " cached values, rows or live data)."],
     ]
 
     def __init__(self):
@@ -84,6 +93,9 @@ class Options(usage.Options):
                     os.path.abspath(directory))
 
     def postOptions(self):
+        if self["query-live-ttl"] < 0:
+            raise usage.UsageError("--query-live-ttl: must not be negative,"
+                                   " got %s" % self["query-live-ttl"])
         paths = pathutils.Paths(self["root"])
         if not os.path.exists(paths.config_file):
             raise usage.UsageError(
@@ -139,28 +151,37 @@ class MasterLuxiHandler(object):
     def set_drain_flag(self, flag):
         return self.queue.set_drain_flag(flag)
 
-    # queries
+    # queries (answers the query cache keeps go out as kept JSON text)
     def query(self, what, fields, qfilter):
-        return self.master.query_context().query(what, fields, qfilter)
+        return self.master.query_context().query_wire(what, fields, qfilter)
+
+    def query_fresh(self, what, fields, qfilter):
+        return self.master.query_context().query_wire(what, fields, qfilter,
+                                                      fresh=True)
+
+    def query_versioned(self, what, fields, qfilter, version):
+        return self.master.query_context().query_versioned(
+            what, fields, qfilter, version)
 
     def query_fields(self, what, fields):
         return self.master.query_context().query_fields(what, fields)
 
-    def _old_style(self, method, names, fields):
-        return self.master.query_context().old_style(
-            query.OLD_STYLE[method], names, fields)
+    def _old_style(self, method, names, fields, use_locking):
+        # a locking query wants the nodes asked now, not cached data
+        return self.master.query_context().old_style_wire(
+            query.OLD_STYLE[method], names, fields, fresh=use_locking)
 
     def query_nodes(self, names, fields, use_locking):
-        return self._old_style("QueryNodes", names, fields)
+        return self._old_style("QueryNodes", names, fields, use_locking)
 
     def query_instances(self, names, fields, use_locking):
-        return self._old_style("QueryInstances", names, fields)
+        return self._old_style("QueryInstances", names, fields, use_locking)
 
     def query_groups(self, names, fields, use_locking):
-        return self._old_style("QueryGroups", names, fields)
+        return self._old_style("QueryGroups", names, fields, use_locking)
 
     def query_networks(self, names, fields, use_locking):
-        return self._old_style("QueryNetworks", names, fields)
+        return self._old_style("QueryNetworks", names, fields, use_locking)
 
     # configuration
     def query_cluster_info(self):
@@ -426,11 +447,13 @@ class MasterService(service.MultiService):
     once the one after it has stopped (no client left when the queue shuts
     down)."""
 
-    def __init__(self, config_service, jobs, pause=None):
+    def __init__(self, config_service, jobs, pause=None, query_cache=None):
         service.MultiService.__init__(self)
         self.config = config_service
         self.jobs = jobs
         self.pause = pause
+        #: kept across queries (None: every query computes everything)
+        self.query_cache = query_cache
 
     @property
     def watcher_pause(self):
@@ -458,7 +481,8 @@ class MasterService(service.MultiService):
                 if self.ctx.rpc is not None else None)
         return query.QueryContext(self.cfg, live=live, jobs=self._job_rows,
                                   locks=self.ctx.glm,
-                                  cluster_state=self._cluster_state)
+                                  cluster_state=self._cluster_state,
+                                  cache=self.query_cache)
 
     def _job_rows(self, job_ids, field_names):
         names = ["id"] + [f for f in field_names if f != "id"]
@@ -501,7 +525,12 @@ def makeService(options, reactor=None, writer=None):
     jobs = JobQueueService(store, config_service, reactor, writer,
                            options["max-running-jobs"])
     pause = WatcherPauseService(paths, config_service, reactor, writer)
-    top = MasterService(config_service, jobs, pause.pause)
+    cache = None
+    if not options.get("no-query-cache"):
+        ttl = options.get("query-live-ttl")
+        cache = QueryCache(reactor, live_ttl=livecache.DEFAULT_TTL
+                           if ttl is None else ttl)
+    top = MasterService(config_service, jobs, pause.pause, cache)
     # Started in this order, stopped the other way round: a second master
     # stops at the queue lock, before it has read or written anything;
     # the queue is loaded before the socket opens; the writer stops last,

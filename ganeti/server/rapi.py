@@ -54,6 +54,9 @@ class Options(usage.Options):
         ["no-ssl", None, "Serve plain HTTP (no TLS)."],
         ["require-authentication", None, "Every request needs valid"
          " credentials, even those open to anonymous users."],
+        ["no-answer-cache", None, "Render every query answer anew (no"
+         " rendered answers kept, no sharing of one query's check by"
+         " different URLs)."],
     ]
 
     def postOptions(self):
@@ -124,7 +127,8 @@ def makeService(options, reactor=None):
     app = rapi_app.RapiApp(master, auth.UsersFile(options["users-file"]),
                            reactor,
                            require_auth=options["require-authentication"],
-                           long_poll=long_poll)
+                           long_poll=long_poll,
+                           answer_cache=not options["no-answer-cache"])
     site = Site(app.resource())
     site.displayTracebacks = False
     url = "%s://%s:%d/" % ("http" if options["no-ssl"] else "https",

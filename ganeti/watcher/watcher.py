@@ -384,6 +384,17 @@ class Watcher(object):
 
     # -- one node group -----------------------------------------------------------
 
+    async def _query_fresh(self, what, fields, qfilter):
+        """Query with live data the nodes give now (a crash or a reboot of
+        the last seconds counts), not the master's cached data; a master
+        without QueryFresh is asked with Query."""
+        try:
+            return await self.client.query_fresh(what, fields, qfilter)
+        except errors.LuxiError as err:
+            if not luxi.is_unsupported_method(err):
+                raise
+            return await self.client.query(what, fields, qfilter)
+
     async def _group_pass(self, report, group_uuid, group_name, busy):
         path = wstate.state_path(self.paths, group_uuid)
         notes = wstate.WatcherState.load(path)
@@ -397,13 +408,13 @@ class Watcher(object):
             admin_state_source=r["admin_state_source"],
             disks_active=bool(r["disks_active"]), pnode=r["pnode"],
             snodes=r["snodes"] or [], hvstate=r["oper_hvstate"])
-            for r in _rows(await self.client.query(
+            for r in _rows(await self._query_fresh(
                 "instance", INSTANCE_FIELDS,
                 [qlang.OP_EQUAL, "pnode.group.uuid", group_uuid]),
                 INSTANCE_FIELDS) if r["name"]]
         nodes = [Node(name=r["name"], uuid=r["uuid"], bootid=r["bootid"],
                       offline=bool(r["offline"]))
-                 for r in _rows(await self.client.query(
+                 for r in _rows(await self._query_fresh(
                      "node", NODE_FIELDS,
                      [qlang.OP_EQUAL, "group.uuid", group_uuid]),
                      NODE_FIELDS) if r["name"]]
