@@ -529,6 +529,22 @@ class ConfigStore(InstanceMutators, MaintenanceMutators, Accounting):
             self._tracking.checks.update(units)
             self._joined = None
 
+    def audit(self):
+        """Objects changed without a mutator recording them (a bug: such a
+        change would not be written): the units found, which are then
+        taken as they are now and written (a Deferred, see :meth:`save`,
+        is not waited for).  Costs a full serialisation; the master daemon
+        runs it now and then as a safety net."""
+        if self._tracking is None or self._touched is not None or \
+                self._broken is not None:
+            return []
+        stale = self._tracking.encoded.stale()
+        if stale:
+            self._absorb(*stale)
+            self.save().addErrback(lambda f: log.failure(
+                "writing the configuration after the audit failed", f))
+        return stale
+
     def save(self):
         """Write the current state (after load/upgrade) without a change;
         a Deferred firing once it is on disk."""

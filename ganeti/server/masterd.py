@@ -16,6 +16,7 @@ names the path).
 import abc
 import os
 
+from twisted.application.internet import TimerService
 from twisted.application import service
 from twisted.application.internet import StreamServerEndpointService
 from twisted.internet import defer, endpoints, error
@@ -543,6 +544,7 @@ def makeService(options, reactor=None, writer=None):
     jobs.setServiceParent(top)
     LuxiService(reactor, paths.master_socket,
                 MasterLuxiHandler(top)).setServiceParent(top)
+    ConfigAuditService(config_service, reactor).setServiceParent(top)
     interval = options.get("node-check-interval")
     if interval is None:
         interval = 5.0
@@ -554,6 +556,34 @@ def makeService(options, reactor=None, writer=None):
                               timeout=min(interval, 5.0))
                           ).setServiceParent(top)
     return top
+
+
+class ConfigAuditService(TimerService):
+    """Now and then, compare what config.data is written from (each
+    object's encoded form, kept up to date by the mutators) with the
+    objects themselves: a difference is a change no mutator recorded,
+    which would never reach the disk.  It is logged as an error and
+    written."""
+
+    name = "config-audit"
+    #: seconds between audits (each costs one full serialisation)
+    INTERVAL = 600.0
+
+    def __init__(self, config_service, reactor, interval=INTERVAL):
+        TimerService.__init__(self, interval, self.audit)
+        self.clock = reactor
+        self.config = config_service
+
+    def audit(self):
+        cfg = self.config.cfg
+        if cfg is None:
+            return []
+        stale = cfg.audit()
+        if stale:
+            log.error("configuration objects changed without being"
+                      " recorded, now written: {units}",
+                      units=", ".join(str(u) for u in stale))
+        return stale
 
 
 class NodeHealthService(service.Service):
