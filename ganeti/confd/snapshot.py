@@ -12,6 +12,7 @@ import attr
 
 from ganeti import constants
 from ganeti import objects
+from ganeti.confd import wire
 from ganeti.utils.memo import Memo
 
 # Data collectors known to the monitoring daemons; the ones that only make
@@ -71,6 +72,9 @@ class ConfigSnapshot(object):
         self.version = store.version
         self.serial = cluster.serial_no or 0  # what replies carry (cluster's)
         self.file_serial = store.serial_no
+        #: the ping reply, the most frequent one (serial 0, as Ganeti's)
+        self.pong = wire.PreparedMsg(wire.encode_reply(
+            wire.STATUS_OK, self.version, 0))
         #: problems found while indexing (malformed DRBD disks...), for logs
         self.warnings = []
         #: ``memo(key, compute)``: encoded replies kept for this version's life
