@@ -204,11 +204,13 @@ class _Signer(object):
 
 class _Requests(object):
     """Signed request datagrams of one scenario, each with its own rsalt
-    (the daemon answers a given signed datagram only once)."""
+    (the daemon answers a given signed datagram only once), stamped with the
+    time they are made, as a client stamps them: a daemon remembers what it
+    answered per timestamp, up to its replay cache's size."""
 
-    def __init__(self, name, key, stamp):
+    def __init__(self, name, key):
         self.name = name
-        self.signer = _Signer(key, stamp)
+        self.key = key
         self.rng = random.Random(SEED)
         self.templates = {}
         self.n = 0
@@ -236,13 +238,14 @@ class _Requests(object):
         return wire.REQ_INSTANCES_IPS_LIST, None
 
     def make(self, count, tag):
+        signer = _Signer(self.key, int(time.time()))
         result = []
         for _ in range(count):
             self.n += 1
             rsalt = "%s-%s-%d" % (self.name, tag, self.n)
             before, after = self._template(*self._next_query())
             msg = '%s"%s"%s' % (before, rsalt, after)
-            result.append((rsalt.encode("ascii"), self.signer.pack(msg)))
+            result.append((rsalt.encode("ascii"), signer.pack(msg)))
         return result
 
 
@@ -332,11 +335,10 @@ def loadgen(root, targets, duration=DURATION, scenarios=SCENARIOS,
     key = wire.read_hmac_key(pathutils.Paths(root).hmac_key_file)
     sock = _socket()
     results = []
-    stamp = int(time.time())
     per_round = duration / rounds
     for window in windows:
         for name in scenarios:
-            gens = {label: _Requests(name, key, stamp) for label, _ in targets}
+            gens = {label: _Requests(name, key) for label, _ in targets}
             for label, port in targets:
                 _run_window(sock, ("127.0.0.1", port),
                             gens[label].make(int(WARMUP * MAX_RATE), "warm"),
@@ -588,10 +590,13 @@ async def _bench(reactor):
           " daemons taking turns" % (ROUNDS, DURATION / ROUNDS))
     if ganeti is None:
         print("no comparison: %s" % skipped)
+    dropped = ", ".join("%s %s" % (k[len("dropped_"):], v)
+                        for k, v in sorted(stats.items())
+                        if k.startswith("dropped_") and v != "0")
     print("ours runs with its default rate limit (%g requests/s per source,"
-          " bursts of %g): %s datagrams were dropped by it"
+          " bursts of %g); datagrams it dropped: %s (rate_limited %s)"
           % (defaults["rate-limit"], defaults["rate-burst"],
-             stats.get("dropped_rate_limited", "?")))
+             dropped or "none", stats.get("dropped_rate_limited", "?")))
     print()
     by = {(r["daemon"], r["query"], r["window"]): r for r in results}
     headers = ["query", "in flight", "queries/s", "p50 ms", "p99 ms",

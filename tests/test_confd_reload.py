@@ -280,6 +280,42 @@ class ThreadedReloadTests(unittest.TestCase):
         self.assertEqual(self.threads["build"], {False})
 
 
+class StopTests(unittest.TestCase):
+
+    def test_stop_ends_a_build_under_way(self):
+        cluster = build_cluster(self.mktemp())
+        started = threading.Event()
+        paused = []
+
+        def endless_loader(path, pause):
+            started.set()
+            for _ in range(100000):
+                pause()
+                paused.append(1)
+            return reloader.load_snapshot(path, pause)
+
+        # each pause waits for the reactor thread, which is busy stopping
+        watcher = reloader.ConfigWatcher(
+            cluster.paths.config_file, reactor,
+            runner=reloader.ThreadRunner(reactor),
+            pace=lambda: pacing.Pacer(work=0, yield_to=pacing.ReactorTurn(
+                reactor, timeout=0.01)),
+            loader=endless_loader)
+        watcher.load_now()
+        old = watcher.snapshot
+        del paused[:]
+        built = watcher.reload()
+        self.assertTrue(started.wait(10))
+        watcher.stop()  # returns: the build ended at a pause
+        self.assertLess(len(paused), 100000)
+        return built.addCallback(self._stopped, watcher, old)
+
+    def _stopped(self, installed, watcher, old):
+        self.assertFalse(installed)
+        self.assertIs(watcher.snapshot, old)
+        self.assertEqual(watcher.reload_failures, 0)
+
+
 class PacingTests(unittest.TestCase):
 
     def test_pacer_rests_after_each_slice_of_work(self):
@@ -297,7 +333,7 @@ class PacingTests(unittest.TestCase):
             pacer()
         # a rest after every 2 units of work, the slice starting after it
         self.assertEqual(slept, [(2.0, 1), (5.0, 1)])
-        self.assertEqual((pacer.rests, pacer.slept), (2, 2))
+        self.assertEqual((pacer.rests, pacer.rested), (2, 2))
         now[0] += 10  # waiting for something else is not work
         pacer.restart()
         pacer()
@@ -477,7 +513,9 @@ class RateLimitDefaultTests(unittest.TestCase):
             [limiter.allow("192.0.2.7") for _ in range(51)].count(False), 1)
         # and the daemon builds reloads in a paced worker thread
         self.assertIsInstance(svc.watcher._runner, reloader.ThreadRunner)
-        self.assertIs(svc.watcher._pace, pacing.Pacer)
+        pacer = svc.watcher._pace()
+        self.assertIsInstance(pacer, pacing.Pacer)
+        self.assertIsInstance(pacer._yield_to, pacing.ReactorTurn)
         self.assertIsInstance(svc.watcher._collector,
                               reloader.CollectorFreeze)
 

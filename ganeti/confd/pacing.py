@@ -8,10 +8,11 @@ back, again after every one of those calls -- a reload in a plain thread
 slows answers down more than one in the reactor thread.
 
 So the work calls a :class:`Pacer` often (after each object it builds);
-after ``work`` seconds of running the pacer sleeps ``rest`` seconds, which
-hands the GIL to the reactor thread for that long.  An answer then waits at
-most about ``work`` for the worker, and the reactor keeps ``rest / (work +
-rest)`` of its speed while a reload runs.
+after ``work`` seconds of running the pacer rests -- waits for the reactor
+thread to go once through its loop (:class:`ReactorTurn`), serving what
+arrived meanwhile -- which hands it the GIL.  An answer then waits at most
+about ``work`` for the worker, and a reload takes little longer than its CPU
+time when the daemon is idle.
 
 :func:`loads` is json.loads for such work: one C call parsing a 2 MB
 config.data holds the GIL for 15 ms, so it parses the outer levels itself and
@@ -21,6 +22,7 @@ in between.
 
 import json
 import re
+import threading
 import time
 
 
@@ -29,32 +31,61 @@ def no_pause():
 
 
 class Pacer(object):
-    """Call often; sleeps ``rest`` s after each ``work`` s of running.
+    """Call often; after each ``work`` s of running, rests.
 
-    ``clock`` and ``sleep`` are injectable for tests.  ``rests`` counts the
-    sleeps, ``slept`` adds them up.
+    Resting is ``yield_to()`` when given (see :class:`ReactorTurn`), else
+    sleeping ``rest`` s.  ``clock`` and ``sleep`` are injectable for tests.
+    ``rests`` counts the rests, ``rested`` adds up their time.
     """
 
-    def __init__(self, work=0.001, rest=0.001, clock=time.perf_counter,
-                 sleep=time.sleep):
+    def __init__(self, work=0.001, rest=0.001, yield_to=None,
+                 clock=time.perf_counter, sleep=time.sleep):
         self.work = work
         self.rest = rest
+        self._yield_to = yield_to
         self._clock = clock
         self._sleep = sleep
         self._start = clock()
         self.rests = 0
-        self.slept = 0.0
+        self.rested = 0.0
 
     def restart(self):
         """Begin a new slice of work (after waiting for something else)."""
         self._start = self._clock()
 
     def __call__(self):
-        if self._clock() - self._start >= self.work:
-            self._sleep(self.rest)
-            self.rests += 1
-            self.slept += self.rest
+        now = self._clock()
+        if now - self._start >= self.work:
+            if self._yield_to is not None:
+                self._yield_to()
+            else:
+                self._sleep(self.rest)
             self._start = self._clock()
+            self.rests += 1
+            self.rested += self._start - now
+
+
+class ReactorTurn(object):
+    """``turn()``, called in a worker thread, returns once the reactor
+    thread has been once through its loop, polling its sockets.
+
+    A fixed rest is too short when the machine is busy (the reactor thread
+    may not even have been scheduled, and the worker takes the GIL back) and
+    too long when the reactor is idle.  Waiting for the reactor itself
+    gives it exactly the time to serve what arrived during the last slice
+    of work.  ``timeout`` bounds the wait (a stopped reactor).
+    """
+
+    def __init__(self, reactor, timeout=0.1):
+        self._reactor = reactor
+        self._timeout = timeout
+
+    def __call__(self):
+        done = threading.Event()
+        # callLater(0) from the reactor thread: set at the start of the loop
+        # after the next poll of the sockets, whatever the loop was doing
+        self._reactor.callFromThread(self._reactor.callLater, 0, done.set)
+        done.wait(self._timeout)
 
 
 _DECODER = json.JSONDecoder()

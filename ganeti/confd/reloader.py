@@ -66,6 +66,10 @@ def build_snapshot(path):
     return load_snapshot(path)[0]
 
 
+class BuildStopped(Exception):
+    """A build or release ended early: the watcher stopped."""
+
+
 class ThreadRunner(object):
     """``runner(f, *args)``: a Deferred of ``f(*args)`` run in one
     dedicated worker thread (started on first use), fired in the reactor
@@ -155,6 +159,7 @@ class ConfigWatcher(object):
         self._failed_signature = None  # of the last file that failed
         self._missing_logged = False
         self._building = False
+        self._stopping = False
         self._next = None              # waiters of the build to follow
         self._next_forced = False
         self.snapshot = None
@@ -181,7 +186,11 @@ class ConfigWatcher(object):
         self._loop = None
         stop = getattr(self._runner, "stop", None)
         if stop is not None:
-            stop()
+            self._stopping = True  # a build under way ends at its next pause
+            try:
+                stop()
+            finally:
+                self._stopping = False
 
     # --- loading ------------------------------------------------------------
 
@@ -262,13 +271,28 @@ class ConfigWatcher(object):
         d = self._runner(self._load)
         d.addBoth(self._built, waiters, signature)
 
+    def _pause(self):
+        """A new pause function for work in the runner.  Once the watcher
+        stops, it ends that work (the reactor it waits for may be gone)."""
+        if self._pace is None:
+            return pacing.no_pause
+        pause = self._pace()
+
+        def paced():
+            if self._stopping:
+                raise BuildStopped("the configuration watcher stopped")
+            pause()
+        return paced
+
     def _load(self):
         """The build, in the runner: (snapshot, signature)."""
-        pause = self._pace() if self._pace is not None else pacing.no_pause
-        return self._loader(self.path, pause)
+        return self._loader(self.path, self._pause())
 
     def _built(self, result, waiters, signature):
-        if isinstance(result, failure.Failure):
+        if isinstance(result, failure.Failure) and \
+                result.check(BuildStopped):
+            installed = False
+        elif isinstance(result, failure.Failure):
             installed = self._failed(result.value, signature)
         else:
             installed = self._install(*result)
@@ -321,7 +345,10 @@ class ConfigWatcher(object):
         return True
 
     def _release(self, old):
-        old.release(self._pace())
+        try:
+            old.release(self._pause())
+        except BuildStopped:
+            pass
 
     def stats(self):
         snap = self.snapshot

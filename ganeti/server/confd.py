@@ -158,7 +158,8 @@ def makeService(options, reactor=None):
     # flowing meanwhile (see ganeti.confd.reloader and pacing).
     watcher = reloader.ConfigWatcher(
         options["config-file"], reactor, interval=options["poll-interval"],
-        runner=reloader.ThreadRunner(reactor), pace=pacing.Pacer,
+        runner=reloader.ThreadRunner(reactor),
+        pace=lambda: pacing.Pacer(yield_to=pacing.ReactorTurn(reactor)),
         collector=reloader.CollectorFreeze())
     processor = server.ConfdProcessor(
         options["hmac-key"], watcher, reactor,
