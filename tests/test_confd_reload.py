@@ -280,7 +280,62 @@ class ThreadedReloadTests(unittest.TestCase):
         self.assertEqual(self.threads["build"], {False})
 
 
+class _TriggerReactor(object):
+    """Enough of a reactor for a ThreadRunner: system event triggers and
+    callFromThread (queued until the test drains it)."""
+
+    def __init__(self):
+        self.triggers = {}
+        self.calls = []
+        self._lock = threading.Lock()
+
+    def addSystemEventTrigger(self, phase, event, f, *args):
+        handle = object()
+        self.triggers[handle] = (phase, event, f)
+        return handle
+
+    def removeSystemEventTrigger(self, handle):
+        del self.triggers[handle]  # KeyError if not registered
+
+    def callFromThread(self, f, *args, **kwargs):
+        with self._lock:
+            self.calls.append((f, args, kwargs))
+
+    def drain(self):
+        with self._lock:
+            calls, self.calls = self.calls, []
+        for f, args, kwargs in calls:
+            f(*args, **kwargs)
+
+
 class StopTests(unittest.TestCase):
+
+    def test_runner_thread_is_stopped_at_shutdown(self):
+        fake = _TriggerReactor()
+        runner = reloader.ThreadRunner(fake)
+        self.addCleanup(runner.stop)
+        self.assertEqual(fake.triggers, {})  # no thread before first use
+        ran_in = []
+        d = runner(lambda: ran_in.append(threading.get_ident()) or 42)
+        (phase, event, shutdown), = fake.triggers.values()
+        self.assertEqual((phase, event), ("during", "shutdown"))
+        pool = runner._pool
+        # the reactor fires the trigger (and forgets it): the thread ends
+        # after the work under way, without error
+        del fake.triggers[next(iter(fake.triggers))]
+        shutdown()
+        self.assertFalse(pool.started)
+        self.assertFalse([t for t in pool.threads if t.is_alive()])
+        fake.drain()
+        self.assertEqual(self.successResultOf(d), 42)
+        self.assertNotEqual(ran_in, [threading.get_ident()])
+        # used again, then stopped by the service: the trigger goes away
+        d = runner(lambda: 7)
+        self.assertEqual(len(fake.triggers), 1)
+        runner.stop()
+        self.assertEqual(fake.triggers, {})
+        fake.drain()
+        self.assertEqual(self.successResultOf(d), 7)
 
     def test_stop_ends_a_build_under_way(self):
         cluster = build_cluster(self.mktemp())

@@ -77,26 +77,33 @@ class ThreadRunner(object):
 
     def __init__(self, reactor, name="confd-reload"):
         self._reactor = reactor
-        self._pool = threadpool.ThreadPool(minthreads=1, maxthreads=1,
-                                           name=name)
+        self._name = name
+        self._pool = None
         self._trigger = None
 
     def __call__(self, f, *args):
-        if not self._pool.started:
+        if self._pool is None:
+            self._pool = threadpool.ThreadPool(minthreads=1, maxthreads=1,
+                                               name=self._name)
             self._pool.start()
             # a thread left running would keep the process from exiting
             add = getattr(self._reactor, "addSystemEventTrigger", None)
             if add is not None:
-                self._trigger = add("during", "shutdown", self.stop)
+                self._trigger = add("during", "shutdown", self._shutdown)
         return threads.deferToThreadPool(self._reactor, self._pool, f, *args)
 
+    def _shutdown(self):
+        self._trigger = None  # firing: already out of the reactor's list
+        self.stop()
+
     def stop(self):
-        """Wait for the work under way; no more runs after this."""
+        """Wait for the work under way; the next run starts a new thread."""
         if self._trigger is not None:
             self._reactor.removeSystemEventTrigger(self._trigger)
             self._trigger = None
-        if self._pool.started:
-            self._pool.stop()
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.stop()
 
 
 class CollectorFreeze(object):

@@ -253,7 +253,6 @@ class ConfdProtocol(DatagramProtocol):
     def __init__(self, processor, receive_buffer=4 * 1024 * 1024):
         self.processor = processor
         self.receive_buffer = receive_buffer
-        self._handle = processor.handle
         self._sendto = None  # the socket's own, when there is a real one
 
     def startProtocol(self):
@@ -272,7 +271,7 @@ class ConfdProtocol(DatagramProtocol):
                 continue
 
     def datagramReceived(self, data, addr):
-        reply = self._handle(data, addr[0])
+        reply = self.processor.handle(data, addr[0])
         if reply is None:
             return
         try:
