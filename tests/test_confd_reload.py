@@ -478,20 +478,20 @@ class PacingTests(unittest.TestCase):
 
 class _FakeGC(object):
     def __init__(self):
-        self.threshold = (700, 10, 10)
-        self.calls = []
+        self.enabled = True
+        self.frozen = 0
 
-    def get_threshold(self):
-        return self.threshold
+    def isenabled(self):
+        return self.enabled
 
-    def set_threshold(self, *threshold):
-        self.threshold = threshold
+    def disable(self):
+        self.enabled = False
 
-    def collect(self, generation=2):
-        self.calls.append(("collect", generation))
+    def enable(self):
+        self.enabled = True
 
     def freeze(self):
-        self.calls.append(("freeze",))
+        self.frozen += 1
 
 
 class CollectorFreezeTests(ClockTestCase):
@@ -501,19 +501,21 @@ class CollectorFreezeTests(ClockTestCase):
         self.gc = _FakeGC()
         self.patch(reloader, "gc", self.gc)
 
-    def test_full_collections_wait_for_the_build_then_skip_snapshots(self):
+    def test_collector_is_off_during_builds_then_skips_snapshots(self):
         policy = reloader.CollectorFreeze()
         policy.building()
-        self.assertEqual(self.gc.threshold[:2], (700, 10))
-        self.assertGreater(self.gc.threshold[2], 10 ** 6)
+        self.assertFalse(self.gc.enabled)
         policy.done(True)
-        self.assertEqual(self.gc.threshold, (700, 10, 10))
-        self.assertEqual(self.gc.calls, [("collect", 1), ("freeze",)])
-        # a failed build: thresholds back, nothing frozen
+        self.assertEqual((self.gc.enabled, self.gc.frozen), (True, 1))
+        # a failed build: collector back on, nothing frozen
         policy.building()
         policy.done(False)
-        self.assertEqual(self.gc.threshold, (700, 10, 10))
-        self.assertEqual(len(self.gc.calls), 2)
+        self.assertEqual((self.gc.enabled, self.gc.frozen), (True, 1))
+        # a process that runs without the collector keeps it off
+        self.gc.enabled = False
+        policy.building()
+        policy.done(True)
+        self.assertEqual((self.gc.enabled, self.gc.frozen), (False, 2))
 
     def test_watcher_freezes_after_every_swap(self):
         cluster = build_cluster(self.mktemp())
@@ -523,13 +525,57 @@ class CollectorFreezeTests(ClockTestCase):
             collector=reloader.CollectorFreeze())
         self.addCleanup(watcher.stop)
         watcher.start()
-        self.assertEqual(self.gc.calls.count(("freeze",)), 1)
+        self.assertEqual(self.gc.frozen, 1)
         cluster.store.set_node_params(NODE3, drained=True)
         self.clock.advance(1)
-        self.assertGreater(self.gc.threshold[2], 10 ** 6)  # building
+        self.assertFalse(self.gc.enabled)  # building
         runner.run()
-        self.assertEqual(self.gc.calls.count(("freeze",)), 2)
-        self.assertEqual(self.gc.threshold, (700, 10, 10))
+        self.assertEqual((self.gc.enabled, self.gc.frozen), (True, 2))
+
+
+class NoCyclesTests(unittest.TestCase):
+    """What CollectorFreeze relies on: answering queries, good or bad,
+    leaves no garbage that only the collector could free."""
+
+    def test_answering_makes_no_reference_cycles(self):
+        cluster = build_cluster(self.mktemp())
+        processor = server.ConfdProcessor(
+            KEY, type("C", (), {"snapshot": reloader.build_snapshot(
+                cluster.paths.config_file)})(), _Clock(T0))
+        datagrams = []
+        for i in range(12):
+            datagrams += [
+                request(KEY, i, rsalt="a%d" % i),
+                request(KEY, wire.REQ_NODE_ROLE_BYNAME, NODE3,
+                        rsalt="b%d" % i),
+                request(KEY, wire.REQ_NODE_PIP_BY_INSTANCE_IP, {"1": 5},
+                        rsalt="c%d" % i),
+                request(KEY, wire.REQ_CONFIG_QUERY, "/cluster/cluster_name",
+                        rsalt="d%d" % i),
+                request(KEY, "x", rsalt="e%d" % i),
+                request(b"another key\n", 0, rsalt="f%d" % i),
+                request(KEY, 0, rsalt="g%d" % i, stamp=1),
+                b"plj0{not json", b"junk"]
+        datagrams.append(datagrams[0])  # a replay
+        gc.collect()
+        gc.disable()
+        try:
+            for data in datagrams:
+                processor.handle(data, "192.0.2.9")
+            self.assertEqual(gc.collect(), 0)
+        finally:
+            gc.enable()
+        stats = processor.stats()
+        self.assertEqual((stats["answered"], stats["dropped_bad_hmac"],
+                          stats["dropped_replay"]), (60, 12, 1))
+
+
+class _Clock(object):
+    def __init__(self, now):
+        self.now = now
+
+    def seconds(self):
+        return self.now
 
 
 class RateLimitDefaultTests(unittest.TestCase):
