@@ -22,10 +22,11 @@ taking turns between the two daemons round by round, so that both see the
 same machine; each row is the best round of each.  ``x Ganeti`` is our
 queries/s over Ganeti's.
 
-Then ping again while config.data is rewritten every 0.25 s (a reload of a
-2 MB config each time): p99 and max latency during the reloads next to the
-same without them.  The goal is that no answer waits more than 10 ms for a
-reload.
+Then ping again in 1 s segments, alternately while config.data is rewritten
+every 0.25 s (a reload of a 2 MB config each time) and while it is not, so
+that both kinds see the same moment's load on the machine: p99, p99.9 and
+max latency during reloads next to the same without.  The goal is that no
+answer waits more than 10 ms for a reload.
 """
 
 import copy
@@ -54,7 +55,9 @@ WINDOWS = (1, 32)
 ROUNDS = 3
 MAX_RATE = 60000  # requests signed per second of a round (more than either
 #                   daemon answers here; a faster one ends its round early)
-RELOAD_DURATION = 3.0  # one run per window: every reload in it counts
+RELOAD_SEGMENTS = 3    # per window: 1 s with rewrites, then 1 s without,
+RELOAD_SEGMENT = 1.0   # three times (the same moment's noise for both)
+RELOAD_SETTLE = 0.5    # after the last rewrite, before measuring "without"
 RELOAD_EVERY = 0.25
 POLL_INTERVAL = 0.25
 SCENARIOS = ("ping", "node-role-by-name", "node-PIP-by-instance-IP",
@@ -327,8 +330,7 @@ def loadgen(root, targets, duration=DURATION, scenarios=SCENARIOS,
     """Run the scenarios against each (label, port) of ``targets`` on
     127.0.0.1, taking turns round by round; a list of result dicts.
 
-    Writes "measuring" to stderr when measuring starts (the reload
-    scenario starts rewriting config.data then).
+    Writes "measuring" to stderr when measuring starts.
     """
     from ganeti import pathutils
     from ganeti.confd import wire
@@ -368,6 +370,47 @@ def loadgen(root, targets, duration=DURATION, scenarios=SCENARIOS,
                     "max": (max(latencies) * 1000 if latencies
                             else float("nan")),
                     "lost": lost, "count": len(latencies)})
+    return results
+
+
+def loadgen_reloads(root, label, port, windows=WINDOWS):
+    """Ping ``port`` in segments, alternately while config.data is being
+    rewritten ("measuring reloads" on stderr) and not ("measuring quiet");
+    a list of result dicts, one per window and kind."""
+    from ganeti import pathutils
+    from ganeti.confd import wire
+    key = wire.read_hmac_key(pathutils.Paths(root).hmac_key_file)
+    sock = _socket()
+    address = ("127.0.0.1", port)
+    gen = _Requests("ping", key)
+    results = []
+    for window in windows:
+        _run_window(sock, address, gen.make(int(WARMUP * MAX_RATE), "warm"),
+                    window, WARMUP, key)
+        runs = {"reloads": [], "quiet": []}
+        for _ in range(RELOAD_SEGMENTS):
+            for kind in ("reloads", "quiet"):
+                sys.stderr.write("measuring %s\n" % kind)
+                sys.stderr.flush()
+                if kind == "quiet":
+                    time.sleep(RELOAD_SETTLE)  # the last build ends
+                runs[kind].append(_run_window(
+                    sock, address, gen.make(int(RELOAD_SEGMENT * MAX_RATE)
+                                            + window, "r%d" % window),
+                    window, RELOAD_SEGMENT, key))
+        for kind, segments in runs.items():
+            latencies = [x for run in segments for x in run[0]]
+            elapsed = sum(run[1] for run in segments)
+            results.append({
+                "daemon": label, "kind": kind, "window": window,
+                "qps": len(latencies) / elapsed,
+                "p50": percentile(latencies, 50) * 1000,
+                "p99": percentile(latencies, 99) * 1000,
+                "p999": percentile(latencies, 99.9) * 1000,
+                "max": (max(latencies) * 1000 if latencies
+                        else float("nan")),
+                "lost": sum(run[2] for run in segments),
+                "count": len(latencies)})
     return results
 
 
@@ -538,8 +581,9 @@ async def _bench(reactor):
         results = await _loadgen(reactor, {
             "root": paths.root, "targets": targets})
 
-        # Ping again while config.data is rewritten every RELOAD_EVERY
-        # seconds, one daemon at a time (each rewrite only its file).
+        # Ping again, in segments while config.data is rewritten every
+        # RELOAD_EVERY seconds and segments while it is not, one daemon at a
+        # time (each rewrite only its file).
         reload_results = {}
         rewrites = {}
         for daemon in live:
@@ -548,16 +592,16 @@ async def _bench(reactor):
             loop = task.LoopingCall(lambda: written.append(rewrite()))
             loop.clock = reactor
 
-            def measuring(loop=loop):
-                if not loop.running:
-                    loop.start(RELOAD_EVERY, now=False)
+            def measuring(kind, loop=loop):
+                if kind == "reloads" and not loop.running:
+                    loop.start(RELOAD_EVERY, now=True)
+                elif kind == "quiet" and loop.running:
+                    loop.stop()
             before = daemon.reloads()
             try:
                 reload_results[daemon.label] = await _loadgen(reactor, {
-                    "root": paths.root, "targets": [[daemon.label,
-                                                     daemon.port]],
-                    "scenarios": ["ping"], "duration": RELOAD_DURATION,
-                    "rounds": 1}, measuring)
+                    "root": paths.root, "label": daemon.label,
+                    "port": daemon.port}, measuring, mode="--loadgen-reloads")
             finally:
                 if loop.running:
                     loop.stop()
@@ -620,30 +664,34 @@ async def _bench(reactor):
             rows.append(row)
     table(headers, rows)
     print()
-    print("ping while config.data is rewritten every %.2f s for %.1f s per"
-          " window (ours polls every %.2f s, Ganeti's uses inotify); without"
-          " = the ping rows above" % (RELOAD_EVERY, RELOAD_DURATION,
-                                      POLL_INTERVAL))
+    print("ping in 1 s segments, alternately while config.data is rewritten"
+          " every %.2f s and not (from %.1f s after the last rewrite), %d of"
+          " each per window; ours polls every %.2f s, Ganeti's uses inotify"
+          % (RELOAD_EVERY, RELOAD_SETTLE, RELOAD_SEGMENTS, POLL_INTERVAL))
     rows = []
     for daemon in live:
         count, reloads, last = rewrites[daemon.label]
-        for r in reload_results[daemon.label]:
-            quiet = by[(daemon.label, "ping", r["window"])]
-            rows.append([daemon.label, r["window"], count, reloads,
-                         "%.0f" % r["qps"], "%.3f" % r["p99"],
-                         "%.1f" % r["max"], r["lost"],
-                         "%.0f" % quiet["qps"], "%.3f" % quiet["p99"],
-                         "%.1f" % quiet["max"]])
-    table(["daemon", "in flight", "rewrites", "reloads", "queries/s",
-           "p99 ms", "max ms", "lost", "without: q/s", "p99 ms", "max ms"],
-          rows)
-    count, reloads, last = rewrites[OURS]
-    print("(rewrites and reloads are per daemon, both windows; ours then"
-          " serves serial %s, the last written is %s)" % (served, last))
+        got = {(r["kind"], r["window"]): r for r in reload_results[daemon.label]}
+        for window in WINDOWS:
+            for kind in ("reloads", "quiet"):
+                r = got[(kind, window)]
+                rows.append([daemon.label, window,
+                             "rewritten" if kind == "reloads" else "not",
+                             "%.0f" % r["qps"], "%.3f" % r["p50"],
+                             "%.3f" % r["p99"], "%.1f" % r["p999"],
+                             "%.1f" % r["max"], r["lost"]])
+    table(["daemon", "in flight", "config.data", "queries/s", "p50 ms",
+           "p99 ms", "p99.9 ms", "max ms", "lost"], rows)
+    print("rewrites / reloads: %s; ours then serves serial %s, the last"
+          " written is %s" % (", ".join(
+              "%s %d / %d" % (label, c, n)
+              for label, (c, n, _) in sorted(rewrites.items())),
+              served, rewrites[OURS][2]))
 
 
-async def _loadgen(reactor, args, on_measuring=None):
-    """Run the load generator process with ``args``; its results."""
+async def _loadgen(reactor, args, on_measuring=None, mode="--loadgen"):
+    """Run the load generator process with ``args``; its results.
+    ``on_measuring(kind)`` is called as it says "measuring KIND"."""
     from twisted.internet import defer, protocol
 
     class LoadGen(protocol.ProcessProtocol):
@@ -656,15 +704,18 @@ async def _loadgen(reactor, args, on_measuring=None):
 
         def errReceived(self, data):
             self.err.append(data)
-            if on_measuring is not None and b"measuring" in data:
-                on_measuring()
+            said = [line.split()[-1] for line in data.decode(
+                "ascii", "replace").splitlines()
+                if line.startswith("measuring")]
+            if on_measuring is not None and said:
+                on_measuring(said[-1])
 
         def processEnded(self, reason):
             self.ended.callback(reason.value.exitCode)
 
     proto = LoadGen()
     reactor.spawnProcess(proto, sys.executable, [
-        sys.executable, "-m", "bench.confd", "--loadgen", json.dumps(args)],
+        sys.executable, "-m", "bench.confd", mode, json.dumps(args)],
         env=_env(), path=REPO)
     code = await proto.ended
     if code != 0:
@@ -681,6 +732,8 @@ def run(reactor):
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--loadgen"]:
         json.dump(loadgen(**json.loads(sys.argv[2])), sys.stdout)
+    elif sys.argv[1:2] == ["--loadgen-reloads"]:
+        json.dump(loadgen_reloads(**json.loads(sys.argv[2])), sys.stdout)
     else:
         from twisted.internet import task
         task.react(run)
