@@ -671,7 +671,8 @@ async def _bench(reactor):
     rows = []
     for daemon in live:
         count, reloads, last = rewrites[daemon.label]
-        got = {(r["kind"], r["window"]): r for r in reload_results[daemon.label]}
+        got = {(r["kind"], r["window"]): r
+               for r in reload_results[daemon.label]}
         for window in WINDOWS:
             for kind in ("reloads", "quiet"):
                 r = got[(kind, window)]

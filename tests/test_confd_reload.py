@@ -361,14 +361,17 @@ class StopTests(unittest.TestCase):
         del paused[:]
         built = watcher.reload()
         self.assertTrue(started.wait(10))
+        after = watcher.reload()  # would follow the first
         watcher.stop()  # returns: the build ended at a pause
         self.assertLess(len(paused), 100000)
-        return built.addCallback(self._stopped, watcher, old)
+        return defer.gatherResults([built, after]).addCallback(
+            self._stopped, watcher, old)
 
     def _stopped(self, installed, watcher, old):
-        self.assertFalse(installed)
+        self.assertEqual(installed, [False, False])
         self.assertIs(watcher.snapshot, old)
         self.assertEqual(watcher.reload_failures, 0)
+        self.assertIsNone(watcher._runner._pool)  # no build after the stop
 
 
 class PacingTests(unittest.TestCase):

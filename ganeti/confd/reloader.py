@@ -166,7 +166,8 @@ class ConfigWatcher(object):
         self._failed_signature = None  # of the last file that failed
         self._missing_logged = False
         self._building = False
-        self._stopping = False
+        self._stopping = False         # while stop() waits for the runner
+        self._stopped = False          # from stop() to start()
         self._next = None              # waiters of the build to follow
         self._next_forced = False
         self.snapshot = None
@@ -179,6 +180,7 @@ class ConfigWatcher(object):
 
     def start(self):
         """Load (synchronously, once) and then poll every ``interval`` s."""
+        self._stopped = False
         if not self._attempted:
             self.load_now()
         if self._loop is None:
@@ -188,6 +190,7 @@ class ConfigWatcher(object):
                 lambda f: log.failure("config poller stopped", f))
 
     def stop(self):
+        self._stopped = True
         if self._loop is not None and self._loop.running:
             self._loop.stop()
         self._loop = None
@@ -309,8 +312,9 @@ class ConfigWatcher(object):
         waiting, self._next = self._next, None
         forced, self._next_forced = self._next_forced, False
         if waiting:
-            newest = self._stat()
-            if forced or (newest is not None and not self._known(newest)):
+            newest = None if self._stopped else self._stat()
+            if not self._stopped and (forced or (
+                    newest is not None and not self._known(newest))):
                 self._build(waiting, newest)
             else:
                 for d in waiting:

@@ -50,7 +50,8 @@ _BAD_RSALT = "rsalt missing or not a short string"
 _MAX_REQUEST_SIZE = wire.MAX_REQUEST_SIZE
 _MAX_REPLY_SIZE = wire.MAX_REPLY_SIZE
 _MISSING = queries.MISSING
-_REQUEST_COUNTERS = {t: "req_" + name for t, name in wire.REQUEST_NAMES.items()}
+_REQUEST_COUNTERS = {t: "req_" + name
+                     for t, name in wire.REQUEST_NAMES.items()}
 
 DROP_REASONS = ("oversized", "rate_limited", "bad_magic", "bad_envelope",
                 "bad_hmac", "bad_timestamp", "clock_skew", "replay",
