@@ -31,7 +31,6 @@ signed reply.
 """
 
 import collections
-import json
 import re
 import socket
 
@@ -45,22 +44,20 @@ from ganeti.confd import wire
 
 log = Logger()
 
-_TIMESTAMP = re.compile(r"^-?[0-9]{1,18}$")
+_TIMESTAMP = re.compile(r"^-?[0-9]{1,18}$").match
 MAX_RSALT_LEN = 256  # a UUID is 36; anything much longer is not a client's
+_BAD_RSALT = "rsalt missing or not a short string"
+_MAX_REQUEST_SIZE = wire.MAX_REQUEST_SIZE
+_MAX_REPLY_SIZE = wire.MAX_REPLY_SIZE
+_MISSING = queries.MISSING
+_REQUEST_COUNTERS = {t: "req_" + name
+                     for t, name in wire.REQUEST_NAMES.items()}
 
 DROP_REASONS = ("oversized", "rate_limited", "bad_magic", "bad_envelope",
                 "bad_hmac", "bad_timestamp", "clock_skew", "replay",
                 "replay_floor", "bad_request", "bad_protocol",
                 "internal_error")
 ERROR_REASONS = ("bad_type", "bad_query", "unknown_type", "reply_too_large")
-
-
-def _encodable(text):
-    try:
-        text.encode("utf-8")
-        return True
-    except UnicodeEncodeError:
-        return False
 
 
 class _Dropped(Exception):
@@ -83,6 +80,7 @@ class ConfdProcessor(object):
                  log_throttle=None):
         # (replay_cache must use the same window as max_clock_skew)
         self.hmac_key = hmac_key
+        self.signer = wire.Signer(hmac_key)
         self.config = config
         self.clock = clock
         self.max_clock_skew = max_clock_skew
@@ -128,39 +126,18 @@ class ConfdProcessor(object):
                      source=source, reason=reason, detail=detail)
 
     # --- the pipeline -------------------------------------------------------
+    # Every datagram goes through here: the checks are written out, with one
+    # clock reading, and the detailed messages are only built on failure.
 
     def _handle(self, data, source):
-        if len(data) > wire.MAX_REQUEST_SIZE:
+        if len(data) > _MAX_REQUEST_SIZE:
             raise _Dropped("oversized", "%d bytes" % len(data))
-        if not self.rate_limiter.allow(source):
+        now = self.clock.seconds()
+        if not self.rate_limiter.allow(source, now):
             raise _Dropped("rate_limited", "over %g requests/s"
                            % self.rate_limiter.rate)
-        env = self._authenticate(data)
-        inner = self._check_fresh_and_parse(env)
-
-        rsalt = inner.get("rsalt")
-        if not isinstance(rsalt, str) or not rsalt \
-                or len(rsalt) > MAX_RSALT_LEN or not _encodable(rsalt):
-            raise _Dropped("bad_request", "rsalt missing or not a short"
-                           " string")
-        protocol = inner.get("protocol")
-        if protocol != wire.PROTOCOL_VERSION or isinstance(protocol, bool):
-            raise _Dropped("bad_protocol", "protocol %r is not %d"
-                           % (protocol, wire.PROTOCOL_VERSION))
-        msg = self._answer(inner, source)
-        reply = wire.pack(self.hmac_key, rsalt, msg)
-        if len(reply) > wire.MAX_REPLY_SIZE:
-            self._note_error("reply_too_large", source, "%d bytes"
-                             % len(reply))
-            reply = wire.pack(self.hmac_key, rsalt, wire.encode_reply(
-                wire.STATUS_ERROR, "answer too large for one datagram"
-                " (%d bytes, at most %d)" % (len(reply), wire.MAX_REPLY_SIZE),
-                0))
-        return reply
-
-    def _authenticate(self, data):
         try:
-            return wire.unpack(data, self.hmac_key)
+            msg, salt, digest = self.signer.verify(data)
         except errors.ConfdMagicError:
             raise _Dropped("bad_magic", "first bytes %r" % data[:4])
         except wire.EnvelopeError as err:
@@ -168,47 +145,67 @@ class ConfdProcessor(object):
         except errors.SignatureError as err:
             raise _Dropped("bad_hmac", err)
 
-    def _check_fresh_and_parse(self, env):
-        if not _TIMESTAMP.match(env.salt):
+        # fresh: the salt is a timestamp near ours, the request not seen
+        if not _TIMESTAMP(salt):
             raise _Dropped("bad_timestamp", "salt %r is not a Unix time"
-                           % env.salt[:40])
-        stamp = int(env.salt)
-        now = self.clock.seconds()
+                           % salt[:40])
+        stamp = int(salt)
         if abs(stamp - now) > self.max_clock_skew:
             raise _Dropped("clock_skew", "request time %d is %+d s from ours"
                            % (stamp, stamp - int(now)))
         try:
-            fresh = self.replay_cache.check_and_add(env.hmac, stamp)
+            fresh = self.replay_cache.check_and_add(digest, stamp, now)
         except guards.BelowFloor as floor:
             raise _Dropped("replay_floor", "the full replay cache covers only"
                            " requests after %s" % floor.args[0])
         if not fresh:
             raise _Dropped("replay", "request %s was already answered"
-                           % env.hmac)
+                           % digest)
+
         try:
-            inner = json.loads(env.msg)
+            inner = wire.decode_json(msg)
         except (ValueError, RecursionError) as err:
             raise _Dropped("bad_request", "message is not JSON: %s" % err)
-        if not isinstance(inner, dict):
+        if type(inner) is not dict:
             raise _Dropped("bad_request", "message is not a JSON object")
-        return inner
+        rsalt = inner.get("rsalt")
+        if type(rsalt) is not str or not rsalt or len(rsalt) > MAX_RSALT_LEN:
+            raise _Dropped("bad_request", _BAD_RSALT)
+        try:
+            rsalt.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate
+            raise _Dropped("bad_request", _BAD_RSALT)
+        protocol = inner.get("protocol")
+        if protocol != wire.PROTOCOL_VERSION or protocol is True:
+            raise _Dropped("bad_protocol", "protocol %r is not %d"
+                           % (protocol, wire.PROTOCOL_VERSION))
+
+        reply = self.signer.pack(rsalt, self._answer(inner, source))
+        if len(reply) > _MAX_REPLY_SIZE:
+            self._note_error("reply_too_large", source, "%d bytes"
+                             % len(reply))
+            reply = self.signer.pack(rsalt, wire.encode_reply(
+                wire.STATUS_ERROR, "answer too large for one datagram"
+                " (%d bytes, at most %d)" % (len(reply), _MAX_REPLY_SIZE),
+                0))
+        return reply
 
     def _answer(self, inner, source):
         req_type = inner.get("type")
-        query = inner.get("query", queries.MISSING)
-        if not isinstance(req_type, int) or isinstance(req_type, bool):
+        query = inner.get("query", _MISSING)
+        if type(req_type) is not int:  # JSON gives int, bool, float...
             self._note_error("bad_type", source, "type %r" % (req_type,))
             return queries.ARGUMENT_ERROR
-        if not (query is queries.MISSING or query is None
-                or isinstance(query, (str, dict))):
+        if not (query is _MISSING or query is None
+                or type(query) is str or type(query) is dict):
             self._note_error("bad_query", source, "query of type %s"
                              % type(query).__name__)
             return queries.ARGUMENT_ERROR
-        name = wire.REQUEST_NAMES.get(req_type)
-        if name is None:
+        counter = _REQUEST_COUNTERS.get(req_type)
+        if counter is None:
             self._note_error("unknown_type", source, "type %d" % req_type)
         else:
-            self.counters["req_" + name] += 1
+            self.counters[counter] += 1
         try:
             return queries.answer(self.config.snapshot, req_type, query)
         except queries.BadQuery as err:
@@ -248,16 +245,21 @@ class ConfdProtocol(DatagramProtocol):
     """Feeds datagrams to a :class:`ConfdProcessor` and sends its replies.
 
     The socket's receive buffer is enlarged (``receive_buffer`` bytes, if the
-    kernel allows) so that a burst arriving while the reactor is busy --
-    swapping in a reloaded config, say -- waits instead of being dropped.
+    kernel allows) so that a burst arriving while the reactor is busy waits
+    instead of being dropped.  Replies go straight to the socket: Twisted's
+    ``write`` would parse the address three times to check what ``recvfrom``
+    just gave us.
     """
 
     def __init__(self, processor, receive_buffer=4 * 1024 * 1024):
         self.processor = processor
         self.receive_buffer = receive_buffer
+        self._sendto = None  # the socket's own, when there is a real one
 
     def startProtocol(self):
         sock = getattr(self.transport, "socket", None)
+        if isinstance(sock, socket.socket):
+            self._sendto = sock.sendto
         if sock is None or not self.receive_buffer:
             return
         # SO_RCVBUFFORCE passes rmem_max when we may (root); else best effort
@@ -274,7 +276,12 @@ class ConfdProtocol(DatagramProtocol):
         if reply is None:
             return
         try:
-            self.transport.write(reply, addr)
+            if self._sendto is not None:
+                self._sendto(reply, addr)
+            else:
+                self.transport.write(reply, addr)
+        except ConnectionRefusedError:
+            pass  # an ICMP error of an earlier datagram (Twisted ignores it)
         except Exception as err:  # full socket buffer, unreachable peer
             self.processor.counters["send_failed"] += 1
             if self.processor.log_throttle.allow("send_failed"):

@@ -7,6 +7,7 @@ cluster's hmac.key used verbatim.  The values
 below must match Ganeti 3.0's, since its clients talk to our daemon.
 """
 
+import collections
 import hashlib
 import hmac
 import json
@@ -102,12 +103,10 @@ class ReplyError(errors.ConfdClientError):
     """A reply's inner message is malformed."""
 
 
-@attr.s(frozen=True, slots=True)
-class Envelope(object):
-    """A verified envelope: ``msg`` exactly as received, ``salt``, ``hmac``."""
-    msg = attr.ib()
-    salt = attr.ib()
-    hmac = attr.ib()  # lowercase hex
+class Envelope(collections.namedtuple("Envelope", "msg salt hmac")):
+    """A verified envelope: ``msg`` exactly as received, ``salt``, ``hmac``
+    (lowercase hex).  (A tuple: one is made per datagram.)"""
+    __slots__ = ()
 
 
 @attr.s(frozen=True, slots=True)
@@ -133,80 +132,153 @@ def _as_key(key):
     return key.encode("utf-8") if isinstance(key, str) else key
 
 
-def sign(key, salt, msg):
-    """Lowercase hex HMAC-SHA1 of ``salt + msg`` (both text)."""
-    return hmac.new(_as_key(key), (salt + msg).encode("utf-8"),
-                    hashlib.sha1).hexdigest()
-
-
 class PreparedMsg(object):
     """A message with its encodings computed once.
 
     Replies that are sent many times (memoised answers) keep these, so a
     30 KB instance-IP list is JSON-escaped and UTF-8 encoded once per config
-    version instead of once per query.
+    version instead of once per query; ``head`` is the whole envelope up to
+    the salt.
     """
-    __slots__ = ("text", "data", "quoted")
+    __slots__ = ("text", "data", "quoted", "head")
 
     def __init__(self, text):
         self.text = text
         self.data = text.encode("utf-8")
         self.quoted = json.dumps(text).encode("utf-8")
+        self.head = b"".join([MAGIC, b'{"msg": ', self.quoted, b', "salt": '])
 
     def __repr__(self):
         return "<PreparedMsg %s>" % self.text[:60]
 
 
-def pack(key, salt, msg):
-    """A complete datagram carrying ``msg`` signed with ``salt``.
+try:  # OpenSSL's HMAC object itself: hmac.HMAC wraps it in Python calls
+    from _hashlib import hmac_new as _openssl_hmac
 
-    ``msg`` is JSON text or a :class:`PreparedMsg`.  The envelope is laid out
-    as json.dumps lays out {"msg", "salt", "hmac"}.
+    def _keyed_sha1(key):
+        return _openssl_hmac(key, b"", "sha1")
+except ImportError:  # pragma: no cover (Python built without OpenSSL)
+    def _keyed_sha1(key):
+        return hmac.new(key, digestmod=hashlib.sha1)
+
+_quote = json.encoder.encode_basestring_ascii  # what json.dumps does to a str
+_decoder = json.JSONDecoder()
+_scan = _decoder.scan_once
+_TRAILING_SPACE = re.compile(r"[ \t\n\r]*\Z").match
+
+
+def decode_json(text, start=0):
+    """``json.loads(text[start:])``, without its wrappers' costs.
+
+    Messages are small and parsed once per datagram, so the Python layers
+    around the C scanner are a good part of the time: scan directly, and
+    only for what the scanner does not take alone (leading white space,
+    errors) go the usual way.
     """
-    if not isinstance(msg, PreparedMsg):
-        msg = PreparedMsg(msg)
-    mac = hmac.new(_as_key(key), salt.encode("utf-8"), hashlib.sha1)
-    mac.update(msg.data)
-    return b"".join([MAGIC, b'{"msg": ', msg.quoted, b', "salt": ',
-                     json.dumps(salt).encode("utf-8"), b', "hmac": "',
-                     mac.hexdigest().encode("ascii"), b'"}'])
+    try:
+        value, end = _scan(text, start)
+    except StopIteration:
+        return _decoder.decode(text[start:])
+    if end != len(text) and not _TRAILING_SPACE(text, end):
+        return _decoder.decode(text[start:])
+    return value
+
+
+class Signer(object):
+    """Signs and checks datagrams with one key.
+
+    The HMAC state keyed with it is computed once and copied for each
+    datagram, which costs half of keying a new HMAC every time.
+    """
+    __slots__ = ("key", "_mac")
+
+    def __init__(self, key):
+        self.key = _as_key(key)
+        self._mac = _keyed_sha1(self.key)
+
+    def sign(self, salt, msg):
+        """Lowercase hex HMAC-SHA1 of ``salt + msg`` (both text)."""
+        mac = self._mac.copy()
+        mac.update((salt + msg).encode("utf-8"))
+        return mac.hexdigest()
+
+    def pack(self, salt, msg):
+        """A complete datagram carrying ``msg`` signed with ``salt``.
+
+        ``msg`` is JSON text or a :class:`PreparedMsg`.  The envelope is laid
+        out as json.dumps lays out {"msg", "salt", "hmac"}.
+        """
+        if not isinstance(msg, PreparedMsg):
+            msg = PreparedMsg(msg)
+        mac = self._mac.copy()
+        mac.update(salt.encode("utf-8"))
+        mac.update(msg.data)
+        return b"".join([msg.head, _quote(salt).encode("ascii"),
+                         b', "hmac": "', mac.hexdigest().encode("ascii"),
+                         b'"}'])
+
+    def unpack(self, datagram):
+        """Check framing and signature of ``datagram``; return an Envelope.
+
+        Raises ConfdMagicError, EnvelopeError (not a JSON envelope) or
+        SignatureError (wrong HMAC).  The caller checks the salt's meaning.
+        """
+        return Envelope._make(self.verify(datagram))
+
+    def verify(self, datagram):
+        """What unpack does, giving a plain (msg, salt, hmac) tuple."""
+        if not datagram.startswith(MAGIC):
+            raise errors.ConfdMagicError("datagram does not start with %r"
+                                         % MAGIC)
+        try:
+            outer = decode_json(datagram.decode("utf-8"), 4)
+        except (ValueError, UnicodeDecodeError, RecursionError) as err:
+            raise EnvelopeError("envelope is not JSON: %s" % err)
+        if type(outer) is not dict:
+            raise EnvelopeError("envelope is not a JSON object")
+        msg = outer.get("msg")
+        salt = outer.get("salt")
+        digest = outer.get("hmac")
+        if type(msg) is not str or type(salt) is not str \
+                or type(digest) is not str:
+            for name in ("msg", "salt", "hmac"):
+                if not isinstance(outer.get(name), str):
+                    raise EnvelopeError("envelope field '%s' is missing or"
+                                        " not a string" % name)
+        selector = outer.get("key_selector")
+        if selector is not None:
+            # Ganeti's generic signer appends a key selector to the salt;
+            # confd never sends one, but honouring it costs nothing.
+            if not isinstance(selector, str):
+                raise EnvelopeError("envelope field 'key_selector' is not a"
+                                    " string")
+        if not _HEX40.match(digest):
+            raise errors.SignatureError("hmac is not 40 hex digits")
+        mac = self._mac.copy()
+        try:
+            mac.update((salt + (selector or "") + msg).encode("utf-8"))
+        except UnicodeEncodeError:  # lone surrogates, legal in JSON strings
+            raise EnvelopeError("envelope text is not valid Unicode")
+        digest = digest.lower()
+        if not hmac.compare_digest(mac.hexdigest(), digest):
+            raise errors.SignatureError("hmac does not match")
+        return msg, salt, digest
+
+
+def sign(key, salt, msg):
+    """Lowercase hex HMAC-SHA1 of ``salt + msg`` (both text)."""
+    return Signer(key).sign(salt, msg)
+
+
+def pack(key, salt, msg):
+    """A complete datagram carrying ``msg`` (text or PreparedMsg) signed
+    with ``salt``; see :meth:`Signer.pack`."""
+    return Signer(key).pack(salt, msg)
 
 
 def unpack(datagram, key):
-    """Check framing and signature of ``datagram``; return an Envelope.
-
-    Raises ConfdMagicError, EnvelopeError (not a JSON envelope) or
-    SignatureError (wrong HMAC).  The caller checks the salt's meaning.
-    """
-    if not datagram.startswith(MAGIC):
-        raise errors.ConfdMagicError("datagram does not start with %r"
-                                     % MAGIC)
-    try:
-        outer = json.loads(datagram[len(MAGIC):].decode("utf-8"))
-    except (ValueError, UnicodeDecodeError, RecursionError) as err:
-        raise EnvelopeError("envelope is not JSON: %s" % err)
-    if not isinstance(outer, dict):
-        raise EnvelopeError("envelope is not a JSON object")
-    msg, salt, digest = outer.get("msg"), outer.get("salt"), outer.get("hmac")
-    for name, value in (("msg", msg), ("salt", salt), ("hmac", digest)):
-        if not isinstance(value, str):
-            raise EnvelopeError("envelope field '%s' is missing or not a"
-                                " string" % name)
-    selector = outer.get("key_selector")
-    if selector is not None and not isinstance(selector, str):
-        raise EnvelopeError("envelope field 'key_selector' is not a string")
-    if not _HEX40.match(digest):
-        raise errors.SignatureError("hmac is not 40 hex digits")
-    # Ganeti's generic signer appends a key selector to the salt; confd never
-    # sends one, but honouring it costs nothing.
-    try:
-        expected = sign(key, salt + (selector or ""), msg)
-    except UnicodeEncodeError:  # lone surrogates, legal in JSON strings
-        raise EnvelopeError("envelope text is not valid Unicode")
-    digest = digest.lower()
-    if not hmac.compare_digest(expected, digest):
-        raise errors.SignatureError("hmac does not match")
-    return Envelope(msg=msg, salt=salt, hmac=digest)
+    """The Envelope of ``datagram``; see :meth:`Signer.unpack`."""
+    return Signer(key).unpack(datagram)
 
 
 def encode_request(req_type, rsalt, query=None):

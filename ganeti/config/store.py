@@ -45,6 +45,10 @@ log = Logger()
 
 
 #: the top-level keys of config.data this code models
+def _no_pause():
+    pass
+
+
 _TOP_LEVEL = frozenset(["version", "cluster", "nodes", "nodegroups",
                         "instances", "networks", "disks", "filters",
                         "serial_no", "ctime", "mtime", "maintenance"])
@@ -177,11 +181,14 @@ class ConfigStore(InstanceMutators, MaintenanceMutators, Accounting):
                           sort_keys=True).encode("utf-8")
 
     @classmethod
-    def from_dict(cls, data, path=None, now=time.time, copy_data=True):
+    def from_dict(cls, data, path=None, now=time.time, copy_data=True,
+                  pause=None):
         """Build a store from config.data's JSON, upgrading older layouts.
 
         The upgrade edits the dict in place; ``copy_data=False`` skips the
         protective copy when the caller's dict is not used afterwards.
+        ``pause``, if given, is called after each object: a worker thread
+        building a store lets other threads run there (confd's reloader).
         """
         if not isinstance(data, dict):
             raise errors.ConfigurationError(
@@ -203,7 +210,8 @@ class ConfigStore(InstanceMutators, MaintenanceMutators, Accounting):
             raise errors.ConfigurationError("config.data: 'cluster' is missing")
         if copy_data:
             data = copy.deepcopy(data)
-        upgrader = Upgrader(data)
+        pause = pause or _no_pause
+        upgrader = Upgrader(data, pause=pause)
         upgrader.run()
         maps = {}
         for key, klass in objects.CONFIG_MAPS:
@@ -215,6 +223,7 @@ class ConfigStore(InstanceMutators, MaintenanceMutators, Accounting):
             for ukey, value in raw.items():
                 obj = klass.from_dict(value)
                 maps[key][ukey] = obj
+                pause()
         maintenance = data.get("maintenance")
         if maintenance is not None:
             maintenance = objects.Maintenance.from_dict(maintenance)
@@ -237,18 +246,26 @@ class ConfigStore(InstanceMutators, MaintenanceMutators, Accounting):
         except OSError as err:
             raise errors.ConfigurationError(
                 "cannot read configuration %s: %s" % (path, err.strerror))
+        return cls.from_bytes(raw, path, now=now)
+
+    @classmethod
+    def from_bytes(cls, raw, path, now=time.time, decode=json.loads,
+                   pause=None):
+        """A store from ``raw``, the bytes of config.data read from
+        ``path``; ``decode`` parses the text, ``pause`` see from_dict."""
         hint = cls._backup_hint(path)
         if not raw.strip():
             raise errors.ConfigurationError(
                 "configuration %s is empty (truncated?)%s" % (path, hint))
         try:
-            data = json.loads(raw.decode("utf-8"))
+            data = decode(raw.decode("utf-8"))
         except (ValueError, UnicodeDecodeError) as err:
             raise errors.ConfigurationError(
                 "configuration %s is not valid JSON (%s); refusing to use it%s"
                 % (path, err, hint))
         try:
-            return cls.from_dict(data, path=path, now=now, copy_data=False)
+            return cls.from_dict(data, path=path, now=now, copy_data=False,
+                                 pause=pause)
         except errors.ConfigurationError as err:
             raise err.__class__("%s (in %s)%s" % (err.args[0], path, hint))
 

@@ -24,9 +24,11 @@ class Upgrader(object):
     families missing from the cluster.
     """
 
-    def __init__(self, data):
+    def __init__(self, data, pause=None):
         self.data = data
         self.changed = False
+        # called after each object (see ConfigStore.from_dict)
+        self._pause = pause or (lambda: None)
 
     def run(self):
         d = self.data
@@ -54,8 +56,10 @@ class Upgrader(object):
         for inst in d["instances"].values():
             self._instance(inst, node_by_name)
             self._memory_param(inst.get("beparams"))
+            self._pause()
         for disk in d["disks"].values():
             self._disk(disk, node_by_name)
+            self._pause()
         # Parameter families a 2.x file may lack.
         cobj = Cluster.from_dict(cluster)
         before = json.dumps(cluster, sort_keys=True)
@@ -91,6 +95,7 @@ class Upgrader(object):
             if obj["uuid"] != k:
                 self.changed = True
             new[obj["uuid"]] = obj
+            self._pause()
         self.data[key] = new
 
     def _groups(self):

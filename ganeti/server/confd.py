@@ -14,6 +14,7 @@ from twisted.python import usage
 
 from ganeti import pathutils
 from ganeti.confd import guards
+from ganeti.confd import pacing
 from ganeti.confd import reloader
 from ganeti.confd import server
 from ganeti.confd import wire
@@ -42,10 +43,12 @@ class Options(usage.Options):
          " [default: ROOT/var/lib/ganeti/hmac.key]."],
         ["poll-interval", None, 1.0, "Seconds between checks of"
          " config.data for changes.", float],
-        ["rate-limit", None, 1000.0, "Requests per second accepted from one"
-         " source address; 0 disables the limit.", float],
-        ["rate-burst", None, 2000.0, "Requests one source may send in a"
-         " burst above the rate.", float],
+        ["rate-limit", None, guards.DEFAULT_RATE, "Requests per second"
+         " accepted from one source address, far above what one node asks"
+         " (Ganeti's confd answers one client about 40,000 pings/s); 0"
+         " disables the limit.", float],
+        ["rate-burst", None, guards.DEFAULT_BURST, "Requests one source may"
+         " send in a burst above the rate.", float],
         ["replay-cache-size", None, 500000, "Signed requests remembered"
          " against replays (about 70 bytes each); when full, the oldest"
          " timestamps are refused.", int],
@@ -151,11 +154,13 @@ class ConfdService(service.MultiService):
 def makeService(options, reactor=None):
     if reactor is None:
         from twisted.internet import reactor
-    # Reloads run in the reactor thread: a worker thread was measured not to
-    # shorten the pause (parsing and indexing are CPU-bound and hold the
-    # GIL); the enlarged socket buffer keeps queries waiting, not dropped.
-    watcher = reloader.ConfigWatcher(options["config-file"], reactor,
-                                     interval=options["poll-interval"])
+    # Reloads are built in a worker thread, paced so that answers keep
+    # flowing meanwhile (see ganeti.confd.reloader and pacing).
+    watcher = reloader.ConfigWatcher(
+        options["config-file"], reactor, interval=options["poll-interval"],
+        runner=reloader.ThreadRunner(reactor),
+        pace=lambda: pacing.Pacer(yield_to=pacing.ReactorTurn(reactor)),
+        collector=reloader.CollectorFreeze())
     processor = server.ConfdProcessor(
         options["hmac-key"], watcher, reactor,
         rate_limiter=guards.RateLimiter(reactor, rate=options["rate-limit"],
