@@ -44,11 +44,11 @@ from ganeti.config.verify import Checks, Verifier
 log = Logger()
 
 
-#: the top-level keys of config.data this code models
 def _no_pause():
     pass
 
 
+#: the top-level keys of config.data this code models
 _TOP_LEVEL = frozenset(["version", "cluster", "nodes", "nodegroups",
                         "instances", "networks", "disks", "filters",
                         "serial_no", "ctime", "mtime", "maintenance"])
