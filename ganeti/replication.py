@@ -16,7 +16,9 @@ Three things live here, all on the master's side:
   flight at a time and only the newest snapshot waits behind it, so a node
   never gets an older serial after a newer one.  Failures are logged and
   kept per node (:meth:`Replicator.missed`); such a node gets the newest
-  state with the next change or ``gnt-cluster redist-conf``.
+  state with the next change or ``gnt-cluster redist-conf``.  A snapshot is
+  encoded once for all nodes (the same bytes go to every candidate), and
+  at most ``max_parallel`` nodes are sent to at once.
 
 * **Ancillary files** (:func:`ancillary_files`, :func:`upload_files`): what
   ``gnt-cluster redist-conf`` and ``gnt-node add`` ship besides the config:
@@ -229,8 +231,10 @@ def standard_path(paths, path):
 @attr.s
 class _Snapshot(object):
     serial = attr.ib()
-    config = attr.ib()    # encoded config.data, or None (not a candidate)
-    ssconf = attr.ib()
+    # upload_file's arguments for config.data (rpc.PreparedArgs, shared by
+    # every candidate), or None (not a candidate)
+    config = attr.ib()
+    ssconf = attr.ib()    # write_ssconf_files' arguments, shared by all
 
 
 @attr.s
@@ -273,7 +277,8 @@ class _NodeWorker(object):
             return
         self.busy = True
         self.sent_serial = snapshot.serial
-        d = defer.Deferred.fromCoroutine(self._push(snapshot))
+        d = self.replicator._limit.run(
+            lambda: defer.Deferred.fromCoroutine(self._push(snapshot)))
         d.addErrback(lambda f: log.failure("replication to {uuid}", f,
                                            uuid=self.uuid))
         d.addBoth(self._done)
@@ -287,9 +292,8 @@ class _NodeWorker(object):
         status.name = node.name
         calls = []
         if snapshot.config is not None:
-            calls.append(("upload_file", [CONFIG_FILE, snapshot.config,
-                                          0o600]))
-        calls.append(("write_ssconf_files", [snapshot.ssconf]))
+            calls.append(("upload_file", snapshot.config))
+        calls.append(("write_ssconf_files", snapshot.ssconf))
         for procedure, args in calls:
             result = await rep.rpc.call(node.name, procedure, args)
             if not result.success:
@@ -326,14 +330,19 @@ class Replicator(object):
     Writes are coalesced: the snapshot is taken ``delay`` seconds after the
     first write of a burst (0: at the next turn of the reactor), so a
     job's several writes usually go out once.  :meth:`flush` sends at once
-    and fires when every node has its answer.
+    and fires when every node has its answer.  At most ``max_parallel``
+    nodes (default: the RPC client's bound) are sent to at a time.
     """
 
-    def __init__(self, cfg, rpc_client, clock, delay=0.0):
+    def __init__(self, cfg, rpc_client, clock, delay=0.0, max_parallel=None):
         self.cfg = cfg
         self.rpc = rpc_client
         self.clock = clock
         self.delay = delay
+        if max_parallel is None:
+            max_parallel = getattr(rpc_client, "max_parallel", None) or \
+                rpc.DEFAULT_MAX_PARALLEL
+        self._limit = defer.DeferredSemaphore(max_parallel)
         self.status = {}      # node uuid -> NodeReplication
         self._workers = {}
         self._timer = None
@@ -362,12 +371,17 @@ class Replicator(object):
         self.snapshots += 1
         serial = cfg.serial_no
         config = None
-        values = ssconf.ssconf_values(cfg)
+        # encoded once here, sent as they are to every node
+        values = rpc.PreparedArgs([ssconf.ssconf_values(cfg)])
         for uuid in list(self._workers):
             if uuid not in cfg.nodes:
                 del self._workers[uuid]
                 self.status.pop(uuid, None)
-        for node in sorted(cfg.nodes.values(), key=lambda n: n.name):
+        # candidates first: with more nodes than max_parallel, the copies
+        # of config.data (what confd answers from, what a master failover
+        # starts from) do not wait behind ssconf files
+        for node in sorted(cfg.nodes.values(),
+                           key=lambda n: (not n.master_candidate, n.name)):
             if node.uuid == cfg.cluster.master_node:
                 continue
             status = self.status.setdefault(node.uuid,
@@ -377,7 +391,8 @@ class Replicator(object):
             if node.offline:
                 continue
             if node.master_candidate and config is None:
-                config = encode_data(cfg.written_bytes())
+                config = rpc.PreparedArgs([
+                    CONFIG_FILE, encode_data(cfg.written_bytes()), 0o600])
             worker = self._workers.get(node.uuid)
             if worker is None:
                 worker = self._workers[node.uuid] = _NodeWorker(self,

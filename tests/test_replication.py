@@ -13,6 +13,7 @@ from ganeti import errors
 from ganeti import objects
 from ganeti import pathutils
 from ganeti import replication
+from ganeti import rpc
 
 from tests.fakes import ClockTestCase, FakeRpc
 from tests.test_config import make_store
@@ -416,3 +417,91 @@ class NodedOptionsTests(unittest.TestCase):
             f.write(cert.key_pem + cert.cert_pem)
         options = self.parse("--bootstrap")
         self.assertEqual(options["certificate"].digest(), cert.digest())
+
+
+class CountingRpc(ReplicationRpc):
+    """Every call waits for :meth:`reply`; records the argument objects
+    as given (before FakeRpc copies them) and the most calls in flight."""
+
+    def __init__(self):
+        ReplicationRpc.__init__(self)
+        self.given = []           # (node, procedure, args object)
+        self.waiting = []
+        self.most_in_flight = 0
+
+    def call(self, node, procedure, args=(), timeout=None):
+        self.given.append((node, procedure, args))
+        d = defer.Deferred()
+        self.waiting.append((d, node, procedure, args))
+        self.most_in_flight = max(self.most_in_flight, len(self.waiting))
+        FakeRpc.call(self, node, procedure, args, timeout)   # recorded
+        return d
+
+    def reply(self, count):
+        """Answer the ``count`` oldest calls waiting."""
+        batch, self.waiting = self.waiting[:count], self.waiting[count:]
+        for d, node, procedure, args in batch:
+            d.callback(self.answer(node, procedure, list(args)))
+
+
+class ManyNodesReplicationTests(ClockTestCase):
+    """40 nodes, 5 of them master candidates besides the master."""
+
+    def setUp(self):
+        ClockTestCase.setUp(self)
+        self.cfg = make_store(self)
+        self.cfg.set_cluster_params(candidate_pool_size=6)
+        self.names = ["node%d.example.com" % i for i in range(2, 42)]
+        for i, name in enumerate(self.names):
+            self.cfg.add_node(objects.Node(
+                name=name, primary_ip="127.0.1.%d" % (i + 2),
+                master_candidate=False))
+        # the candidates sort last by name: they must still go first
+        self.candidates = self.names[-5:]
+        for name in self.candidates:
+            self.cfg.set_node_params(name, master_candidate=True)
+        self.rpc = CountingRpc()
+
+    def test_encoded_once_for_every_node(self):
+        encoded = []
+        original = replication.encode_data
+        self.patch(replication, "encode_data",
+                   lambda data: encoded.append(data) or original(data))
+        rep = replication.Replicator(self.cfg, self.rpc, self.clock)
+        d = rep.flush()
+        while self.rpc.waiting:
+            self.rpc.reply(len(self.rpc.waiting))
+        self.successResultOf(d)
+        self.assertEqual(len(encoded), 1)
+        uploads = [a for _, p, a in self.rpc.given if p == "upload_file"]
+        ssconfs = [a for _, p, a in self.rpc.given
+                   if p == "write_ssconf_files"]
+        self.assertEqual(len(uploads), 5)
+        self.assertEqual(len(ssconfs), 40)
+        # one prepared argument list each, its JSON made once
+        for sent in (uploads, ssconfs):
+            self.assertTrue(all(a is sent[0] for a in sent))
+            self.assertIsInstance(sent[0], rpc.PreparedArgs)
+        self.assertEqual(json.loads(uploads[0].body)[0],
+                         replication.CONFIG_FILE)
+        for name in self.candidates:
+            self.assertEqual(self.rpc.serials(name), [self.cfg.serial_no])
+
+    def test_bounded_sends_candidates_first(self):
+        rep = replication.Replicator(self.cfg, self.rpc, self.clock,
+                                     max_parallel=4)
+        d = rep.flush()
+        # the first nodes sent to are the candidates (config.data first)
+        self.assertEqual(sorted(n for n, _, _ in self.rpc.given[:4]),
+                         sorted(self.candidates[:4]))
+        self.assertEqual({p for _, p, _ in self.rpc.given[:4]},
+                         {"upload_file"})
+        while self.rpc.waiting:
+            self.assertNoResult(d)
+            self.rpc.reply(3)
+        self.successResultOf(d)
+        self.assertEqual(self.rpc.most_in_flight, 4)
+        self.assertEqual(rep.missed(), {})
+        delivered = {s.name: s.delivered for s in rep.status.values()}
+        self.assertEqual(delivered, {n: self.cfg.serial_no
+                                     for n in self.names})
