@@ -17,8 +17,11 @@ Three things live here, all on the master's side:
   never gets an older serial after a newer one.  Failures are logged and
   kept per node (:meth:`Replicator.missed`); such a node gets the newest
   state with the next change or ``gnt-cluster redist-conf``.  A snapshot is
-  encoded once for all nodes (the same bytes go to every candidate), and
-  at most ``max_parallel`` nodes are sent to at once.
+  encoded once for all nodes (the same bytes go to every candidate), at
+  most ``max_parallel`` nodes are sent to at once, and a node that has the
+  ssconf files of the change already (most changes leave them as they
+  are) does not get them again: a change of an instance costs a call per
+  master candidate, not one per node.
 
 * **Ancillary files** (:func:`ancillary_files`, :func:`upload_files`): what
   ``gnt-cluster redist-conf`` and ``gnt-node add`` ship besides the config:
@@ -235,6 +238,7 @@ class _Snapshot(object):
     # every candidate), or None (not a candidate)
     config = attr.ib()
     ssconf = attr.ib()    # write_ssconf_files' arguments, shared by all
+    force = attr.ib(default=False)   # send even what the node has
 
 
 @attr.s
@@ -260,6 +264,8 @@ class _NodeWorker(object):
         self.busy = False
         self.pending = None
         self.sent_serial = None
+        # the ssconf arguments (rpc.PreparedArgs) the node last took
+        self.ssconf_delivered = None
 
     def submit(self, snapshot):
         if self.busy:
@@ -293,7 +299,8 @@ class _NodeWorker(object):
         calls = []
         if snapshot.config is not None:
             calls.append(("upload_file", snapshot.config))
-        calls.append(("write_ssconf_files", snapshot.ssconf))
+        if snapshot.force or snapshot.ssconf is not self.ssconf_delivered:
+            calls.append(("write_ssconf_files", snapshot.ssconf))
         for procedure, args in calls:
             result = await rep.rpc.call(node.name, procedure, args)
             if not result.success:
@@ -307,6 +314,8 @@ class _NodeWorker(object):
                 status.failed = snapshot.serial
                 status.error = result.fail_msg
                 return
+            if procedure == "write_ssconf_files":
+                self.ssconf_delivered = args
         if status.error is not None:
             log.info("Node {node} is up to date again (configuration serial"
                      " {serial})", node=node.name, serial=snapshot.serial)
@@ -348,6 +357,9 @@ class Replicator(object):
         self._timer = None
         self._idle = []
         self.snapshots = 0
+        # the last ssconf values and their encoding, reused while the
+        # values stay the same (the nodes that have them are skipped)
+        self._ssconf = (None, None)
 
     def config_written(self, store=None):
         if self.rpc is None:
@@ -372,7 +384,12 @@ class Replicator(object):
         serial = cfg.serial_no
         config = None
         # encoded once here, sent as they are to every node
-        values = rpc.PreparedArgs([ssconf.ssconf_values(cfg)])
+        values = ssconf.ssconf_values(cfg)
+        if values == self._ssconf[0]:
+            prepared = self._ssconf[1]
+        else:
+            prepared = rpc.PreparedArgs([values])
+            self._ssconf = (values, prepared)
         for uuid in list(self._workers):
             if uuid not in cfg.nodes:
                 del self._workers[uuid]
@@ -397,11 +414,16 @@ class Replicator(object):
             if worker is None:
                 worker = self._workers[node.uuid] = _NodeWorker(self,
                                                                 node.uuid)
-            if not force and not worker.busy and status.error is None and \
-                    status.delivered == serial:
-                continue
+            if not force and not worker.busy and status.error is None:
+                if status.delivered == serial:
+                    continue
+                if not node.master_candidate and \
+                        worker.ssconf_delivered is prepared:
+                    # nothing of this change concerns the node
+                    status.delivered = serial
+                    continue
             worker.submit(_Snapshot(serial, config if node.master_candidate
-                                    else None, values))
+                                    else None, prepared, force))
 
     def busy(self):
         return any(w.busy for w in self._workers.values()) or (

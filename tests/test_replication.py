@@ -142,6 +142,44 @@ class ReplicatorTests(ClockTestCase):
         self.successResultOf(self.rep.flush())
         self.assertEqual(self.rep.missed(), {})
 
+    def test_unchanged_ssconf_is_not_sent_again(self):
+        self.change("a")
+        self.successResultOf(self.rep.flush())
+        # a node's tags are not in ssconf: only the candidate's config.data
+        self.rpc.calls = []
+        self.cfg.add_tags("node", NODE3, ["rack1"])
+        self.successResultOf(self.rep.flush())
+        self.assertEqual([c[:2] for c in self.rpc.calls],
+                         [(NODE2, "upload_file")])
+        self.assertEqual(self.rpc.serials(NODE2), [self.cfg.serial_no])
+        for name in (NODE2, NODE3):
+            self.assertEqual(self.rep.status[self.cfg.get_node(name).uuid]
+                             .delivered, self.cfg.serial_no)
+        # a node whose last send failed gets the ssconf files again
+        self.rpc.fail[(NODE3, "write_ssconf_files")] = "disk full"
+        self.change("b")
+        self.successResultOf(self.rep.flush())
+        self.assertIn(NODE3, self.rep.missed())
+        del self.rpc.fail[(NODE3, "write_ssconf_files")]
+        self.rpc.calls = []
+        self.cfg.add_tags("node", NODE3, ["rack2"])
+        self.successResultOf(self.rep.flush())
+        self.assertEqual(sorted(c[:2] for c in self.rpc.calls),
+                         [(NODE2, "upload_file"),
+                          (NODE3, "write_ssconf_files")])
+        self.assertEqual(self.rep.missed(), {})
+        # the cluster's tags are: every node gets them; force sends all
+        self.rpc.calls = []
+        self.change("c")
+        self.successResultOf(self.rep.flush())
+        self.assertEqual(sorted(c[:2] for c in self.rpc.calls),
+                         [(NODE2, "upload_file"),
+                          (NODE2, "write_ssconf_files"),
+                          (NODE3, "write_ssconf_files")])
+        self.rpc.calls = []
+        self.successResultOf(self.rep.flush(force=True))
+        self.assertEqual(len(self.rpc.calls), 3)
+
     def test_removed_and_demoted_nodes(self):
         self.change("a")
         self.clock.advance(0)

@@ -25,8 +25,6 @@ import datetime
 import os
 import re
 
-from twisted.internet import defer
-
 from ganeti import constants
 from ganeti import crypto
 from ganeti import errors
@@ -35,6 +33,7 @@ from ganeti import ipolicy
 from ganeti import locking
 from ganeti import objects
 from ganeti import opcodes
+from ganeti import rpc
 from ganeti import user_shutdown
 from ganeti.cmdlib import instance_disks
 from ganeti.cmdlib import node_calls
@@ -409,18 +408,25 @@ class LUClusterVerifyGroup(LogicalUnit):
                                    for o in found[os_name]),
                          code=ETYPE_WARNING)
         # the OS definitions the node's instances need
-        needed = {}
-        for inst in self.instances:
-            if inst.primary_node == image.uuid and inst.os and \
-                    not inst.forthcoming:
-                needed.setdefault(inst.os.split("+", 1)[0], []).append(
-                    inst.name)
+        needed = self._needed_oses().get(image.uuid, {})
         for os_name in sorted(needed):
             entry = found.get(os_name)
             rep.error_if(not entry, CV_ENODEOS, name,
                          "OS '%s' of instance(s) %s is missing from the OS"
                          " search path", os_name,
                          ", ".join(sorted(needed[os_name])))
+
+    def _needed_oses(self):
+        """{node uuid: {OS name: [instance names]}} of the group's
+        instances, made once (not a walk of every instance per node)."""
+        if getattr(self, "_oses_by_node", None) is None:
+            by_node = {}
+            for inst in self.instances:
+                if inst.os and not inst.forthcoming:
+                    by_node.setdefault(inst.primary_node, {}).setdefault(
+                        inst.os.split("+", 1)[0], []).append(inst.name)
+            self._oses_by_node = by_node
+        return self._oses_by_node
 
     def _verify_node_instances(self, rep, image, by_name):
         """Instances the node runs that are not its primaries."""
@@ -660,10 +666,12 @@ class LUClusterVerifyGroup(LogicalUnit):
             missed = replicator.missed()
         settled = cfg.serial_no
         self.log_info("* Gathering data (%d nodes)", len(online))
-        await defer.gatherResults(
-            [defer.Deferred.fromCoroutine(self._gather(
-                img, hvs, hvparams, disks.get(img.uuid, [])))
-             for img in online], consumeErrors=True)
+        # at most the RPC client's bound of nodes asked at once
+        await rpc.fan_out(
+            online, lambda img: self._gather(img, hvs, hvparams,
+                                             disks.get(img.uuid, [])),
+            getattr(self.ctx.rpc, "max_parallel", None) or
+            rpc.DEFAULT_MAX_PARALLEL)
 
         self.log_info("* Verifying node status")
         by_name = {i.name: i for i in cfg.instances.values() if i.name}
