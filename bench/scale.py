@@ -24,10 +24,12 @@ largest size (linear growth is the size ratio, 10):
 * OP_INSTANCE_CREATE jobs per second;
 * memory (RSS) of the node daemons (mean and largest) and of the master;
 * ``gnt-cluster verify`` (our CLI, a process; median of REPEATS);
-* replication: after a change (a cluster tag), the time from the job's
-  end (its end timestamp) until the last other master candidate's
-  config.data has the new serial (the file's modification time);
-  median of REPEATS;
+* replication: after a change, the time from the job's end (its end
+  timestamp) until the last other master candidate's config.data has the
+  new serial (the file's modification time); median of REPEATS; for a
+  change of the ssconf files (a cluster tag: every node gets them) and
+  for one outside them (a node's tag: only the candidates get
+  config.data);
 * ``gnt-instance list`` (our CLI; live fields: every node is asked);
   median of REPEATS;
 * the master daemon's CPU at idle over IDLE_SECONDS (from
@@ -416,6 +418,8 @@ class ScaleCluster(object):
                                " %d" % (listed, self.size * self.per_node))
         r["replication"] = statistics.median(
             self.replication_latency(i) for i in range(REPEATS))
+        r["replication_node"] = statistics.median(
+            self.replication_latency(i, "node") for i in range(REPEATS))
         masterd = self.proc("masterd@" + self.vc.master.name)
         time.sleep(2)     # let the last change's work settle
         before = cpu_seconds(masterd.pid)
@@ -427,17 +431,18 @@ class ScaleCluster(object):
         r["masterd_rss"] = rss_mib(masterd.pid)
         return r
 
-    def replication_latency(self, round_no):
-        """Seconds from a change's job end until the last other master
-        candidate's config.data has its serial (by the file's mtime)."""
+    def replication_latency(self, round_no, kind="cluster"):
+        """Seconds from a change's job end (a tag of the cluster, or of a
+        node: ``kind``) until the last other master candidate's
+        config.data has its serial (by the file's mtime)."""
         from ganeti.dev.vcluster import wait_for
         master = self.vc.master
         others = [n for n in self.candidates() if n.name != master.name]
         c = self.luxi()
-        job = c.call("SubmitJob", [{"OP_ID": "OP_TAGS_SET", "kind": "cluster",
-                                    "name": None,
-                                    "tags": ["scale-%d-%d" % (
-                                        round_no, random.randint(0, 10**9))]}])
+        job = c.call("SubmitJob", [{
+            "OP_ID": "OP_TAGS_SET", "kind": kind,
+            "name": None if kind == "cluster" else self.vc.nodes[-1].name,
+            "tags": ["scale-%d-%d" % (round_no, random.randint(0, 10**9))]}])
         self.wait_jobs([job], "the tag change")
         end_ts = c.call("QueryJobs", [job], ["end_ts"])[0][0]
         end = end_ts[0] + end_ts[1] / 1e6
@@ -477,7 +482,8 @@ FIGURES = [
     ("noded_rss_max", "noded RSS, largest (MiB)", "%.1f"),
     ("masterd_rss", "masterd RSS (MiB)", "%.1f"),
     ("verify", "gnt-cluster verify (s)", "%.2f"),
-    ("replication", "replication to candidates (s)", "%.3f"),
+    ("replication", "replication, cluster tag (s)", "%.3f"),
+    ("replication_node", "replication, node tag (s)", "%.3f"),
     ("list", "gnt-instance list (s)", "%.2f"),
     ("idle_cpu", "masterd CPU at idle (%% of a core)", "%.1f"),
 ]

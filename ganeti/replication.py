@@ -388,7 +388,7 @@ class Replicator(object):
         serial = cfg.serial_no
         config = None
         # encoded once here, sent as they are to every node
-        values = ssconf.ssconf_values(cfg)
+        values = ssconf.current_values(cfg)
         if values == self._ssconf[0]:
             prepared = self._ssconf[1]
         else:

@@ -1,5 +1,6 @@
-"""Writing the ssconf files on a node: only those whose value changed are
-rewritten, all of them or none when a value is bad."""
+"""The ssconf files: a node rewrites only those whose value changed (all
+of them or none when a value is bad); the master computes the values once
+per configuration serial."""
 
 import os
 
@@ -69,3 +70,25 @@ class WriteSsconfTests(unittest.TestCase):
         self.assertIn("values.offline_nodes", str(err))
         self.assertEqual(self.read("node_list"), "a\n")
         self.assertEqual(len(self.writes), 1)
+
+
+class CurrentValuesTests(unittest.TestCase):
+
+    def test_computed_once_per_serial(self):
+        from ganeti import objects, ssconf
+        from tests.test_config import make_store
+        store = make_store(self)
+        calls = []
+        original = ssconf.ssconf_values
+        self.patch(ssconf, "ssconf_values",
+                   lambda s: calls.append(s.serial_no) or original(s))
+        first = ssconf.current_values(store)
+        self.assertIs(ssconf.current_values(store), first)
+        self.assertEqual(len(calls), 1)
+        store.add_node(objects.Node(name="node2.example.com",
+                                    primary_ip="127.0.0.2"))
+        second = ssconf.current_values(store)
+        self.assertEqual(len(calls), 2)
+        self.assertIn("node2.example.com", second["node_list"])
+        self.assertNotIn("node2.example.com", first["node_list"])
+        self.assertEqual(second, original(store))

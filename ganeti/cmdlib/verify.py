@@ -479,6 +479,16 @@ class LUClusterVerifyGroup(LogicalUnit):
                       "ignoring malformed auto-repair tag %s: %s", tag,
                       reason, code=ETYPE_WARNING)
 
+    def _group_policy(self, node_uuid):
+        """The filled instance policy of the node's group, made once per
+        group (filling copies the whole policy)."""
+        node = self.cfg.nodes.get(node_uuid)
+        key = node.group if node is not None else None
+        policies = self.__dict__.setdefault("_policies", {})
+        if key not in policies:
+            policies[key] = ipolicy.group_policy(self.cfg, node_uuid)[1]
+        return policies[key]
+
     def _verify_instance(self, rep, inst, images):
         """One instance: running where it should, disks present."""
         cluster = self.cfg.cluster
@@ -486,7 +496,7 @@ class LUClusterVerifyGroup(LogicalUnit):
         pname = node_calls.node_name(self.cfg, inst.primary_node)
         if pimg is None:
             return      # dangling: OP_CLUSTER_VERIFY_CONFIG reports it
-        _, policy = ipolicy.group_policy(self.cfg, inst.primary_node)
+        policy = self._group_policy(inst.primary_node)
         violations = ipolicy.spec_violations(
             policy, **ipolicy.instance_spec(self.cfg, inst))
         rep.error_if(violations, CV_EINSTANCEPOLICY, inst.name,
