@@ -18,10 +18,10 @@ Three things live here, all on the master's side:
   kept per node (:meth:`Replicator.missed`); such a node gets the newest
   state with the next change or ``gnt-cluster redist-conf``.  A snapshot is
   encoded once for all nodes (the same bytes go to every candidate), at
-  most ``max_parallel`` nodes are sent to at once, and a node that has the
-  ssconf files of the change already (most changes leave them as they
-  are) does not get them again: a change of an instance costs a call per
-  master candidate, not one per node.
+  most ``max_parallel`` nodes are sent to at once, and a node gets only
+  the ssconf values that changed since the ones it took last (none at all
+  when the change left ssconf as it was: a change of a node's tags costs
+  a call per master candidate, not one per node).
 
 * **Ancillary files** (:func:`ancillary_files`, :func:`upload_files`): what
   ``gnt-cluster redist-conf`` and ``gnt-node add`` ship besides the config:
@@ -304,7 +304,11 @@ class _NodeWorker(object):
         if snapshot.config is not None:
             calls.append(("upload_file", snapshot.config))
         if snapshot.force or snapshot.ssconf is not self.ssconf_delivered:
-            calls.append(("write_ssconf_files", snapshot.ssconf))
+            changes = rep._ssconf_changes(self.ssconf_delivered, snapshot)
+            if changes is None:
+                self.ssconf_delivered = snapshot.ssconf
+            else:
+                calls.append(("write_ssconf_files", changes))
         for procedure, args in calls:
             result = await rep.rpc.call(node.name, procedure, args)
             if not result.success:
@@ -319,7 +323,7 @@ class _NodeWorker(object):
                 status.error = result.fail_msg
                 return
             if procedure == "write_ssconf_files":
-                self.ssconf_delivered = args
+                self.ssconf_delivered = snapshot.ssconf
         if status.error is not None:
             log.info("Node {node} is up to date again (configuration serial"
                      " {serial})", node=node.name, serial=snapshot.serial)
@@ -364,6 +368,8 @@ class Replicator(object):
         # the last ssconf values and their encoding, reused while the
         # values stay the same (the nodes that have them are skipped)
         self._ssconf = (None, None)
+        # id(values a node has) -> (those, the newest, the changed ones)
+        self._ssconf_deltas = {}
 
     def config_written(self, store=None):
         if self.rpc is None:
@@ -394,6 +400,7 @@ class Replicator(object):
         else:
             prepared = rpc.PreparedArgs([values])
             self._ssconf = (values, prepared)
+            self._ssconf_deltas = {}
         for uuid in list(self._workers):
             if uuid not in cfg.nodes:
                 del self._workers[uuid]
@@ -428,6 +435,26 @@ class Replicator(object):
                     continue
             worker.submit(_Snapshot(serial, config if node.master_candidate
                                     else None, prepared, force))
+
+    def _ssconf_changes(self, delivered, snapshot):
+        """The write_ssconf_files arguments that bring a node holding
+        ``delivered`` (the arguments it took last, None: unknown) to the
+        snapshot's values: everything when forced or unknown, else the
+        values that differ (the node leaves its other files alone), made
+        once for every node holding the same; None when nothing differs."""
+        if snapshot.force or delivered is None:
+            return snapshot.ssconf
+        cached = self._ssconf_deltas.get(id(delivered))
+        if cached is not None and cached[0] is delivered and \
+                cached[1] is snapshot.ssconf:
+            return cached[2]
+        old, new = delivered[0], snapshot.ssconf[0]
+        changed = {key: value for key, value in new.items()
+                   if old.get(key) != value}
+        changes = rpc.PreparedArgs([changed]) if changed else None
+        self._ssconf_deltas[id(delivered)] = (delivered, snapshot.ssconf,
+                                              changes)
+        return changes
 
     def busy(self):
         return any(w.busy for w in self._workers.values()) or (

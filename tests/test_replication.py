@@ -180,6 +180,42 @@ class ReplicatorTests(ClockTestCase):
         self.successResultOf(self.rep.flush(force=True))
         self.assertEqual(len(self.rpc.calls), 3)
 
+    def ssconf_sent(self, node):
+        return [c.args[0] for c in self.rpc.calls
+                if c.node == node and c.procedure == "write_ssconf_files"]
+
+    def test_only_changed_ssconf_values_are_sent(self):
+        self.change("a")
+        self.successResultOf(self.rep.flush())
+        [full] = self.ssconf_sent(NODE3)
+        self.assertIn("node_list", full)
+        self.assertEqual(full["cluster_tags"], ["a"])
+        self.rpc.calls = []
+        self.change("b")
+        self.successResultOf(self.rep.flush())
+        for node in (NODE2, NODE3):
+            self.assertEqual(self.ssconf_sent(node),
+                             [{"cluster_tags": ["a", "b"]}])
+        # a node that missed a change gets what changed since it last
+        # took something
+        self.rpc.fail[(NODE3, "write_ssconf_files")] = "disk full"
+        self.change("c")
+        self.successResultOf(self.rep.flush())
+        del self.rpc.fail[(NODE3, "write_ssconf_files")]
+        self.rpc.calls = []
+        self.cfg.set_node_params(NODE2, master_candidate=False)
+        self.successResultOf(self.rep.flush())
+        sent = self.ssconf_sent(NODE3)
+        self.assertEqual(sorted(sent[0]), ["cluster_tags",
+                                           "master_candidates",
+                                           "master_candidates_ips"])
+        self.assertEqual(sent[0]["cluster_tags"], ["a", "b", "c"])
+        self.assertEqual(self.rep.missed(), {})
+        # redist-conf (force) sends every value
+        self.rpc.calls = []
+        self.successResultOf(self.rep.flush(force=True))
+        self.assertEqual(sorted(self.ssconf_sent(NODE3)[0]), sorted(full))
+
     def test_removed_and_demoted_nodes(self):
         self.change("a")
         self.clock.advance(0)
@@ -524,6 +560,18 @@ class ManyNodesReplicationTests(ClockTestCase):
                          replication.CONFIG_FILE)
         for name in self.candidates:
             self.assertEqual(self.rpc.serials(name), [self.cfg.serial_no])
+        # the next change: only the changed value, encoded once for all
+        self.rpc.given = []
+        self.cfg.add_tags("cluster", None, ["rack1"])
+        d = rep.flush()
+        while self.rpc.waiting:
+            self.rpc.reply(len(self.rpc.waiting))
+        self.successResultOf(d)
+        ssconfs = [a for _, p, a in self.rpc.given
+                   if p == "write_ssconf_files"]
+        self.assertEqual(len(ssconfs), 40)
+        self.assertTrue(all(a is ssconfs[0] for a in ssconfs))
+        self.assertEqual(list(ssconfs[0]), [{"cluster_tags": ["rack1"]}])
 
     def test_bounded_sends_candidates_first(self):
         rep = replication.Replicator(self.cfg, self.rpc, self.clock,
