@@ -73,6 +73,8 @@ JOB_INSTANCES = 100
 CANDIDATES = 10
 REPEATS = 3
 IDLE_SECONDS = 10.0
+#: seconds between two measured changes
+SETTLE_SECONDS = 2.0
 #: seconds any one wait may take (a join, a batch of jobs, a command)
 TIMEOUT = 1800.0
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -439,6 +441,9 @@ class ScaleCluster(object):
         master = self.vc.master
         others = [n for n in self.candidates() if n.name != master.name]
         c = self.luxi()
+        # the candidates' confd reload the previous change's config.data
+        # (CPU the candidates' node daemons would otherwise compete for)
+        time.sleep(SETTLE_SECONDS)
         job = c.call("SubmitJob", [{
             "OP_ID": "OP_TAGS_SET", "kind": kind,
             "name": None if kind == "cluster" else self.vc.nodes[-1].name,
