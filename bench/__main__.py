@@ -18,6 +18,7 @@ BENCHMARKS = {
     "htools_alloc": "bench.htools_alloc",
     "failover": "bench.failover",
     "maintd": "bench.maintd",
+    "scale": "bench.scale",
 }
 
 

@@ -7,7 +7,10 @@ cluster certificate (see :mod:`ganeti.crypto`) and fires an
 node that cannot be resolved or reached, a timeout, a TLS refusal, a bad
 reply and an error reported by the node all become a failed result whose
 ``fail_msg`` names the node and says what happened.  ``call_many`` calls
-several nodes in parallel.
+several nodes in parallel, at most ``max_parallel`` of them at a time, and
+encodes the arguments once for all of them; :class:`PreparedArgs` does the
+same for a caller that sends one argument list to nodes one by one, and
+:func:`fan_out` bounds any other per-node work the same way.
 
 Nodes are resolved by a *resolver*: ``resolver(node) -> NodeAddress`` (or
 an ``(address, port)`` / ``(address, port, offline)`` tuple); see
@@ -30,7 +33,8 @@ from ganeti import constants
 from ganeti import crypto
 from ganeti import errors
 
-__all__ = ["NodeAddress", "RpcResult", "RpcClient", "config_resolver",
+__all__ = ["NodeAddress", "RpcResult", "RpcClient", "PreparedArgs",
+           "fan_out", "DEFAULT_MAX_PARALLEL", "config_resolver",
            "PROCEDURE_TIMEOUTS", "TIMEOUT_URGENT", "TIMEOUT_FAST",
            "TIMEOUT_NORMAL", "TIMEOUT_SLOW", "TIMEOUT_1DAY"]
 
@@ -59,6 +63,45 @@ PROCEDURE_TIMEOUTS = {
     "repair_command": TIMEOUT_SLOW,
     "instance_os_add": TIMEOUT_1DAY,
 }
+
+
+#: Requests of one fan-out in flight at once: enough to keep a cluster's
+#: nodes busy, few enough that a call to thousands of nodes does not open
+#: thousands of TLS connections (and handshakes) at the same moment.
+DEFAULT_MAX_PARALLEL = 50
+
+
+class PreparedArgs(tuple):
+    """An argument list encoded once: the same ``PreparedArgs`` given to
+    many calls (config.data to every master candidate, ssconf to every
+    node) is serialised to JSON once, not once per node.  It is a tuple,
+    so anything taking an argument list takes it."""
+
+    def __new__(cls, args):
+        self = tuple.__new__(cls, args)
+        self.body = json.dumps(list(self)).encode("utf-8")
+        return self
+
+
+def _encode(args):
+    if isinstance(args, PreparedArgs):
+        return args.body
+    if isinstance(args, dict):
+        return json.dumps(args).encode("utf-8")
+    return json.dumps(list(args)).encode("utf-8")
+
+
+def fan_out(items, function, limit=DEFAULT_MAX_PARALLEL):
+    """``function(item)`` (a Deferred or a coroutine) for every item, at
+    most ``limit`` running at once, started in order; a Deferred firing
+    with the list of results in the order of ``items``, or failing with
+    the first failure (:class:`twisted.internet.defer.FirstError`)."""
+    if limit < 1:
+        raise ValueError("limit must be at least 1, not %r" % (limit,))
+    semaphore = defer.DeferredSemaphore(limit)
+    return defer.gatherResults(
+        [semaphore.run(defer.maybeDeferred, function, item)
+         for item in items], consumeErrors=True)
 
 
 @attr.s(frozen=True)
@@ -139,14 +182,21 @@ class RpcClient(object):
     """Calls node daemons; one persistent connection pool for all nodes.
 
     ``clock`` (IReactorTime, default ``reactor``) drives the timeouts, so
-    tests can use a Clock.  Call :meth:`close` when done.
+    tests can use a Clock.  ``max_parallel`` bounds each :meth:`call_many`
+    (a call's timeout starts when its request does).  Call :meth:`close`
+    when done.
     """
 
     def __init__(self, reactor, cert_path, resolver, clock=None,
-                 cert=None, connect_timeout=10):
+                 cert=None, connect_timeout=10,
+                 max_parallel=DEFAULT_MAX_PARALLEL):
+        if max_parallel < 1:
+            raise ValueError("max_parallel must be at least 1, not %r"
+                             % (max_parallel,))
         self._reactor = reactor
         self._clock = clock or reactor
         self._resolver = resolver
+        self.max_parallel = max_parallel
         self.cert = cert or crypto.load_cluster_certificate(cert_path)
         self._pool = web_client.HTTPConnectionPool(reactor, persistent=True)
         self._pool.maxPersistentPerHost = 4
@@ -164,10 +214,14 @@ class RpcClient(object):
             self._call(node, procedure, args, timeout))
 
     def call_many(self, nodes, procedure, args=(), timeout=None):
-        """Call every node in parallel: Deferred[{node: RpcResult}]."""
+        """Call every node, ``max_parallel`` at a time, the arguments
+        encoded once: Deferred[{node: RpcResult}]."""
         nodes = list(nodes)
-        calls = [self.call(n, procedure, args, timeout) for n in nodes]
-        d = defer.gatherResults(calls)
+        if not isinstance(args, (PreparedArgs, dict)):
+            args = PreparedArgs(args)
+        d = fan_out(nodes, lambda node: self._call(node, procedure, args,
+                                                    timeout),
+                    self.max_parallel)
         return d.addCallback(lambda results: dict(zip(nodes, results)))
 
     async def _call(self, node, procedure, args, timeout):
@@ -182,14 +236,11 @@ class RpcClient(object):
         if addr.offline:
             return failed("node %s is offline (not contacted)" % node,
                           offline=True)
-        if isinstance(args, dict):
-            body = json.dumps(args)
-        else:
-            body = json.dumps(list(args))
+        body = _encode(args)
         if timeout is None:
             timeout = PROCEDURE_TIMEOUTS.get(procedure, TIMEOUT_NORMAL)
         where = "node %s (%s:%d)" % (node, addr.address, addr.port)
-        request = self._request(addr, procedure, body.encode("utf-8"))
+        request = self._request(addr, procedure, body)
         # Our own timer rather than addTimeout: a cancelled request fails
         # with various wrapped errors depending on how far it got.
         timed_out = []

@@ -88,6 +88,19 @@ def ssconf_values(store):
     return values
 
 
+def current_values(store):
+    """:func:`ssconf_values` of ``store`` as of its serial number, computed
+    once per serial: the master's own files and the replication to the
+    nodes share it (it sorts every node and instance name).  The store
+    must change only through its methods, which move the serial."""
+    cached = getattr(store, "_ssconf_values_cache", None)
+    if cached is not None and cached[0] == store.serial_no:
+        return cached[1]
+    values = ssconf_values(store)
+    store._ssconf_values_cache = (store.serial_no, values)
+    return values
+
+
 def write_ssconf(paths, store):
     """Write every ssconf file of ``store`` under ``paths`` (mode 0444)."""
     return backend_files.write_ssconf_files(paths, ssconf_values(store))

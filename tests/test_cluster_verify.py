@@ -13,6 +13,8 @@ from twisted.trial import unittest
 
 from ganeti import constants
 from ganeti import crypto
+from ganeti import locking
+from ganeti import objects
 from ganeti import opcodes
 from ganeti.cmdlib import verify
 
@@ -606,3 +608,35 @@ class CertificateTests(unittest.TestCase):
         etype, msg = verify.certificate_problem("/nonexistent/server.pem")
         self.assertEqual(etype, "ERROR")
         self.assertIn("Failed to load X509 certificate", msg)
+
+
+class ManyNodesVerifyTests(VerifyTestCase):
+    """Twelve nodes, asked no more than the RPC client's bound at once."""
+
+    def setUp(self):
+        VerifyTestCase.setUp(self)
+        for i in range(3, 13):
+            uuid = self.cfg.add_node(objects.Node(
+                name="node%d.example.com" % i,
+                primary_ip="127.0.0.%d" % i))
+            for level in (locking.LEVEL_NODE, locking.LEVEL_NODE_RES):
+                self.successResultOf(self.glm.add(level, [uuid]))
+        self.create(INST)
+
+    def test_nodes_asked_within_the_bound(self):
+        self.rpc.max_parallel = 3
+        self.rpc.hold("version")
+        d = self.run_op({"OP_ID": "OP_CLUSTER_VERIFY_GROUP",
+                         "group_name": "default"})
+        most = 0
+        while self.rpc._held["version"]:
+            most = max(most, len(self.rpc._held["version"]))
+            self.assertNoResult(d)
+            self.rpc.release("version")
+        self.rpc.release("version", keep=False)
+        self.assertTrue(self.successResultOf(d))
+        self.assertEqual(most, 3)
+        self.assertEqual(sorted(c.node for c in self.rpc.calls_of("version")),
+                         sorted(n.name for n in self.cfg.nodes.values()))
+        # every node was asked everything, not just its version
+        self.assertEqual(len(self.rpc.calls_of("os_diagnose")), 12)

@@ -69,6 +69,27 @@ class MasterdServiceTests(unittest.TestCase):
         # stopped with it
         self.assertEqual(reactor.getDelayedCalls(), [])
 
+    def test_ssconf_files_once_per_burst_of_changes(self):
+        from ganeti.backend import files
+        written = []
+        original = files.write_ssconf_files
+        self.patch(files, "write_ssconf_files", lambda paths, values: (
+            written.append(values["cluster_tags"]) or
+            original(paths, values)))
+        reactor = MemoryReactorClock()
+        top = self.make(reactor)
+        top.startService()
+        self.addCleanup(top.stopService)
+        self.assertEqual(written, [[]])
+        for tag in ("a", "b", "c"):
+            top.cfg.add_tags("cluster", None, [tag])
+        self.assertEqual(written, [[]])
+        reactor.advance(0)
+        # one write, of the newest values
+        self.assertEqual(written, [[], ["a", "b", "c"]])
+        with open(self.paths.ssconf_file("cluster_tags")) as f:
+            self.assertEqual(f.read(), "a\nb\nc\n")
+
     def test_node_checks_can_be_turned_off(self):
         options = masterd.Options()
         options.parseOptions(["--root", self.paths.root,

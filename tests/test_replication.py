@@ -13,6 +13,7 @@ from ganeti import errors
 from ganeti import objects
 from ganeti import pathutils
 from ganeti import replication
+from ganeti import rpc
 
 from tests.fakes import ClockTestCase, FakeRpc
 from tests.test_config import make_store
@@ -140,6 +141,80 @@ class ReplicatorTests(ClockTestCase):
         del self.rpc.fail[NODE3]
         self.successResultOf(self.rep.flush())
         self.assertEqual(self.rep.missed(), {})
+
+    def test_unchanged_ssconf_is_not_sent_again(self):
+        self.change("a")
+        self.successResultOf(self.rep.flush())
+        # a node's tags are not in ssconf: only the candidate's config.data
+        self.rpc.calls = []
+        self.cfg.add_tags("node", NODE3, ["rack1"])
+        self.successResultOf(self.rep.flush())
+        self.assertEqual([c[:2] for c in self.rpc.calls],
+                         [(NODE2, "upload_file")])
+        self.assertEqual(self.rpc.serials(NODE2), [self.cfg.serial_no])
+        for name in (NODE2, NODE3):
+            self.assertEqual(self.rep.status[self.cfg.get_node(name).uuid]
+                             .delivered, self.cfg.serial_no)
+        # a node whose last send failed gets the ssconf files again
+        self.rpc.fail[(NODE3, "write_ssconf_files")] = "disk full"
+        self.change("b")
+        self.successResultOf(self.rep.flush())
+        self.assertIn(NODE3, self.rep.missed())
+        del self.rpc.fail[(NODE3, "write_ssconf_files")]
+        self.rpc.calls = []
+        self.cfg.add_tags("node", NODE3, ["rack2"])
+        self.successResultOf(self.rep.flush())
+        self.assertEqual(sorted(c[:2] for c in self.rpc.calls),
+                         [(NODE2, "upload_file"),
+                          (NODE3, "write_ssconf_files")])
+        self.assertEqual(self.rep.missed(), {})
+        # the cluster's tags are: every node gets them; force sends all
+        self.rpc.calls = []
+        self.change("c")
+        self.successResultOf(self.rep.flush())
+        self.assertEqual(sorted(c[:2] for c in self.rpc.calls),
+                         [(NODE2, "upload_file"),
+                          (NODE2, "write_ssconf_files"),
+                          (NODE3, "write_ssconf_files")])
+        self.rpc.calls = []
+        self.successResultOf(self.rep.flush(force=True))
+        self.assertEqual(len(self.rpc.calls), 3)
+
+    def ssconf_sent(self, node):
+        return [c.args[0] for c in self.rpc.calls
+                if c.node == node and c.procedure == "write_ssconf_files"]
+
+    def test_only_changed_ssconf_values_are_sent(self):
+        self.change("a")
+        self.successResultOf(self.rep.flush())
+        [full] = self.ssconf_sent(NODE3)
+        self.assertIn("node_list", full)
+        self.assertEqual(full["cluster_tags"], ["a"])
+        self.rpc.calls = []
+        self.change("b")
+        self.successResultOf(self.rep.flush())
+        for node in (NODE2, NODE3):
+            self.assertEqual(self.ssconf_sent(node),
+                             [{"cluster_tags": ["a", "b"]}])
+        # a node that missed a change gets what changed since it last
+        # took something
+        self.rpc.fail[(NODE3, "write_ssconf_files")] = "disk full"
+        self.change("c")
+        self.successResultOf(self.rep.flush())
+        del self.rpc.fail[(NODE3, "write_ssconf_files")]
+        self.rpc.calls = []
+        self.cfg.set_node_params(NODE2, master_candidate=False)
+        self.successResultOf(self.rep.flush())
+        sent = self.ssconf_sent(NODE3)
+        self.assertEqual(sorted(sent[0]), ["cluster_tags",
+                                           "master_candidates",
+                                           "master_candidates_ips"])
+        self.assertEqual(sent[0]["cluster_tags"], ["a", "b", "c"])
+        self.assertEqual(self.rep.missed(), {})
+        # redist-conf (force) sends every value
+        self.rpc.calls = []
+        self.successResultOf(self.rep.flush(force=True))
+        self.assertEqual(sorted(self.ssconf_sent(NODE3)[0]), sorted(full))
 
     def test_removed_and_demoted_nodes(self):
         self.change("a")
@@ -416,3 +491,103 @@ class NodedOptionsTests(unittest.TestCase):
             f.write(cert.key_pem + cert.cert_pem)
         options = self.parse("--bootstrap")
         self.assertEqual(options["certificate"].digest(), cert.digest())
+
+
+class CountingRpc(ReplicationRpc):
+    """Every call waits for :meth:`reply`; records the argument objects
+    as given (before FakeRpc copies them) and the most calls in flight."""
+
+    def __init__(self):
+        ReplicationRpc.__init__(self)
+        self.given = []           # (node, procedure, args object)
+        self.waiting = []
+        self.most_in_flight = 0
+
+    def call(self, node, procedure, args=(), timeout=None):
+        self.given.append((node, procedure, args))
+        d = defer.Deferred()
+        self.waiting.append((d, node, procedure, args))
+        self.most_in_flight = max(self.most_in_flight, len(self.waiting))
+        FakeRpc.call(self, node, procedure, args, timeout)   # recorded
+        return d
+
+    def reply(self, count):
+        """Answer the ``count`` oldest calls waiting."""
+        batch, self.waiting = self.waiting[:count], self.waiting[count:]
+        for d, node, procedure, args in batch:
+            d.callback(self.answer(node, procedure, list(args)))
+
+
+class ManyNodesReplicationTests(ClockTestCase):
+    """40 nodes, 5 of them master candidates besides the master."""
+
+    def setUp(self):
+        ClockTestCase.setUp(self)
+        self.cfg = make_store(self)
+        self.cfg.set_cluster_params(candidate_pool_size=6)
+        self.names = ["node%d.example.com" % i for i in range(2, 42)]
+        for i, name in enumerate(self.names):
+            self.cfg.add_node(objects.Node(
+                name=name, primary_ip="127.0.1.%d" % (i + 2),
+                master_candidate=False))
+        # the candidates sort last by name: they must still go first
+        self.candidates = self.names[-5:]
+        for name in self.candidates:
+            self.cfg.set_node_params(name, master_candidate=True)
+        self.rpc = CountingRpc()
+
+    def test_encoded_once_for_every_node(self):
+        encoded = []
+        original = replication.encode_data
+        self.patch(replication, "encode_data",
+                   lambda data: encoded.append(data) or original(data))
+        rep = replication.Replicator(self.cfg, self.rpc, self.clock)
+        d = rep.flush()
+        while self.rpc.waiting:
+            self.rpc.reply(len(self.rpc.waiting))
+        self.successResultOf(d)
+        self.assertEqual(len(encoded), 1)
+        uploads = [a for _, p, a in self.rpc.given if p == "upload_file"]
+        ssconfs = [a for _, p, a in self.rpc.given
+                   if p == "write_ssconf_files"]
+        self.assertEqual(len(uploads), 5)
+        self.assertEqual(len(ssconfs), 40)
+        # one prepared argument list each, its JSON made once
+        for sent in (uploads, ssconfs):
+            self.assertTrue(all(a is sent[0] for a in sent))
+            self.assertIsInstance(sent[0], rpc.PreparedArgs)
+        self.assertEqual(json.loads(uploads[0].body)[0],
+                         replication.CONFIG_FILE)
+        for name in self.candidates:
+            self.assertEqual(self.rpc.serials(name), [self.cfg.serial_no])
+        # the next change: only the changed value, encoded once for all
+        self.rpc.given = []
+        self.cfg.add_tags("cluster", None, ["rack1"])
+        d = rep.flush()
+        while self.rpc.waiting:
+            self.rpc.reply(len(self.rpc.waiting))
+        self.successResultOf(d)
+        ssconfs = [a for _, p, a in self.rpc.given
+                   if p == "write_ssconf_files"]
+        self.assertEqual(len(ssconfs), 40)
+        self.assertTrue(all(a is ssconfs[0] for a in ssconfs))
+        self.assertEqual(list(ssconfs[0]), [{"cluster_tags": ["rack1"]}])
+
+    def test_bounded_sends_candidates_first(self):
+        rep = replication.Replicator(self.cfg, self.rpc, self.clock,
+                                     max_parallel=4)
+        d = rep.flush()
+        # the first nodes sent to are the candidates (config.data first)
+        self.assertEqual(sorted(n for n, _, _ in self.rpc.given[:4]),
+                         sorted(self.candidates[:4]))
+        self.assertEqual({p for _, p, _ in self.rpc.given[:4]},
+                         {"upload_file"})
+        while self.rpc.waiting:
+            self.assertNoResult(d)
+            self.rpc.reply(3)
+        self.successResultOf(d)
+        self.assertEqual(self.rpc.most_in_flight, 4)
+        self.assertEqual(rep.missed(), {})
+        delivered = {s.name: s.delivered for s in rep.status.values()}
+        self.assertEqual(delivered, {n: self.cfg.serial_no
+                                     for n in self.names})

@@ -180,9 +180,23 @@ def upload_file(root, path, data, mode=0o600, uid=None, gid=None,
     return target
 
 
+def _unchanged(path, data, mode):
+    """Whether ``path`` already holds ``data`` with ``mode``."""
+    try:
+        if os.stat(path).st_mode & 0o7777 != mode:
+            return False
+        with open(path, "rb") as f:
+            return f.read(len(data) + 1) == data
+    except OSError:
+        return False
+
+
 def write_ssconf_files(paths, values):
     """Write ``ssconf_<key>`` for each key of ``values`` (str or list of
-    lines); all are checked before any is written."""
+    lines); all are checked before any is written.  Files that already
+    hold their value are left alone (a change of the configuration
+    touches few of them), the others are written together, atomically,
+    with one sync of the directory."""
     if not isinstance(values, dict):
         raise errors.ParameterError("values", "values must be a dict of"
                                     " ssconf key -> value")
@@ -211,8 +225,10 @@ def write_ssconf_files(paths, values):
                 % (field, len(data), SSCONF_MAX_SIZE))
         prepared.append((paths.ssconf_file(key), data))
     os.makedirs(paths.data_dir, mode=0o750, exist_ok=True)
-    for target, data in prepared:
-        io.atomic_write(target, data, mode=SSCONF_MODE)
+    changed = {target: data for target, data in prepared
+               if not _unchanged(target, data, SSCONF_MODE)}
+    if changed:
+        io.atomic_write_many(changed, mode=SSCONF_MODE)
     return [t for t, _ in prepared]
 
 

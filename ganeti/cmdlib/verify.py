@@ -25,8 +25,6 @@ import datetime
 import os
 import re
 
-from twisted.internet import defer
-
 from ganeti import constants
 from ganeti import crypto
 from ganeti import errors
@@ -35,6 +33,7 @@ from ganeti import ipolicy
 from ganeti import locking
 from ganeti import objects
 from ganeti import opcodes
+from ganeti import rpc
 from ganeti import user_shutdown
 from ganeti.cmdlib import instance_disks
 from ganeti.cmdlib import node_calls
@@ -409,18 +408,25 @@ class LUClusterVerifyGroup(LogicalUnit):
                                    for o in found[os_name]),
                          code=ETYPE_WARNING)
         # the OS definitions the node's instances need
-        needed = {}
-        for inst in self.instances:
-            if inst.primary_node == image.uuid and inst.os and \
-                    not inst.forthcoming:
-                needed.setdefault(inst.os.split("+", 1)[0], []).append(
-                    inst.name)
+        needed = self._needed_oses().get(image.uuid, {})
         for os_name in sorted(needed):
             entry = found.get(os_name)
             rep.error_if(not entry, CV_ENODEOS, name,
                          "OS '%s' of instance(s) %s is missing from the OS"
                          " search path", os_name,
                          ", ".join(sorted(needed[os_name])))
+
+    def _needed_oses(self):
+        """{node uuid: {OS name: [instance names]}} of the group's
+        instances, made once (not a walk of every instance per node)."""
+        if getattr(self, "_oses_by_node", None) is None:
+            by_node = {}
+            for inst in self.instances:
+                if inst.os and not inst.forthcoming:
+                    by_node.setdefault(inst.primary_node, {}).setdefault(
+                        inst.os.split("+", 1)[0], []).append(inst.name)
+            self._oses_by_node = by_node
+        return self._oses_by_node
 
     def _verify_node_instances(self, rep, image, by_name):
         """Instances the node runs that are not its primaries."""
@@ -473,6 +479,16 @@ class LUClusterVerifyGroup(LogicalUnit):
                       "ignoring malformed auto-repair tag %s: %s", tag,
                       reason, code=ETYPE_WARNING)
 
+    def _group_policy(self, node_uuid):
+        """The filled instance policy of the node's group, made once per
+        group (filling copies the whole policy)."""
+        node = self.cfg.nodes.get(node_uuid)
+        key = node.group if node is not None else None
+        policies = self.__dict__.setdefault("_policies", {})
+        if key not in policies:
+            policies[key] = ipolicy.group_policy(self.cfg, node_uuid)[1]
+        return policies[key]
+
     def _verify_instance(self, rep, inst, images):
         """One instance: running where it should, disks present."""
         cluster = self.cfg.cluster
@@ -480,7 +496,7 @@ class LUClusterVerifyGroup(LogicalUnit):
         pname = node_calls.node_name(self.cfg, inst.primary_node)
         if pimg is None:
             return      # dangling: OP_CLUSTER_VERIFY_CONFIG reports it
-        _, policy = ipolicy.group_policy(self.cfg, inst.primary_node)
+        policy = self._group_policy(inst.primary_node)
         violations = ipolicy.spec_violations(
             policy, **ipolicy.instance_spec(self.cfg, inst))
         rep.error_if(violations, CV_EINSTANCEPOLICY, inst.name,
@@ -660,10 +676,12 @@ class LUClusterVerifyGroup(LogicalUnit):
             missed = replicator.missed()
         settled = cfg.serial_no
         self.log_info("* Gathering data (%d nodes)", len(online))
-        await defer.gatherResults(
-            [defer.Deferred.fromCoroutine(self._gather(
-                img, hvs, hvparams, disks.get(img.uuid, [])))
-             for img in online], consumeErrors=True)
+        # at most the RPC client's bound of nodes asked at once
+        await rpc.fan_out(
+            online, lambda img: self._gather(img, hvs, hvparams,
+                                             disks.get(img.uuid, [])),
+            getattr(self.ctx.rpc, "max_parallel", None) or
+            rpc.DEFAULT_MAX_PARALLEL)
 
         self.log_info("* Verifying node status")
         by_name = {i.name: i for i in cfg.instances.values() if i.name}

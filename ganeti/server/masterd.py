@@ -297,8 +297,11 @@ class ConfigService(_StartStep):
                      v=constants.CONFIG_VERSION)
             cfg.save().addErrback(lambda f: log.failure(
                 "saving the upgraded configuration failed", f))
-        # Keep the master's ssconf files in step with every change.
-        cfg.write_listeners.append(self._write_ssconf)
+        # Keep the master's ssconf files in step with every change (once
+        # for the writes of one turn of the reactor: jobs running together
+        # write often, and the values walk every node and instance).
+        self._ssconf_call = None
+        cfg.write_listeners.append(self._ssconf_changed)
         self._write_ssconf(cfg)
         glm = mcpu.make_lock_manager(cfg, self.reactor)
         node_rpc = self._rpc_client()
@@ -325,10 +328,15 @@ class ConfigService(_StartStep):
         return rpc.RpcClient(self.reactor, pem,
                              rpc.config_resolver(self.cfg))
 
+    def _ssconf_changed(self, store):
+        if self._ssconf_call is None or not self._ssconf_call.active():
+            self._ssconf_call = self.reactor.callLater(0, self._write_ssconf,
+                                                       store)
+
     def _write_ssconf(self, store):
         # the values now (the store changes), the files in the writer
         try:
-            values = ssconf.ssconf_values(store)
+            values = ssconf.current_values(store)
         except errors.GenericError:
             log.failure("computing the ssconf files failed")
             return
