@@ -12,6 +12,7 @@ import attr
 
 from ganeti import constants
 from ganeti import objects
+from ganeti.confd import pacing
 from ganeti.confd import wire
 from ganeti.utils.memo import Memo
 
@@ -63,10 +64,6 @@ def _drbd_ends(disk):
     return (node_a, minor_a), (node_b, minor_b)
 
 
-def _no_pause():
-    pass
-
-
 def _nic_link(default_link, nic, group):
     """The link of a NIC: fill_nicparams's, without filling the rest."""
     link = default_link
@@ -83,7 +80,7 @@ class ConfigSnapshot(object):
     :mod:`ganeti.confd.pacing`).
     """
 
-    def __init__(self, store, pause=_no_pause):
+    def __init__(self, store, pause=pacing.no_pause):
         self._pause = pause
         self.store = store
         cluster = store.cluster
@@ -237,7 +234,7 @@ class ConfigSnapshot(object):
             self._config_dict = self.store.to_dict()
         return self._config_dict
 
-    def release(self, pause=_no_pause):
+    def release(self, pause=pacing.no_pause):
         """Take the snapshot apart, a piece at a time.
 
         For a snapshot that answers no more, in a worker thread: freeing
