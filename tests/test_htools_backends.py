@@ -6,12 +6,13 @@ import json
 import os
 import shutil
 import tempfile
-import threading
 
 from twisted.trial import unittest
 
 from ganeti.htools import backends, cluster, score, text
 from ganeti.htools import types as T
+
+from tests import jsonhttp
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "htools")
 
@@ -107,26 +108,11 @@ class RapiTests(unittest.TestCase):
                            backends.cluster_to_rapi(load_text("tiny.txt"))))
         seen = []
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):
-                seen.append((self.path, self.headers.get("Authorization")))
-                body = json.dumps(answers[self.path]).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):
-                pass
-
-        srv = http.server.HTTPServer(("127.0.0.1", 0), Handler)
-        th = threading.Thread(target=srv.serve_forever, daemon=True)
-        th.start()
-        self.addCleanup(srv.server_close)
-        self.addCleanup(srv.shutdown)
+        def answer(path, headers):
+            seen.append((path, headers.get("Authorization")))
+            return answers[path]
         cd = cluster.finalize(backends.load_rapi(
-            "127.0.0.1:%d" % srv.server_address[1]))
+            jsonhttp.serve_json(self, answer)))
         self.assertEqual([p for p, _ in seen], list(answers))
         self.assertEqual({a for _, a in seen}, {None})
         self.assertEqual(len(cd.instances), 3)

@@ -12,6 +12,8 @@ from twisted.trial import unittest
 
 from ganeti.htools import backends, balance, cluster, generate, score, text
 
+from tests import jsonhttp
+
 BIN = os.environ.get("GANETI_HTOOLS_BIN", "/usr/lib/ganeti/3.0/usr/bin")
 HBAL = os.path.join(BIN, "hbal")
 
@@ -94,9 +96,7 @@ class OracleTests(unittest.TestCase):
                              raw, suffix)
 
     def test_rapi_source_gives_ganeti_output(self):
-        import http.server
         import io
-        import threading
         from ganeti.htools import hbal
         spec = generate.GenSpec(nodes=6, inst_per_node=4, seed=11,
                                 locations=2, excl_tags=0.4, offline=0.2)
@@ -105,22 +105,7 @@ class OracleTests(unittest.TestCase):
                             "/2/instances?bulk=1", "/2/info"),
                            backends.cluster_to_rapi(cd)))
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):
-                body = json.dumps(answers[self.path]).encode()
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):
-                pass
-
-        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=srv.serve_forever, daemon=True).start()
-        self.addCleanup(srv.server_close)
-        self.addCleanup(srv.shutdown)
-        url = "127.0.0.1:%d" % srv.server_address[1]
+        url = jsonhttp.serve_json(self, lambda path, _: answers[path])
         _, _, r = _ganeti(["-m", url, "-C"])
         out, err = io.StringIO(), io.StringIO()
         self.assertEqual(hbal.main(["-m", url, "-C"], out, err), 0)

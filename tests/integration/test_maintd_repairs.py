@@ -11,17 +11,16 @@ canceled incident gets no more jobs; a maintenance daemon killed in the
 middle of a round and started again submits nothing twice.
 """
 
-import http.server
 import json
 import os
 import signal
-import threading
 import time
 import urllib.request
 
 from ganeti import constants
 from ganeti.mond import diagnose
 
+from tests import jsonhttp
 from tests.integration.daemons import port_open, wait_for
 from tests.integration.test_migration import ClusterTestCase
 
@@ -126,27 +125,8 @@ class MaintdRepairTests(ClusterTestCase):
 
     def serve(self, ip, reports):
         """A stand-in monitoring daemon on ``ip`` serving ``reports``."""
-        body = json.dumps(reports).encode("utf-8")
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):
-                pass
-        server = http.server.HTTPServer(
-            (ip, constants.DEFAULT_MOND_PORT), Handler)
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
-        thread.start()
-
-        def stop():
-            server.shutdown()
-            server.server_close()
-        self.addCleanup(stop)
+        jsonhttp.serve_json(self, lambda path, _: reports,
+                            (ip, constants.DEFAULT_MOND_PORT))
 
     # --- the tests ---------------------------------------------------------
 
