@@ -40,11 +40,7 @@ class JournalTests(unittest.TestCase):
         self.journal.commit(files)()
 
     def test_commit_writes_the_files_and_the_journal(self):
-        write_behind = self.journal.commit({self.path("job-1"): b"one",
-                                            self.path("job-2"): b"two"})
-        # durable in the journal; in place only once written behind
-        self.assertFalse(os.path.exists(self.path("job-1")))
-        write_behind()
+        self.commit({self.path("job-1"): b"one", self.path("job-2"): b"two"})
         self.assertEqual(read(self.path("job-1")), b"one")
         self.assertEqual(read(self.path("job-2")), b"two")
         records, end = jjournal.decode_records(read(self.journal.path))
@@ -97,8 +93,10 @@ class JournalTests(unittest.TestCase):
         self.assertEqual(sorted(os.listdir(self.dir)), ["job-1", "journal"])
 
     def test_a_failed_write_in_place_keeps_the_journal(self):
-        write_behind = self.journal.commit({self.path("job-1"): b"new"})
+        self.commit({self.path("job-1"): b"old"})
+        os.unlink(self.path("job-1"))
         os.makedirs(self.path("job-1"))   # the rename onto it fails
+        write_behind = self.journal.commit({self.path("job-1"): b"new"})
         self.assertRaises(OSError, write_behind)
         self.assertRaises(OSError, self.journal.checkpoint)
         self.assertGreater(os.path.getsize(self.journal.path), 0)
@@ -236,3 +234,20 @@ for path in sys.argv[1:]:
         self.assertEqual(code, 0, err)
         self.assertEqual(out.splitlines(), [
             "%d success ['OP_TEST_DELAY']" % j for j in ids])
+
+
+class NewFilesTests(unittest.TestCase):
+
+    def test_a_new_file_is_in_place_when_the_commit_returns(self):
+        d = os.path.abspath(self.mktemp())
+        os.makedirs(d)
+        journal = jjournal.Journal(d, 0o640)
+        self.addCleanup(journal.close)
+        journal.commit({os.path.join(d, "job-1"): b"queued"})
+        # answered now: a reader of the directory finds the new job
+        self.assertEqual(read(os.path.join(d, "job-1")), b"queued")
+        write_behind = journal.commit({os.path.join(d, "job-1"): b"running"})
+        # a change follows right after the answer
+        self.assertEqual(read(os.path.join(d, "job-1")), b"queued")
+        write_behind()
+        self.assertEqual(read(os.path.join(d, "job-1")), b"running")

@@ -11,7 +11,8 @@ jobs changing at about the same time (a batch, see
    from here on the changes survive a crash, and are acknowledged;
 2. the job files themselves are then written as usual (temporary file,
    rename: readers such as Ganeti's tools see old or new), but without a
-   flush of their own, right after the batch's callers were answered;
+   flush of their own: a new job's file before its id is answered, a
+   changed one right after the batch's callers were answered;
 3. a checkpoint, once the journal has grown past a limit (and before jobs
    are archived, and when the queue stops), flushes the files written
    since the last one (all at once, so the file system commits them
@@ -116,8 +117,16 @@ class Journal(object):
         os.fdatasync(fd)
         self._size += len(data)
         self.commits += 1
-        # newest last: a later commit's content of a file wins
-        self._behind.update(files)
+        for path, content in files.items():
+            if path in self._behind or os.path.exists(path):
+                # newest last: a later commit's content of a file wins
+                self._behind[path] = content
+            else:
+                # a new job's file is in place before its id is answered
+                # (readers of the queue directory find every job it has
+                # answered); later states of it may lag a moment
+                self._write_in_place(path, content)
+                self._dirty.add(path)
         return self.write_behind
 
     def write_behind(self):
