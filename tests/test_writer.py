@@ -302,11 +302,14 @@ class QueueWithHeldWritesTests(unittest.TestCase):
         d = self.submit()
         self.assertNoResult(d)
         self.assertIsNone(job_file(self.queue, 1))
+        self.assertEqual(self.queue.query_jobs(None, ["id"]), [None])
         self.clock.advance(0)
-        self.assertEqual(self.executor.started, [])   # not before either
+        # the job may start (take its locks) but not go on to run
+        self.assertEqual(self.executor.started, [1])
         self.writer.release(1)
         self.assertEqual(self.successResultOf(d), 1)
         self.assertIsNotNone(job_file(self.queue, 1))
+        self.assertEqual(self.queue.query_jobs(None, ["id"]), [[1]])
 
     def test_a_job_whose_file_fails_is_not_accepted(self):
         d = self.submit()
@@ -319,6 +322,25 @@ class QueueWithHeldWritesTests(unittest.TestCase):
         self.writer.release()
         self.assertEqual(self.executor.started, [])
         self.assertEqual(self.queue.query_jobs(None, ["id"]), [])
+
+    def test_a_started_job_whose_file_fails_does_not_run(self):
+        d = self.submit()
+        self.clock.advance(0)                 # starts, waits for "running"
+        self.assertEqual(self.executor.started, [1])
+        self.writer.fail_next(OSError(5, "Input/output error"))
+        self.failureResultOf(d, errors.JobQueueError)
+        self.flushLoggedErrors(OSError)
+        # the disk works again: "running" is written, yet the opcode is
+        # not told to go on (its submitter was told the job failed)
+        self.writer.release()
+        self.clock.advance(0)
+        self.writer.release()
+        self.assertEqual(self.executor.started, [1])
+        status = self.queue.query_jobs([1], ["status", "opresult"])[0]
+        self.assertEqual(status[0], "error")
+        self.assertIn("could not be written when it was submitted",
+                      str(status[1]))
+        self.flushLoggedErrors(errors.JobQueueError)
 
     def test_running_and_success_reported_after_the_writes(self):
         d = self.submit()

@@ -35,6 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from twisted.logger import Logger
 
 from ganeti.utils.io import atomic_write_many, fsync_dir
+from ganeti.utils.recycled import RecyclingWriter
 
 log = Logger()
 
@@ -81,8 +82,9 @@ def decode_records(raw):
 
 
 class Journal(object):
-    """The journal of one queue directory; used by the writer thread only
-    (and by :meth:`recover` before the queue runs)."""
+    """The journal of one queue directory; used by one thread at a time:
+    the journal helper's, or a writer thread (and by :meth:`recover`
+    before the queue runs)."""
 
     def __init__(self, directory, mode, checkpoint_bytes=CHECKPOINT_BYTES):
         self.directory = directory
@@ -94,6 +96,8 @@ class Journal(object):
         self._dirty = set()    # files written since the last checkpoint
         self._behind = {}      # committed, not yet written in place
         self._pool = None
+        # files are replaced by swapping in a spare: no inode churn
+        self._files = RecyclingWriter(directory, mode)
         #: counters for the benchmark and tests
         self.commits = 0
         self.checkpoints = 0
@@ -112,9 +116,18 @@ class Journal(object):
         data = b"".join(encode_record(os.path.basename(path), content)
                         for path, content in files.items())
         view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fdatasync(fd)
+        try:
+            while view:
+                view = view[os.write(fd, view):]
+            os.fdatasync(fd)
+        except BaseException:
+            # no torn records in the middle of the journal: the next
+            # commit's would be lost behind them at recovery
+            try:
+                os.ftruncate(fd, self._size)
+            except OSError:
+                pass
+            raise
         self._size += len(data)
         self.commits += 1
         for path, content in files.items():
@@ -125,7 +138,7 @@ class Journal(object):
                 # a new job's file is in place before its id is answered
                 # (readers of the queue directory find every job it has
                 # answered); later states of it may lag a moment
-                self._write_in_place(path, content)
+                self._files.write(path, content, new=True)
                 self._dirty.add(path)
         return self.write_behind
 
@@ -162,7 +175,7 @@ class Journal(object):
         items = list(behind.items())
         for index, (path, content) in enumerate(items):
             try:
-                self._write_in_place(path, content)
+                self._files.write(path, content)
             except BaseException:
                 # still owed: the journal must not be emptied before these
                 # files are in place (a newer commit's content wins)
@@ -180,11 +193,17 @@ class Journal(object):
             self._pool.shutdown()
             self._pool = None
 
+    def adopt_spares(self):
+        """Reuse the spare files a previous run left (see
+        :mod:`ganeti.utils.recycled`)."""
+        return self._files.adopt()
+
     # -- before the queue runs
     def recover(self):
         """Write what the journal holds into the files, durably; empty it.
 
         Returns the names of the files written."""
+        self.adopt_spares()
         try:
             with open(self.path, "rb") as f:
                 raw = f.read()
@@ -224,23 +243,23 @@ class Journal(object):
                 fsync_dir(self.directory)
         return self._fd
 
-    def _write_in_place(self, path, content):
-        tmp = os.path.join(self.directory,
-                           ".%s.%d.tmp" % (os.path.basename(path),
-                                           os.getpid()))
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, self.mode)
-        try:
-            os.fchmod(fd, self.mode)
-            view = memoryview(content)
-            while view:
-                view = view[os.write(fd, view):]
-        finally:
-            os.close(fd)
-        try:
-            os.rename(tmp, path)
-        except OSError:
-            os.unlink(tmp)
-            raise
+class WriterJournal(object):
+    """A job store's journal written in this process by ``writer`` (see
+    :mod:`ganeti.utils.writer`): what the job queue commits through."""
+
+    def __init__(self, store, writer):
+        self._store = store
+        self._writer = writer
+
+    def commit(self, path, data):
+        """A Deferred firing once ``data`` for ``path`` is durable (group
+        commit: items committed together share a flush)."""
+        return self._writer.commit(self._store.write_files, path, data)
+
+    def checkpoint(self):
+        """A Deferred firing once every file is in place and flushed and
+        the journal empty."""
+        return self._writer.call(self._store.checkpoint)
 
 
 def _flush_file(path):

@@ -12,8 +12,10 @@ Life of a job::
 
 What is on disk, and when (every write is atomic and fsync'ed):
 
-* a job file before its id is returned; the ``serial`` file on the next
-  reactor turn (load() also takes the highest job id found on disk);
+* a job file before its id is returned (the job may start before, but
+  does nothing until its "running" state is on disk); the ``serial``
+  file on the next reactor turn (load() also takes the highest job id
+  found on disk);
 * "running" before the executor is told to go on (``notify_running``), and
   every final status before waiters or dependent jobs hear about it;
 * "waiting" and log messages a little later, batched with the next write:
@@ -21,9 +23,10 @@ What is on disk, and when (every write is atomic and fsync'ed):
   and at most ``LOG_FLUSH_DELAY`` seconds of messages are lost.
 
 The queue runs in the reactor thread and serialises jobs there; the writes
-themselves go to a writer (:mod:`ganeti.utils.writer`): in the master daemon
-one thread that writes in the order asked, so a slow disk delays the jobs
-that wait for their files, never the reactor.
+themselves go through a journal (:mod:`ganeti.jqueue.journal`), in the
+master daemon written by a helper process
+(:mod:`ganeti.jqueue.journal_helper`), so a slow disk delays the jobs that
+wait for their files, never the reactor.
 """
 
 import collections
@@ -41,6 +44,7 @@ from ganeti.jqueue import model
 from ganeti.jqueue.model import (
     STATUS_QUEUED, STATUS_WAITING, STATUS_CANCELING, STATUS_RUNNING,
     STATUS_CANCELED, STATUS_SUCCESS, STATUS_ERROR, FINALIZED)
+from ganeti.jqueue.journal import WriterJournal
 from ganeti.jqueue.store import JobStore, encode_job
 from ganeti.jqueue.waiters import ChangeWaiters
 from ganeti.utils.writer import InlineWriter
@@ -92,6 +96,9 @@ class _Run(object):
     state = attr.ib(default=_READY)
     deferred = attr.ib(default=None)   # the executor's pending Deferred
     flush_call = attr.ib(default=None)  # pending write of new log entries
+    # its file could not be written when it was submitted (the submitter
+    # was told so): it must not do anything
+    abandoned = attr.ib(default=False)
 
 
 class _Finalizing(object):
@@ -198,13 +205,18 @@ class JobQueue(object):
                  max_running=DEFAULT_MAX_RUNNING,
                  size_limit=QUEUE_SIZE_LIMIT,
                  cache_size=FINALIZED_CACHE_SIZE,
-                 log_flush_delay=LOG_FLUSH_DELAY, store=None, writer=None):
+                 log_flush_delay=LOG_FLUSH_DELAY, store=None, writer=None,
+                 journal=None):
         if clock is None:
             from twisted.internet import reactor as clock
         self._clock = clock
         # ``store``: a JobStore of queue_dir that may already hold the lock
         self._store = store if store is not None else JobStore(queue_dir)
         self._writer = writer if writer is not None else InlineWriter()
+        # job files: through the journal, in this process by the writer or
+        # by a helper process (JournalProcess)
+        self._journal = (journal if journal is not None
+                         else WriterJournal(self._store, self._writer))
         self._executor = executor
         self.max_running = max_running
         self._size_limit = size_limit
@@ -231,6 +243,8 @@ class JobQueue(object):
         self._finalizing = {}
         # id -> the serialised form last handed to the writer (unfinished)
         self._last_written = {}
+        # ids answered once their creation is on disk: not shown before
+        self._unwritten = set()
         self._scheduling = False
         self._reschedule = False
         self._kick_call = None
@@ -367,10 +381,10 @@ class JobQueue(object):
                 self._persist_in_background(self._jobs[job_id])
         self._waiters.shutdown()
         # a clean stop leaves the files complete and the journal empty
-        self._writer.call(self._store.checkpoint).addErrback(
+        checkpoint = self._journal.checkpoint().addErrback(
             lambda f: log.failure("The job queue's journal could not be"
                                   " checkpointed", f))
-        return self._writer.drain()
+        return defer.gatherResults([checkpoint, self._writer.drain()])
 
     # ------------------------------------------------------------------
     # Submitting
@@ -499,24 +513,40 @@ class JobQueue(object):
             ops.append(model.QueuedOpCode(input=op, priority=op.priority))
         job = model.QueuedJob(id=job_id, ops=ops, received_timestamp=now)
         self._ids.add(job_id)
+        # the id is answered once the job's file is on disk
+        written = self._write(job)
+        # The job may start before that: its "running" state is written
+        # (and waited for) before its opcode does anything, in the same
+        # group commit as its creation when that has not started yet.
+        # Queries do not show it until its creation is on disk.
+        self._unwritten.add(job_id)
+        self._track(job)
+        self._kick()
 
-        def written(_):
-            self._track(job)
+        def done(_):
+            self._unwritten.discard(job_id)
             log.debug("Job {job} submitted", job=job_id)
-            self._kick()
             return job_id
 
         def failed(failure):
-            # never acknowledged: the id is not used again
-            self._ids.discard(job_id)
-            self._last_written.pop(job_id, None)
+            self._unwritten.discard(job_id)
+            run = self._runs.get(job_id)
+            if run is not None and run.state != _ACTIVE:
+                # never acknowledged and not started: forgotten, and the
+                # id is not used again
+                del self._jobs[job_id]
+                del self._runs[job_id]
+                self._ids.discard(job_id)
+                self._last_written.pop(job_id, None)
+            elif run is not None:
+                # started: it fails before its opcode does anything
+                run.abandoned = True
             log.failure("Job {job}: its file could not be written", failure,
                         job=job_id)
             return Failure(errors.JobQueueError(
                 "Job %d could not be written: %s"
                 % (job_id, failure.getErrorMessage())))
-        # the id is answered once the job's file is on disk
-        return self._write(job).addCallbacks(written, failed)
+        return written.addCallbacks(done, failed)
 
     def _write_serial(self):
         # The serial file is written after the job files and coalesced per
@@ -524,9 +554,8 @@ class JobQueue(object):
         # so a crash before this write cannot make an id be reused.
         if self._serial > self._serial_on_disk:
             self._serial_on_disk = self._serial
-            self._writer.commit(self._store.write_files,
-                                self._store.serial_file,
-                                b"%d\n" % self._serial).addErrback(
+            self._journal.commit(self._store.serial_file,
+                                 b"%d\n" % self._serial).addErrback(
                 lambda f: log.failure("The queue's serial file could not be"
                                       " written", f))
 
@@ -773,12 +802,20 @@ class JobQueue(object):
             raise errors.ProgrammerError("Opcode of job %s is %s, cannot"
                                          " start running" % (job.id,
                                                              op.status))
+        self._check_not_abandoned(job)
         op.move_to(STATUS_RUNNING)
         op.exec_timestamp = self._now()
         written = self._persist(job)
         self._changed(job)
         # the executor waits for this before the opcode does anything
-        return written
+        return written.addCallback(lambda _: self._check_not_abandoned(job))
+
+    def _check_not_abandoned(self, job):
+        run = self._runs.get(job.id)
+        if run is not None and run.abandoned:
+            raise errors.JobQueueError(
+                "Job %d: not run, its file could not be written when it was"
+                " submitted" % job.id)
 
     def _op_waiting_again(self, job, op):
         if op.status == STATUS_RUNNING:
@@ -944,8 +981,11 @@ class JobQueue(object):
             if ids:
                 log.info("Archived {n} job(s)", n=len(ids))
             return ids
-        return self._writer.call(self._store.archive_jobs,
-                                 job_ids).addCallback(moved)
+        # the journal must not bring an archived file back after a crash
+        d = self._journal.checkpoint()
+        d.addCallback(lambda _: self._writer.call(self._store.archive_jobs,
+                                                  job_ids))
+        return d.addCallback(moved)
 
     # ------------------------------------------------------------------
     # Drain flag
@@ -978,13 +1018,19 @@ class JobQueue(object):
             ids = [_job_id(i) for i in job_ids]
         rows = []
         for job_id in ids:
-            job = self._as_written(self._lookup(job_id))
+            job = self._as_written(self._visible(job_id))
             rows.append(None if job is None else model.job_row(job, fields))
         return rows
 
     def get_job(self, job_id):
         """The job object (live for unfinished jobs) or None; read only."""
-        return self._as_written(self._lookup(_job_id(job_id)))
+        return self._as_written(self._visible(_job_id(job_id)))
+
+    def _visible(self, job_id):
+        # what clients may see: not a job whose creation is not on disk
+        if job_id in self._unwritten:
+            return None
+        return self._lookup(job_id)
 
     def _as_written(self, job):
         """``job``, or while its final status waits for the disk, the job
@@ -1058,8 +1104,7 @@ class JobQueue(object):
         self._last_written[job.id] = data
         # group commit: jobs changing at about the same time share a write
         # (and a newer state of this job replaces one not written yet)
-        return self._writer.commit(self._store.write_files,
-                                   self._store.job_path(job.id), data)
+        return self._journal.commit(self._store.job_path(job.id), data)
 
     def _persist(self, job):
         """Write ``job`` (with any log entries waiting for a flush)."""

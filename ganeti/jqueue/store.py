@@ -25,6 +25,7 @@ import fcntl
 import json
 import os
 import re
+import time
 
 from twisted.logger import Logger
 
@@ -76,6 +77,39 @@ def _lock_holder(fd):
     return pid if pid > 0 else None
 
 
+#: seconds a new master waits for the journal helper of a master that
+#: died to finish (it holds the queue's lock until then)
+HELPER_EXIT_WAIT = 10.0
+
+
+def _flock_after_helpers(fd, wait=None, clock=time.monotonic,
+                         sleep=time.sleep):
+    """Lock ``fd``'s file; while the holder named in the lock is a process
+    that no longer exists (the lock is held by the helper it left, which
+    ends on its own), wait for it up to ``wait`` seconds.  Raises
+    BlockingIOError if the lock stays taken."""
+    deadline = clock() + (HELPER_EXIT_WAIT if wait is None else wait)
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            holder = _lock_holder(fd)
+            if holder is None or _alive(holder) or clock() >= deadline:
+                raise
+        sleep(0.05)
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 class JobStore(object):
     """Reads and writes the files of one queue directory."""
 
@@ -100,6 +134,12 @@ class JobStore(object):
 
     # -- one process per queue
     @property
+    def lock_fd(self):
+        """The lock file's descriptor while locked (helpers that write the
+        queue hold the lock with this process), else None."""
+        return self._lock_fd
+
+    @property
     def locked(self):
         """True while this store holds the queue's lock."""
         return self._lock_fd is not None
@@ -116,7 +156,7 @@ class JobStore(object):
         os.makedirs(self.queue_dir, mode=0o750, exist_ok=True)
         fd = os.open(self.lock_file, os.O_RDWR | os.O_CREAT, FILE_MODE)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            _flock_after_helpers(fd)
         except BlockingIOError:
             holder = _lock_holder(fd)
             os.close(fd)

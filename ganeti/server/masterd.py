@@ -41,7 +41,8 @@ from ganeti import ssconf
 from ganeti.cmdlib.cluster import cluster_info
 from ganeti.iallocator import allocators
 from ganeti.backend import files as backend_files
-from ganeti.jqueue.store import JobStore
+from ganeti.jqueue.journal_helper import JournalProcess
+from ganeti.jqueue.store import FILE_MODE as QUEUE_FILE_MODE, JobStore
 from ganeti.query import livecache
 from ganeti.query.cache import QueryCache
 from ganeti.query.rpclive import RpcLiveData
@@ -384,11 +385,12 @@ class JobQueueService(_StartStep):
     name = "jobs"
 
     def __init__(self, store, config_service, reactor, writer,
-                 max_running_jobs=None):
+                 max_running_jobs=None, journal=None):
         self.store = store
         self.config = config_service
         self.reactor = reactor
         self.writer = writer
+        self.journal = journal
         self.max_running_jobs = max_running_jobs
         self.processor = None
         self.queue = None
@@ -401,7 +403,8 @@ class JobQueueService(_StartStep):
         self.queue = jqueue.JobQueue(self.store.queue_dir, self.processor,
                                      clock=self.reactor,
                                      max_running=max_running,
-                                     store=self.store, writer=self.writer)
+                                     store=self.store, writer=self.writer,
+                                     journal=self.journal)
         ctx.queue = self.queue
         report = self.queue.load()
         log.info("job queue loaded: {report}", report=report)
@@ -524,15 +527,19 @@ def makeService(options, reactor=None, writer=None):
         from twisted.internet import reactor
     paths = pathutils.Paths(options["root"])
     store = JobStore(paths.queue_dir)
+    journal = None
     if writer is None:
         writer = OrderedWriter(reactor)
+        # job files: a helper process, not a thread fighting the reactor
+        # for the interpreter (docs/jobs.rst)
+        journal = JournalProcess(reactor, store, QUEUE_FILE_MODE)
     config_service = ConfigService(
         paths, reactor, writer,
         allocator_path=options.get("iallocator-search-path") or (),
         allocator_timeout=options.get("iallocator-timeout")
         or allocators.DEFAULT_TIMEOUT)
     jobs = JobQueueService(store, config_service, reactor, writer,
-                           options["max-running-jobs"])
+                           options["max-running-jobs"], journal=journal)
     pause = WatcherPauseService(paths, config_service, reactor, writer)
     cache = None
     if not options.get("no-query-cache"):
@@ -549,6 +556,8 @@ def makeService(options, reactor=None, writer=None):
         writer.setServiceParent(top)
     config_service.setServiceParent(top)
     pause.setServiceParent(top)
+    if journal is not None:
+        journal.setServiceParent(top)
     jobs.setServiceParent(top)
     LuxiService(reactor, paths.master_socket,
                 MasterLuxiHandler(top)).setServiceParent(top)
