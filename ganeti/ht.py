@@ -64,10 +64,22 @@ class Type(object):
         raise Invalid("expected %s, got %s" % (self.desc, show(value)))
 
     def dump(self, value, redact=False):
-        return copy.deepcopy(value)
+        return copy_value(value)
 
     def __repr__(self):
         return "<type %s>" % self.desc
+
+
+#: values deepcopy would hand back as they are
+_IMMUTABLE = frozenset([type(None), bool, int, float, str])
+
+
+def copy_value(value):
+    """``copy.deepcopy(value)``, without its cost for the plain values most
+    parameters hold."""
+    if type(value) in _IMMUTABLE:
+        return value
+    return copy.deepcopy(value)
 
 
 def _item(idx, err):

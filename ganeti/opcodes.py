@@ -16,7 +16,6 @@ defined here too, so what the real clients send is always accepted, and a
 typo in a hand-written request gets an error instead of a silent default.
 """
 
-import copy
 import re
 
 import attr
@@ -26,7 +25,8 @@ from ganeti import errors
 from ganeti.ht import (  # noqa: F401 (REDACTED: what redacting dumps show)
     ANY, BOOL, DICT, FLOAT, INT, IPV4_ADDR, IPV4_NET, IPV6_ADDR, IPV6_NET,
     NESTR, NONNEG_INT, POS_INT, REDACTED, STR, Invalid, Type, dict_of,
-    either, integer, list_of, maybe, one_of, private, show, tuple_of, where)
+    copy_value, either, integer, list_of, maybe, one_of, private, show,
+    tuple_of, where)
 
 
 # --- Constants of the opcode and job format ------------------------------
@@ -279,7 +279,7 @@ class Param(object):
 
     def default_value(self):
         # defaults like [] and {} must not be shared between opcodes
-        return copy.deepcopy(self.default)
+        return copy_value(self.default)
 
 
 def P(name, typ, default=None):
@@ -968,7 +968,7 @@ class OpCode(object):
                 raise _invalid(param.name, err.reason)
         # all or nothing; check() may hand back the caller's own containers
         for (name, value) in values.items():
-            setattr(self, name, copy.deepcopy(value))
+            setattr(self, name, copy_value(value))
 
     @classmethod
     def from_dict(cls, data, strict=True):
@@ -1016,7 +1016,8 @@ class OpCode(object):
         klass = type(self)
         op = klass.__new__(klass)
         for param in self.PARAMS:
-            setattr(op, param.name, copy.deepcopy(getattr(self, param.name)))
+            setattr(op, param.name,
+                    copy_value(getattr(self, param.name)))
         return op
 
     def __deepcopy__(self, memo):

@@ -513,15 +513,16 @@ class JobQueue(object):
             ops.append(model.QueuedOpCode(input=op, priority=op.priority))
         job = model.QueuedJob(id=job_id, ops=ops, received_timestamp=now)
         self._ids.add(job_id)
-        # the id is answered once the job's file is on disk
-        written = self._write(job)
-        # The job may start before that: its "running" state is written
-        # (and waited for) before its opcode does anything, in the same
-        # group commit as its creation when that has not started yet.
-        # Queries do not show it until its creation is on disk.
+        # The job may start before its id is answered (once its file is on
+        # disk): its "running" state is written (and waited for) before its
+        # opcode does anything, in the same group commit as its creation
+        # when that has not started yet (the kick, asked for first, comes
+        # before the journal's flush of this turn).  Queries do not show
+        # the job until its creation is on disk.
         self._unwritten.add(job_id)
         self._track(job)
         self._kick()
+        written = self._write(job)
 
         def done(_):
             self._unwritten.discard(job_id)
