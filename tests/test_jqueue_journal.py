@@ -125,6 +125,38 @@ class JournalTests(unittest.TestCase):
         self.assertGreaterEqual(self.journal.checkpoints, 1)
         self.assertLess(os.path.getsize(self.journal.path), 1000)
 
+    def test_a_rotation_checkpoints_while_commits_go_on(self):
+        self.journal.background = True
+        self.journal.checkpoint_bytes = 1000
+        for n in range(40):
+            self.commit({self.path("job-%d" % n): b"x" * 100,
+                         self.path("job-0"): b"v%d" % n})
+        self.journal._rotation.result(10)
+        self.journal.commit({self.path("job-0"): b"last"})()
+        self.assertGreaterEqual(self.journal.checkpoints, 1)
+        self.assertLess(os.path.getsize(self.journal.path), 1000)
+        self.journal.checkpoint()
+        self.assertFalse(os.path.exists(self.journal.old_path))
+        self.assertEqual(os.path.getsize(self.journal.path), 0)
+        self.assertEqual(read(self.path("job-0")), b"last")
+
+    def test_recovery_replays_a_cut_off_rotation_then_the_new_journal(self):
+        self.commit({self.path("job-1"): b"queued",
+                     self.path("job-2"): b"queued"})
+        self.journal.close()
+        os.rename(self.journal.path, self.journal.old_path)
+        journal = jjournal.Journal(self.dir, 0o640)
+        journal.commit({self.path("job-1"): b"success"})()
+        journal.close()
+        # the crash lost both files written behind the journals
+        os.unlink(self.path("job-1"))
+        os.unlink(self.path("job-2"))
+        restored = jjournal.Journal(self.dir, 0o640).recover()
+        self.assertEqual(restored, ["job-1", "job-2"])
+        self.assertEqual(read(self.path("job-1")), b"success")
+        self.assertEqual(read(self.path("job-2")), b"queued")
+        self.assertFalse(os.path.exists(self.journal.old_path))
+
     def test_only_files_of_the_queue_directory(self):
         self.assertRaises(ValueError, self.journal.commit,
                           {"/etc/passwd": b"x"})

@@ -30,7 +30,7 @@ start of the master daemon.
 import os
 import struct
 import zlib
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait as futures_wait
 
 from twisted.logger import Logger
 
@@ -40,6 +40,8 @@ from ganeti.utils.recycled import RecyclingWriter
 log = Logger()
 
 JOURNAL_NAME = "journal"
+#: a journal whose checkpoint is under way (see Journal.rotate)
+OLD_SUFFIX = ".old"
 #: a checkpoint once the journal is this long
 CHECKPOINT_BYTES = 4 * 1024 * 1024
 #: threads flushing files at a checkpoint: flushes issued together are
@@ -89,12 +91,17 @@ class Journal(object):
     def __init__(self, directory, mode, checkpoint_bytes=CHECKPOINT_BYTES):
         self.directory = directory
         self.path = os.path.join(directory, JOURNAL_NAME)
+        self.old_path = self.path + OLD_SUFFIX
         self.mode = mode
         self.checkpoint_bytes = checkpoint_bytes
         self._fd = None
         self._size = 0
         self._dirty = set()    # files written since the last checkpoint
         self._behind = {}      # committed, not yet written in place
+        self._flushing = set()  # being flushed by a rotation
+        self._rotation = None   # its Future
+        #: checkpoint by rotation (see :meth:`rotate`): the journal helper
+        self.background = False
         self._pool = None
         # files are replaced by swapping in a spare: no inode churn
         self._files = RecyclingWriter(directory, mode)
@@ -145,30 +152,85 @@ class Journal(object):
     def write_behind(self):
         """Write the files committed since the last call in place (no
         flush of their own: the journal has them); checkpoint when the
-        journal has grown past its limit."""
+        journal has grown past its limit (with ``background``, while
+        further commits go on: see :meth:`rotate`)."""
         self._write_pending()
         if self._size >= self.checkpoint_bytes:
-            self.checkpoint()
+            if self.background:
+                self.rotate()
+            else:
+                self.checkpoint()
+
+    def rotate(self):
+        """Start a checkpoint that does not hold up commits: the journal
+        becomes ``journal.old`` and a new one takes the next commits; a
+        thread flushes the files written so far, then removes the old
+        journal.  Nothing happens while an earlier one still runs."""
+        if self._rotation is not None:
+            if not self._rotation.done():
+                return
+            self._rotation_done()
+        if os.path.exists(self.old_path):
+            # an earlier one failed: the next full checkpoint repairs it
+            return
+        self._write_pending()
+        os.close(self._open())
+        self._fd = None
+        os.rename(self.path, self.old_path)
+        self._open()            # new, and the renames made durable
+        self._flushing, self._dirty = self._dirty, set()
+        self._rotation = self._flush_pool().submit(
+            self._finish_rotation, sorted(self._flushing))
+
+    def _finish_rotation(self, paths):
+        # a thread of its own: flushes (in parallel) what the old journal
+        # holds, then drops it
+        for error in self._flush_pool().map(_flush_file, paths):
+            if error is not None:
+                raise error
+        fsync_dir(self.directory)
+        os.unlink(self.old_path)
+        fsync_dir(self.directory)
+
+    def _rotation_done(self):
+        rotation, self._rotation = self._rotation, None
+        if rotation.exception() is None:
+            self._flushing = set()
+            self.checkpoints += 1
+        else:
+            log.error("Job queue journal: a checkpoint failed: {err}",
+                      err=rotation.exception())
 
     def checkpoint(self):
         """Flush the files written since the last checkpoint, then empty
         the journal: afterwards the files alone hold every change."""
+        if self._rotation is not None:
+            futures_wait([self._rotation])
+            self._rotation_done()
         self._write_pending()
-        if self._dirty:
-            paths = sorted(self._dirty)
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(
-                    FLUSH_THREADS, thread_name_prefix="queue-flush")
-            for error in self._pool.map(_flush_file, paths):
+        paths = self._dirty | self._flushing
+        if paths:
+            for error in self._flush_pool().map(_flush_file, sorted(paths)):
                 if error is not None:
                     raise error
             fsync_dir(self.directory)
             self._dirty.clear()
+            self._flushing = set()
         if self._size:
             os.ftruncate(self._open(), 0)
             os.fsync(self._fd)
             self._size = 0
             self.checkpoints += 1
+        if os.path.exists(self.old_path):
+            os.unlink(self.old_path)
+            fsync_dir(self.directory)
+
+    def _flush_pool(self):
+        if self._pool is None:
+            # one more than the flushes: a rotation's thread waits on them
+            self._pool = ThreadPoolExecutor(
+                FLUSH_THREADS + 1, thread_name_prefix="queue-flush")
+        return self._pool
 
     def _write_pending(self):
         behind, self._behind = self._behind, {}
@@ -204,15 +266,23 @@ class Journal(object):
 
         Returns the names of the files written."""
         self.adopt_spares()
-        try:
-            with open(self.path, "rb") as f:
-                raw = f.read()
-        except FileNotFoundError:
+        records = []
+        found_any = False
+        # a checkpoint's journal the crash cut off first, then the newer
+        for path in (self.old_path, self.path):
+            try:
+                with open(path, "rb") as f:
+                    raw = f.read()
+            except FileNotFoundError:
+                continue
+            found_any = True
+            found, end = decode_records(raw)
+            records += found
+            if end < len(raw):
+                log.warn("Job queue journal: ignoring {n} bytes of an"
+                         " incomplete last write", n=len(raw) - end)
+        if not found_any:
             return []
-        records, end = decode_records(raw)
-        if end < len(raw):
-            log.warn("Job queue journal: ignoring {n} bytes of an"
-                     " incomplete last write", n=len(raw) - end)
         latest = {}
         for name, data in records:
             if "/" in name or name.startswith("."):
@@ -227,6 +297,9 @@ class Journal(object):
         os.ftruncate(fd, 0)
         os.fsync(fd)
         self._size = 0
+        if os.path.exists(self.old_path):
+            os.unlink(self.old_path)
+            fsync_dir(self.directory)
         if latest:
             log.info("Job queue journal: {n} file(s) restored after an"
                      " unclean stop", n=len(latest))

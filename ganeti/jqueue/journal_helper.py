@@ -170,6 +170,8 @@ def main(argv=None):
         return 2
     directory, mode = argv[0], int(argv[1], 8)
     journal = Journal(directory, mode)
+    # checkpoints in a thread: commits go on meanwhile
+    journal.background = True
     # the spares a previous run left (the master recovered the journal)
     journal.adopt_spares()
     try:
@@ -227,6 +229,16 @@ class JournalProcess(service.Service):
         self._stopped = False
         #: helper processes started (one, unless one ended early)
         self.started_helpers = 0
+
+    def startService(self):
+        service.Service.startService(self)
+        # ready before the first job arrives (the queue's lock is held by
+        # now: the lock's start step comes first)
+        if self._proto is None and self._store.lock_fd is not None:
+            try:
+                self._spawn()
+            except Exception:
+                log.failure("The job queue's journal helper cannot start")
 
     # -- the journal
     def commit(self, path, data):
