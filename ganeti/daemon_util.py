@@ -74,7 +74,8 @@ def _state(pid):
     return data.rsplit(")", 1)[-1].split()[0]
 
 
-def _alive(pid):
+def pid_alive(pid):
+    """Whether process ``pid`` exists and has not exited."""
     # A zombie (an exited child of whoever started it, not yet collected)
     # counts as dead; we never collect it ourselves, so its parent still
     # gets its exit status.
@@ -94,7 +95,7 @@ def _is_our_daemon(pid, paths, daemon):
     args = _cmdline(pid)
     if args is None:
         # no /proc: fall back to "the pid exists"
-        return _alive(pid)
+        return pid_alive(pid)
     if daemon not in args:
         return False
     try:
@@ -123,7 +124,7 @@ def running_pid(root_or_paths, daemon):
     """The PID of the running daemon (per its pidfile), or None."""
     paths = _paths(root_or_paths)
     pid = read_pid(paths, daemon)
-    if pid is None or not _alive(pid):
+    if pid is None or not pid_alive(pid):
         return None
     if not _is_our_daemon(pid, paths, daemon):
         return None
@@ -199,7 +200,7 @@ def stderr_tail(root_or_paths, daemon, lines=20):
 
 def _wait_gone(pid, timeout, clock=time.monotonic, sleep=time.sleep):
     deadline = clock() + timeout
-    while _alive(pid):
+    while pid_alive(pid):
         if clock() >= deadline:
             return False
         sleep(0.05)

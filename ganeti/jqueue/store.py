@@ -30,6 +30,7 @@ import time
 from twisted.logger import Logger
 
 from ganeti import errors
+from ganeti.daemon_util import pid_alive
 from ganeti.utils.io import atomic_write, fsync_dir
 from ganeti.jqueue.journal import Journal
 from ganeti.jqueue.model import QueuedJob
@@ -95,19 +96,9 @@ def _flock_after_helpers(fd, wait=None, clock=time.monotonic,
             return
         except BlockingIOError:
             holder = _lock_holder(fd)
-            if holder is None or _alive(holder) or clock() >= deadline:
+            if holder is None or pid_alive(holder) or clock() >= deadline:
                 raise
         sleep(0.05)
-
-
-def _alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class JobStore(object):
