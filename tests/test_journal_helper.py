@@ -8,10 +8,12 @@ import sys
 import time
 
 from twisted.internet import defer, reactor, task
+from twisted.logger import formatEvent, globalLogPublisher
 from twisted.trial import unittest
 
 from ganeti import errors
 from ganeti.jqueue import journal_helper as jh
+from ganeti.jqueue import journal_process as jp
 from ganeti.jqueue.journal import Journal, decode_records, encode_record
 from ganeti.jqueue.store import JobStore
 
@@ -122,7 +124,7 @@ class JournalProcessTests(unittest.TestCase):
         self.store.lock()
         self.store.initialize()
         self.addCleanup(self.store.unlock)
-        self.journal = jh.JournalProcess(reactor, self.store, 0o640)
+        self.journal = jp.JournalProcess(reactor, self.store, 0o640)
         self.journal.startService()
         self.addCleanup(self.stop)
 
@@ -139,8 +141,8 @@ class JournalProcessTests(unittest.TestCase):
                 for n in range(1, 6)]
         done.append(self.journal.commit(self.path("job-1"), b"job 1 ran"))
         yield defer.gatherResults(done)
-        self.assertEqual(read(self.path("job-3")), b"job 3")
         yield self.journal.stopService()
+        self.assertEqual(read(self.path("job-3")), b"job 3")
         self.assertEqual(read(self.path("job-1")), b"job 1 ran")
         self.assertEqual(os.path.getsize(self.path("journal")), 0)
         self.assertEqual(self.journal.started_helpers, 1)
@@ -178,9 +180,46 @@ class JournalProcessTests(unittest.TestCase):
             self.journal.commit(self.path("job-1"), b"late"),
             errors.JobQueueError)
 
+    @defer.inlineCallbacks
+    def test_the_helpers_warnings_reach_the_masters_log(self):
+        yield self.journal.stopService()
+        # a previous run's spares, the oldest turned into a link
+        victim = self.path("victim")
+        with open(victim, "wb") as f:
+            f.write(b"precious")
+        os.symlink(victim, self.path(".spare.0"))
+        for n in range(1, 17):
+            with open(self.path(".spare.%d" % n), "wb") as f:
+                f.write(b"old")
+        events = []
+        globalLogPublisher.addObserver(events.append)
+        self.addCleanup(globalLogPublisher.removeObserver, events.append)
+        journal = jp.JournalProcess(reactor, self.store, 0o640)
+        journal.startService()
+        yield journal.commit(self.path("job-1"), b"one")
+        yield journal.stopService()
+        self.assertEqual(read(victim), b"precious")
+        self.assertEqual(read(self.path("job-1")), b"one")
+        texts = [formatEvent(e) for e in events]
+        self.assertTrue(any("journal helper: warn: Not using" in t
+                            and ".spare.0" in t for t in texts), texts)
+
     def test_a_path_outside_the_queue_is_refused(self):
         self.failureResultOf(self.journal.commit("/etc/passwd", b"x"),
                              ValueError)
+
+
+class HelperStartTests(unittest.TestCase):
+
+    def test_the_helper_starts_without_twisted_or_the_queue(self):
+        # the master's first jobs wait for the helper's start
+        code = ("import sys, ganeti.jqueue.journal_helper\n"
+                "print(sorted(m for m in sys.modules if m.split('.')[0] =="
+                " 'twisted' or m.startswith('ganeti.jqueue.q')))\n")
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+        out = subprocess.run([sys.executable, "-c", code], env=env,
+                             check=True, capture_output=True, text=True)
+        self.assertEqual(out.stdout.strip(), "[]")
 
 
 class LockAfterHelperTests(unittest.TestCase):

@@ -9,16 +9,43 @@
 See docs/jobs.rst for statuses, files and crash behaviour.
 """
 
-from ganeti.jqueue.model import (  # noqa: F401
-    STATUS_QUEUED, STATUS_WAITING, STATUS_CANCELING, STATUS_RUNNING,
-    STATUS_CANCELED, STATUS_SUCCESS, STATUS_ERROR, STATUS_ALL, PENDING,
-    FINALIZED, PRIO_HIGHEST, PRIO_HIGH, PRIO_NORMAL, PRIO_LOW, PRIO_LOWEST,
-    PRIO_DEFAULT, ELOG_MESSAGE, ELOG_MESSAGE_LIST, ELOG_REMOTE_IMPORT,
-    ELOG_JQUEUE_TEST, ELOG_DELAY_TEST, JOB_FIELDS, QueuedJob, QueuedOpCode,
-    UnreadableOpCode, split_time)
-from ganeti.jqueue.waiters import WFJC_TIMEOUT, JOB_NOTCHANGED  # noqa: F401
-from ganeti.jqueue.queue import (  # noqa: F401
-    JobQueue, OpContext, LoadReport, DEFAULT_MAX_RUNNING, QUEUE_SIZE_LIMIT)
+import importlib
+
+# Loaded on first use (PEP 562): the journal helper process imports
+# ganeti.jqueue.journal_helper, and with it this package, but none of the
+# queue (its start delays the master's first jobs).
+_SOURCES = {
+    "model": [
+        "STATUS_QUEUED", "STATUS_WAITING", "STATUS_CANCELING",
+        "STATUS_RUNNING", "STATUS_CANCELED", "STATUS_SUCCESS",
+        "STATUS_ERROR", "STATUS_ALL", "PENDING", "FINALIZED",
+        "PRIO_HIGHEST", "PRIO_HIGH", "PRIO_NORMAL", "PRIO_LOW",
+        "PRIO_LOWEST", "PRIO_DEFAULT", "ELOG_MESSAGE", "ELOG_MESSAGE_LIST",
+        "ELOG_REMOTE_IMPORT", "ELOG_JQUEUE_TEST", "ELOG_DELAY_TEST",
+        "JOB_FIELDS", "QueuedJob", "QueuedOpCode", "UnreadableOpCode",
+        "split_time"],
+    "waiters": ["WFJC_TIMEOUT", "JOB_NOTCHANGED"],
+    "queue": ["JobQueue", "OpContext", "LoadReport", "DEFAULT_MAX_RUNNING",
+              "QUEUE_SIZE_LIMIT"],
+}
+_MODULE_OF = {name: module for module, names in _SOURCES.items()
+              for name in names}
+
+
+def __getattr__(name):
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError("module %r has no attribute %r"
+                             % (__name__, name))
+    value = getattr(importlib.import_module("%s.%s" % (__name__, module)),
+                    name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_MODULE_OF))
+
 
 __all__ = [
     "STATUS_QUEUED", "STATUS_WAITING", "STATUS_CANCELING", "STATUS_RUNNING",

@@ -9,14 +9,19 @@ jobs changing at about the same time (a batch, see
 1. the batch's files are appended to ``queue/journal`` as records (name,
    length, CRC-32, content) and the journal is flushed once (fdatasync):
    from here on the changes survive a crash, and are acknowledged;
-2. the job files themselves are then written as usual (temporary file,
-   rename: readers such as Ganeti's tools see old or new), but without a
-   flush of their own: a new job's file before its id is answered, a
-   changed one right after the batch's callers were answered;
+2. right after the batch's callers were answered, the job files
+   themselves are written, each replaced as a whole (readers such as
+   Ganeti's tools see old or new, see :mod:`ganeti.utils.recycled`), but
+   without a flush of their own.  The master answers queries from memory;
+   a reader of the queue directory may find a file a moment older than
+   the journal, or a new job's file a moment after its id was answered;
 3. a checkpoint, once the journal has grown past a limit (and before jobs
    are archived, and when the queue stops), flushes the files written
-   since the last one (all at once, so the file system commits them
-   together) and their directory, then empties the journal.
+   since the last one and their directory, then empties the journal.  A
+   few files are flushed each on its own (all at once, so the file system
+   commits them together); from :data:`SYNCFS_FILES` files on, where the
+   system has it (Linux), one ``syncfs`` of the queue's file system
+   replaces their thousands of flushes.
 
 After a crash, :meth:`Journal.recover` (before the queue directory is
 read) writes every file named in the journal with its last complete
@@ -27,17 +32,15 @@ checkpoint may be older on disk than its journal record until the next
 start of the master daemon.
 """
 
+import errno
 import os
 import struct
 import zlib
 from concurrent.futures import ThreadPoolExecutor, wait as futures_wait
 
-from twisted.logger import Logger
-
-from ganeti.utils.io import atomic_write_many, fsync_dir
+from ganeti.utils.io import atomic_write_many, fsync_dir, syncfs
 from ganeti.utils.recycled import RecyclingWriter
-
-log = Logger()
+from ganeti.utils.report import to_twisted_log
 
 JOURNAL_NAME = "journal"
 #: a journal whose checkpoint is under way (see Journal.rotate)
@@ -47,6 +50,11 @@ CHECKPOINT_BYTES = 4 * 1024 * 1024
 #: threads flushing files at a checkpoint: flushes issued together are
 #: committed together by the file system
 FLUSH_THREADS = 16
+#: from this many files on, a checkpoint flushes the whole file system at
+#: once (syncfs) instead of each file: the cost of a flush per file (and
+#: of the threads making them) grows with the job rate, a syncfs's only
+#: with what else is waiting to be written on that file system
+SYNCFS_FILES = 64
 
 _MAGIC = b"GJ1"
 # magic, name length, data length, CRC-32 of name and data
@@ -88,8 +96,11 @@ class Journal(object):
     the journal helper's, or a writer thread (and by :meth:`recover`
     before the queue runs)."""
 
-    def __init__(self, directory, mode, checkpoint_bytes=CHECKPOINT_BYTES):
+    def __init__(self, directory, mode, checkpoint_bytes=CHECKPOINT_BYTES,
+                 report=to_twisted_log):
         self.directory = directory
+        #: where messages go (see :mod:`ganeti.utils.report`)
+        self.report = report
         self.path = os.path.join(directory, JOURNAL_NAME)
         self.old_path = self.path + OLD_SUFFIX
         self.mode = mode
@@ -103,11 +114,13 @@ class Journal(object):
         #: checkpoint by rotation (see :meth:`rotate`): the journal helper
         self.background = False
         self._pool = None
+        self._can_syncfs = True
         # files are replaced by swapping in a spare: no inode churn
-        self._files = RecyclingWriter(directory, mode)
+        self._files = RecyclingWriter(directory, mode, report=report)
         #: counters for the benchmark and tests
         self.commits = 0
         self.checkpoints = 0
+        self.syncfs_calls = 0
 
     # -- the writer thread
     def commit(self, files):
@@ -137,16 +150,9 @@ class Journal(object):
             raise
         self._size += len(data)
         self.commits += 1
-        for path, content in files.items():
-            if path in self._behind or os.path.exists(path):
-                # newest last: a later commit's content of a file wins
-                self._behind[path] = content
-            else:
-                # a new job's file is in place before its id is answered
-                # (readers of the queue directory find every job it has
-                # answered); later states of it may lag a moment
-                self._files.write(path, content, new=True)
-                self._dirty.add(path)
+        # written in place after the callers were answered (a later
+        # commit's content of a file wins): the journal has them already
+        self._behind.update(files)
         return self.write_behind
 
     def write_behind(self):
@@ -183,13 +189,27 @@ class Journal(object):
             self._finish_rotation, sorted(self._flushing))
 
     def _finish_rotation(self, paths):
-        # a thread of its own: flushes (in parallel) what the old journal
-        # holds, then drops it
+        # a thread of its own: flushes what the old journal holds, then
+        # drops it
+        self._flush_files(paths)
+        os.unlink(self.old_path)
+        fsync_dir(self.directory)
+
+    def _flush_files(self, paths):
+        """Make ``paths`` (files written in place) and the directory
+        durable."""
+        if len(paths) >= SYNCFS_FILES and self._can_syncfs:
+            try:
+                syncfs(self.directory)
+                self.syncfs_calls += 1
+                return
+            except OSError as err:
+                if err.errno != errno.ENOSYS:
+                    raise
+                self._can_syncfs = False
         for error in self._flush_pool().map(_flush_file, paths):
             if error is not None:
                 raise error
-        fsync_dir(self.directory)
-        os.unlink(self.old_path)
         fsync_dir(self.directory)
 
     def _rotation_done(self):
@@ -198,8 +218,8 @@ class Journal(object):
             self._flushing = set()
             self.checkpoints += 1
         else:
-            log.error("Job queue journal: a checkpoint failed: {err}",
-                      err=rotation.exception())
+            self.report("error", "Job queue journal: a checkpoint failed:"
+                        " %s" % (rotation.exception(),))
 
     def checkpoint(self):
         """Flush the files written since the last checkpoint, then empty
@@ -210,10 +230,7 @@ class Journal(object):
         self._write_pending()
         paths = self._dirty | self._flushing
         if paths:
-            for error in self._flush_pool().map(_flush_file, sorted(paths)):
-                if error is not None:
-                    raise error
-            fsync_dir(self.directory)
+            self._flush_files(sorted(paths))
             self._dirty.clear()
             self._flushing = set()
         if self._size:
@@ -279,15 +296,15 @@ class Journal(object):
             found, end = decode_records(raw)
             records += found
             if end < len(raw):
-                log.warn("Job queue journal: ignoring {n} bytes of an"
-                         " incomplete last write", n=len(raw) - end)
+                self.report("warn", "Job queue journal: ignoring %d bytes"
+                            " of an incomplete last write" % (len(raw) - end))
         if not found_any:
             return []
         latest = {}
         for name, data in records:
             if "/" in name or name.startswith("."):
-                log.warn("Job queue journal: ignoring a record for {name}",
-                         name=name)
+                self.report("warn", "Job queue journal: ignoring a record"
+                            " for %s" % (name,))
                 continue
             latest[name] = data
         if latest:
@@ -301,8 +318,8 @@ class Journal(object):
             os.unlink(self.old_path)
             fsync_dir(self.directory)
         if latest:
-            log.info("Job queue journal: {n} file(s) restored after an"
-                     " unclean stop", n=len(latest))
+            self.report("info", "Job queue journal: %d file(s) restored"
+                        " after an unclean stop" % len(latest))
         return sorted(latest)
 
     # -- helpers

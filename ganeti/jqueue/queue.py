@@ -12,7 +12,7 @@ Life of a job::
 
 What is on disk, and when (every write is atomic and fsync'ed):
 
-* a job file before its id is returned (the job may start before, but
+* a job before its id is returned (the job may start before, but
   does nothing until its "running" state is on disk); the ``serial``
   file on the next reactor turn (load() also takes the highest job id
   found on disk);

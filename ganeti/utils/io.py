@@ -5,10 +5,38 @@ certificates) is written through :func:`atomic_write`: a temporary file in
 the same directory, fsync, rename over the target, fsync of the directory.
 """
 
+import ctypes
+import errno
 import os
 import tempfile
 
 BACKUP_SUFFIX = ".bak"
+
+try:
+    _syncfs = ctypes.CDLL(None, use_errno=True).syncfs
+except (AttributeError, OSError):      # not Linux, or an old libc
+    _syncfs = None
+else:
+    _syncfs.argtypes = [ctypes.c_int]
+    _syncfs.restype = ctypes.c_int
+
+
+def syncfs(path):
+    """Flush everything written to the file system holding ``path``
+    (files, their data, directories) with one call (Linux's syncfs(2));
+    cheaper than an fsync per file when many files were written.
+
+    Raises OSError (ENOSYS where the call does not exist; the file
+    system's write-back error otherwise)."""
+    if _syncfs is None:
+        raise OSError(errno.ENOSYS, "syncfs is not available", path)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if _syncfs(fd) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err), path)
+    finally:
+        os.close(fd)
 
 
 def fsync_dir(path):

@@ -25,7 +25,7 @@ import ctypes
 import errno
 import os
 
-from twisted.logger import Logger
+from ganeti.utils.report import to_twisted_log
 
 __all__ = ["RecyclingWriter", "exchange", "SPARE_PREFIX"]
 
@@ -60,8 +60,6 @@ def exchange(a, b):
         raise OSError(err, os.strerror(err), a, None, b)
 
 
-_log = Logger()
-
 #: what opening a spare that is not a regular file fails with
 _NOT_A_FILE = (errno.ELOOP, errno.EISDIR, errno.ENXIO, errno.ENOENT)
 
@@ -75,8 +73,11 @@ class RecyclingWriter(object):
     Not thread-safe: one thread (the job queue's writer) uses it.
     """
 
-    def __init__(self, directory, mode, reserve=DEFAULT_RESERVE):
+    def __init__(self, directory, mode, reserve=DEFAULT_RESERVE,
+                 report=to_twisted_log):
         self.directory = directory
+        #: where warnings go (see :mod:`ganeti.utils.report`)
+        self.report = report
         self.mode = mode
         self.reserve = reserve
         self._spares = collections.deque()   # oldest first
@@ -156,8 +157,7 @@ class RecyclingWriter(object):
                 # Not a regular file: what a target was when something
                 # else put a directory or a link in its place.  Never
                 # written through; the next spare is taken.
-                _log.warn("Not using {spare} again: {err}", spare=spare,
-                          err=err)
+                self.report("warn", "Not using %s again: %s" % (spare, err))
         # allocate: the pool grows to its reserve, then stays there
         number = self._next
         self._next += 1
