@@ -75,10 +75,16 @@ _IMMUTABLE = frozenset([type(None), bool, int, float, str])
 
 
 def copy_value(value):
-    """``copy.deepcopy(value)``, without its cost for the plain values most
-    parameters hold."""
-    if type(value) in _IMMUTABLE:
+    """``copy.deepcopy(value)``, without its cost for the JSON values
+    (plain values, lists and string-keyed dicts of them) parameters
+    hold."""
+    kind = type(value)
+    if kind in _IMMUTABLE:
         return value
+    if kind is list:
+        return [copy_value(item) for item in value]
+    if kind is dict:
+        return {key: copy_value(item) for key, item in value.items()}
     return copy.deepcopy(value)
 
 

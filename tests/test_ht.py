@@ -68,3 +68,22 @@ class TypeTests(unittest.TestCase):
     def test_one_of_compares_types(self):
         self.assertEqual(self.invalid(ht.one_of(0, 1), False),
                          "expected one of 0, 1, got False")
+
+
+class CopyValueTests(unittest.TestCase):
+
+    def test_nested_lists_and_dicts_are_independent_copies(self):
+        reason = [["gnt:client:gnt-instance", "add", 1], ["rapi", "", 2]]
+        params = {"disks": [{"size": 1024, "mode": "rw"}], "reason": reason}
+        copied = ht.copy_value(params)
+        self.assertEqual(copied, params)
+        copied["disks"][0]["size"] = 2048
+        copied["reason"][0][1] = "changed"
+        self.assertEqual(params["disks"][0]["size"], 1024)
+        self.assertEqual(reason[0][1], "add")
+
+    def test_other_containers_are_deep_copied_too(self):
+        value = ([1, [2]], {3})
+        copied = ht.copy_value(value)
+        self.assertEqual(copied, value)
+        self.assertIsNot(copied[0], value[0])

@@ -155,17 +155,25 @@ class Journal(object):
         self._behind.update(files)
         return self.write_behind
 
-    def write_behind(self):
+    def write_behind(self, limit=None):
         """Write the files committed since the last call in place (no
-        flush of their own: the journal has them); checkpoint when the
-        journal has grown past its limit (with ``background``, while
-        further commits go on: see :meth:`rotate`)."""
-        self._write_pending()
-        if self._size >= self.checkpoint_bytes:
+        flush of their own: the journal has them), or only the ``limit``
+        oldest of them; once all are written, checkpoint if the journal
+        has grown past its limit (with ``background``, while further
+        commits go on: see :meth:`rotate`).  Returns how many files are
+        still to be written."""
+        self._write_pending(limit)
+        if not self._behind and self._size >= self.checkpoint_bytes:
             if self.background:
                 self.rotate()
             else:
                 self.checkpoint()
+        return len(self._behind)
+
+    @property
+    def behind(self):
+        """How many committed files are not written in place yet."""
+        return len(self._behind)
 
     def rotate(self):
         """Start a checkpoint that does not hold up commits: the journal
@@ -249,9 +257,19 @@ class Journal(object):
                 FLUSH_THREADS + 1, thread_name_prefix="queue-flush")
         return self._pool
 
-    def _write_pending(self):
-        behind, self._behind = self._behind, {}
-        items = list(behind.items())
+    def _write_pending(self, limit=None):
+        if limit is None or limit >= len(self._behind):
+            items, self._behind = list(self._behind.items()), {}
+        else:
+            # the oldest first; the rest stay (a newer commit's content of
+            # one of them still replaces it)
+            items = []
+            for path in self._behind:
+                items.append((path, self._behind[path]))
+                if len(items) == limit:
+                    break
+            for path, _ in items:
+                del self._behind[path]
         for index, (path, content) in enumerate(items):
             try:
                 self._files.write(path, content)

@@ -47,6 +47,11 @@ FRAME = struct.Struct(">cII")
 COMMIT, CHECKPOINT, DONE, FAILED = b"C", b"P", b"K", b"E"
 #: fd of the queue's lock file in the helper
 LOCK_FD = 3
+#: files written in place between two looks for commits
+WRITE_SLICE = 8
+#: files waiting to be written in place that stop commits being taken
+#: first (a steady flood of commits still gets its files written)
+MAX_BEHIND = 1024
 
 
 def parse_frames(buf):
@@ -63,6 +68,13 @@ def parse_frames(buf):
         offset = end
     del buf[:offset]
     return frames
+
+
+def parse_frames_ready(buf):
+    """Whether ``buf`` starts with a complete frame."""
+    if len(buf) < FRAME.size:
+        return False
+    return FRAME.size + FRAME.unpack_from(buf, 0)[2] <= len(buf)
 
 
 def frame(kind, number, payload=b""):
@@ -98,6 +110,15 @@ class _Helper(object):
             if not frames:
                 if self.eof:
                     return
+                if self.journal.behind:
+                    # No commit waiting: catch up on the files in place, a
+                    # few at a time, looking for commits in between (they
+                    # come first: jobs wait for them, and a file committed
+                    # again meanwhile is written once).
+                    self._read(block=False)
+                    if not parse_frames_ready(self.buf):
+                        self.journal.write_behind(WRITE_SLICE)
+                    continue
                 self._read(block=True)
                 continue
             # whatever else has arrived joins this round (group commit)
@@ -108,7 +129,9 @@ class _Helper(object):
                 # the master is gone: no more work (its successor's
                 # recovery replays the journal)
                 return
-            self.journal.write_behind()
+            if self.journal.behind >= MAX_BEHIND:
+                # never busy enough to fall further behind than this
+                self.journal.write_behind()
 
     def _handle(self, frames):
         replies = []
