@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 from twisted.internet import defer, reactor, task
@@ -90,6 +91,71 @@ class HelperLoopTests(unittest.TestCase):
                          [(jh.DONE, 7), (jh.DONE, 8)])
         self.assertEqual(read(os.path.join(self.dir, "job-1")), b"a")
         self.assertEqual(os.path.getsize(self.journal.path), 0)
+
+    def start(self):
+        """The loop in a thread, with the master's ends of its pipes."""
+        rfd, to_helper = os.pipe()
+        from_helper, wfd = os.pipe()
+        thread = threading.Thread(
+            target=jh._Helper(self.journal, rfd, wfd).serve)
+        thread.start()
+
+        def stop():
+            os.close(to_helper)
+            thread.join(10)
+            for fd in (rfd, wfd, from_helper):
+                os.close(fd)
+        self.addCleanup(stop)
+        return to_helper, from_helper
+
+    def answer(self, fd):
+        buf = bytearray()
+        while True:
+            buf += os.read(fd, 65536)
+            frames = jh.parse_frames(buf)
+            if frames:
+                return frames
+
+    def wait_for(self, path):
+        deadline = time.monotonic() + 10
+        while not os.path.exists(path):
+            self.assertLess(time.monotonic(), deadline, path)
+            time.sleep(0.005)
+        return read(path)
+
+    def test_files_are_written_in_place_while_no_commit_waits(self):
+        to_helper, from_helper = self.start()
+        os.write(to_helper, jh.frame(jh.COMMIT, 1, records(
+            **{"job_%d" % n: b"queued %d" % n for n in range(1, 21)})))
+        self.assertEqual(self.answer(from_helper), [(jh.DONE, 1, b"")])
+        # the master stays connected and sends nothing more
+        for n in range(1, 21):
+            self.assertEqual(self.wait_for(os.path.join(
+                self.dir, "job-%d" % n)), b"queued %d" % n)
+
+    def test_many_files_behind_are_written_before_the_next_commit(self):
+        self.patch(jh, "MAX_BEHIND", 3)
+        calls = []
+        real = self.journal.write_behind
+
+        def write_behind(limit=None):
+            calls.append(limit)
+            return real(limit)
+        self.journal.write_behind = write_behind
+        to_helper, from_helper = self.start()
+        # four commits arriving together: one round, four files behind
+        os.write(to_helper, b"".join(
+            jh.frame(jh.COMMIT, n, records(**{"job_%d" % n: b"queued"}))
+            for n in range(1, 5)))
+        answers = []
+        while len(answers) < 4:
+            answers += self.answer(from_helper)
+        self.assertEqual([a[:2] for a in answers],
+                         [(jh.DONE, n) for n in range(1, 5)])
+        self.assertEqual(self.wait_for(os.path.join(self.dir, "job-4")),
+                         b"queued")
+        # all of them at once, not a slice at a time while idle
+        self.assertEqual(calls, [None])
 
     def test_bad_requests_are_refused_by_number(self):
         answers = self.serve(jh.frame(jh.COMMIT, 1, b"garbage"),
