@@ -464,6 +464,73 @@ STR = _Str(nonempty=False)
 NESTR = _Str(nonempty=True)
 DICT = _DictOf(ANY, ANY)
 
+class _HostName(Type):
+    """A host name as Ganeti takes them for instances, nodes and the
+    cluster: letters, digits, ``.``, ``_`` and ``-``, at most 255
+    characters, no empty label; checked case-insensitively and handed on
+    in lower case without a trailing dot."""
+
+    _CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789._-")
+
+    def __init__(self, empty_ok=False):
+        self.empty_ok = empty_ok
+        self.desc = ("a host name (letters, digits, '.', '_', '-'; no empty"
+                     " label; at most 255 characters)"
+                     + (" or an empty string" if empty_ok else ""))
+
+    def check(self, value):
+        if not isinstance(value, str):
+            self.fail(value)
+        if not value and self.empty_ok:
+            return value
+        name = value.lower()
+        if (not 0 < len(name) <= 255 or not self._CHARS.issuperset(name)
+                or name.startswith((".", "-")) or ".." in name):
+            self.fail(value)
+        return name.rstrip(".")
+
+
+class _ObjectName(Type):
+    """A name of a node group or network: one path component a shell,
+    a URL and a command line take as it is."""
+
+    desc = ("a name of at most 255 characters without '/', spaces or"
+            " control characters, not starting with '-' and not '.' or"
+            " '..'")
+
+    def check(self, value):
+        if (not isinstance(value, str) or not 0 < len(value) <= 255
+                or value in (".", "..") or value.startswith("-")
+                or any(c == "/" or c.isspace() or not c.isprintable()
+                       for c in value)):
+            self.fail(value)
+        return value
+
+
+class _OsName(Type):
+    """An OS name, with its variant: ``name`` or ``name+variant`` (the
+    name is a directory of the OS search path)."""
+
+    desc = ("an OS name (letters, digits, '.', '_', '-', '+', not starting"
+            " with '.', '-' or '+'; at most 255 characters)")
+    _CHARS = frozenset("abcdefghijklmnopqrstuvwxyz"
+                       "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-+")
+
+    def check(self, value):
+        if (not isinstance(value, str) or not 0 < len(value) <= 255
+                or not self._CHARS.issuperset(value)
+                or value.startswith((".", "-", "+"))):
+            self.fail(value)
+        return value
+
+
+#: names given to new objects (checked before any job exists)
+HOST_NAME = _HostName()
+#: a new instance's name: a forthcoming instance may have none yet
+INSTANCE_HOST_NAME = _HostName(empty_ok=True)
+OBJECT_NAME = _ObjectName()
+OS_NAME = _OsName()
+
 IPV4_ADDR = where(STR, _valid_ip(ipaddress.IPv4Address), "an IPv4 address")
 IPV4_NET = where(STR, _valid_ip(ipaddress.IPv4Network), "an IPv4 network")
 IPV6_ADDR = where(STR, _valid_ip(ipaddress.IPv6Address), "an IPv6 address")

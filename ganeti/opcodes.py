@@ -23,10 +23,10 @@ import attr
 from ganeti import constants
 from ganeti import errors
 from ganeti.ht import (  # noqa: F401 (REDACTED: what redacting dumps show)
-    ANY, BOOL, DICT, FLOAT, INT, IPV4_ADDR, IPV4_NET, IPV6_ADDR, IPV6_NET,
-    NESTR, NONNEG_INT, POS_INT, REDACTED, STR, Invalid, Type, dict_of,
-    copy_value, either, integer, list_of, maybe, one_of, private, show,
-    tuple_of, where)
+    ANY, BOOL, DICT, FLOAT, HOST_NAME, INSTANCE_HOST_NAME, INT, IPV4_ADDR,
+    IPV4_NET, IPV6_ADDR, IPV6_NET, NESTR, NONNEG_INT, OBJECT_NAME, OS_NAME,
+    POS_INT, REDACTED, STR, Invalid, Type, copy_value, dict_of, either,
+    integer, list_of, maybe, one_of, private, show, tuple_of, where)
 
 
 # --- Constants of the opcode and job format ------------------------------
@@ -332,7 +332,7 @@ _op("OP_CLUSTER_POST_INIT", None)
 _op("OP_CLUSTER_QUERY", None)
 _op("OP_CLUSTER_REDIST_CONF", None)
 _op("OP_CLUSTER_RENAME", "name",
-    R("name", NESTR))
+    R("name", HOST_NAME))
 _op("OP_CLUSTER_RENEW_CRYPTO", None,
     P("node_certificates", BOOL, False),
     P("renew_ssh_keys", BOOL, False),
@@ -439,7 +439,7 @@ _op("OP_QUERY_FIELDS", "what",
 # --- Nodes and their storage -----------------------------------------------
 
 _op("OP_NODE_ADD", "node_name",
-    R("node_name", NESTR),
+    R("node_name", HOST_NAME),
     P("hv_state", maybe(DICT)),
     P("disk_state", maybe(DICT)),
     P("primary_ip", maybe(NESTR)),
@@ -553,7 +553,7 @@ _op("OP_INSTANCE_CONSOLE", "instance_name",
     R("instance_name", STR),
     P("instance_uuid", maybe(NESTR)))
 _op("OP_INSTANCE_CREATE", "instance_name",
-    R("instance_name", STR),
+    R("instance_name", INSTANCE_HOST_NAME),
     P("force_variant", BOOL, False),
     P("wait_for_sync", BOOL, True),
     P("name_check", BOOL, True),
@@ -577,7 +577,7 @@ _op("OP_INSTANCE_CREATE", "instance_name",
     P("osparams", DICT, {}),
     P("osparams_private", maybe(PRIVATE_DICT)),
     P("osparams_secret", maybe(PRIVATE_DICT)),
-    P("os_type", maybe(NESTR)),
+    P("os_type", maybe(OS_NAME)),
     P("pnode", maybe(NESTR)),
     P("pnode_uuid", maybe(NESTR)),
     P("snode", maybe(NESTR)),
@@ -671,7 +671,7 @@ _op("OP_INSTANCE_REINSTALL", "instance_name",
     R("instance_name", STR),
     P("instance_uuid", maybe(NESTR)),
     P("force_variant", BOOL, False),
-    P("os_type", maybe(NESTR)),
+    P("os_type", maybe(OS_NAME)),
     P("osparams", maybe(DICT)),
     P("osparams_private", maybe(PRIVATE_DICT)),
     P("osparams_secret", maybe(PRIVATE_DICT)))
@@ -683,7 +683,7 @@ _op("OP_INSTANCE_REMOVE", "instance_name",
 _op("OP_INSTANCE_RENAME", None,
     R("instance_name", STR),
     P("instance_uuid", maybe(NESTR)),
-    R("new_name", NESTR),
+    R("new_name", HOST_NAME),
     P("name_check", BOOL, True),
     P("ip_check", BOOL, True))
 _op("OP_INSTANCE_REPLACE_DISKS", "instance_name",
@@ -717,7 +717,7 @@ _op("OP_INSTANCE_SET_PARAMS", "instance_name",
     P("remote_node", maybe(NESTR)),
     P("remote_node_uuid", maybe(NESTR)),
     P("iallocator", maybe(NESTR)),
-    P("os_name", maybe(NESTR)),
+    P("os_name", maybe(OS_NAME)),
     P("osparams", DICT, {}),
     P("osparams_private", maybe(PRIVATE_DICT)),
     P("wait_for_sync", BOOL, True),
@@ -748,7 +748,7 @@ _op("OP_INSTANCE_STARTUP", "instance_name",
 # --- Node groups -----------------------------------------------------------
 
 _op("OP_GROUP_ADD", "group_name",
-    R("group_name", NESTR),
+    R("group_name", OBJECT_NAME),
     P("alloc_policy", maybe(ALLOC_POLICY)),
     P("ndparams", maybe(DICT)),
     P("diskparams", maybe(dict_of(DISK_TEMPLATE, DICT))),
@@ -772,7 +772,7 @@ _op("OP_GROUP_REMOVE", "group_name",
     R("group_name", NESTR))
 _op("OP_GROUP_RENAME", None,
     R("group_name", NESTR),
-    R("new_name", NESTR))
+    R("new_name", OBJECT_NAME))
 _op("OP_GROUP_SET_PARAMS", "group_name",
     R("group_name", NESTR),
     P("alloc_policy", maybe(ALLOC_POLICY)),
@@ -840,7 +840,7 @@ _op("OP_TAGS_SET", None,
 # --- Networks --------------------------------------------------------------
 
 _op("OP_NETWORK_ADD", "network_name",
-    R("network_name", NESTR),
+    R("network_name", OBJECT_NAME),
     R("network", IPV4_NET),
     P("gateway", maybe(IPV4_ADDR)),
     P("network6", maybe(IPV6_NET)),

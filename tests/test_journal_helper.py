@@ -1,6 +1,7 @@
 """The job queue's journal helper process (ganeti.jqueue.journal_helper):
 its frames, its loop, and the master's end of it with a real process."""
 
+import errno
 import os
 import signal
 import subprocess
@@ -156,6 +157,35 @@ class HelperLoopTests(unittest.TestCase):
                          b"queued")
         # all of them at once, not a slice at a time while idle
         self.assertEqual(calls, [None])
+
+    def test_files_that_cannot_be_written_wait_for_the_next_commit(self):
+        writes = []
+        real = self.journal._files.write
+        full = [True]
+
+        def write(path, content, new=False):
+            writes.append(os.path.basename(path))
+            if full[0]:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return real(path, content, new)
+        self.journal._files.write = write
+        to_helper, from_helper = self.start()
+        os.write(to_helper, jh.frame(jh.COMMIT, 1, records(job_1=b"one")))
+        self.assertEqual(self.answer(from_helper), [(jh.DONE, 1, b"")])
+        # one failed try, not a loop of them, and the helper still serves
+        deadline = time.monotonic() + 10
+        while not writes:
+            self.assertLess(time.monotonic(), deadline)
+            time.sleep(0.005)
+        time.sleep(0.05)
+        self.assertEqual(writes, ["job-1"])
+        full[0] = False
+        os.write(to_helper, jh.frame(jh.COMMIT, 2, records(job_2=b"two")))
+        self.assertEqual(self.answer(from_helper), [(jh.DONE, 2, b"")])
+        self.assertEqual(self.wait_for(os.path.join(self.dir, "job-1")),
+                         b"one")
+        self.assertEqual(self.wait_for(os.path.join(self.dir, "job-2")),
+                         b"two")
 
     def test_bad_requests_are_refused_by_number(self):
         answers = self.serve(jh.frame(jh.COMMIT, 1, b"garbage"),

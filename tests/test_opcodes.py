@@ -324,7 +324,7 @@ class BadInputTests(unittest.TestCase):
         self.assertBad(self.startup(instance_name=None), "instance_name",
                        "expected a string")
         self.assertBad({"OP_ID": "OP_GROUP_ADD", "group_name": ""},
-                       "group_name", "non-empty string")
+                       "group_name", "a name of at most 255 characters")
         self.assertBad({"OP_ID": "OP_TEST_DELAY", "duration": "1"},
                        "duration", "a number")
 

@@ -896,6 +896,22 @@ class InstanceWriteTests(WriteTestCase):
         self.assertEqual(self.handler.submitted, [])
 
     @defer.inlineCallbacks
+    def test_hostile_names_are_refused_before_any_job(self):
+        for name in ("a/b.example.com", "x y", "-rf", "semi;colon",
+                     "../../../tmp/x"):
+            err = yield self.error(400, "POST", "/2/instances",
+                                   dict(CREATE_BODY, name=name))
+            self.assertIn("instance_name", err["message"])
+            self.assertIn("host name", err["message"])
+        err = yield self.error(400, "POST", "/2/groups",
+                               {"name": "x/y"})
+        self.assertIn("group_name", err["message"])
+        err = yield self.error(400, "PUT", "/2/instances/%s/rename"
+                               % "inst1.example.com", {"new_name": "a b"})
+        self.assertIn("new_name", err["message"])
+        self.assertEqual(self.handler.submitted, [])
+
+    @defer.inlineCallbacks
     def test_opportunistic_locking_reaches_the_opcodes(self):
         body = dict(CREATE_BODY, opportunistic_locking=True,
                     iallocator="hail")

@@ -92,6 +92,9 @@ class _Helper(object):
         self.wfd = wfd
         self.buf = bytearray()
         self.eof = False
+        #: the last try to write files in place failed
+        self.behind_failed = False
+        self._failure_reported = False
 
     def _read(self, block):
         while not self.eof:
@@ -110,14 +113,14 @@ class _Helper(object):
             if not frames:
                 if self.eof:
                     return
-                if self.journal.behind:
+                if self.journal.behind and not self.behind_failed:
                     # No commit waiting: catch up on the files in place, a
                     # few at a time, looking for commits in between (they
                     # come first: jobs wait for them, and a file committed
                     # again meanwhile is written once).
                     self._read(block=False)
                     if not parse_frames_ready(self.buf):
-                        self.journal.write_behind(WRITE_SLICE)
+                        self._write_behind(WRITE_SLICE)
                     continue
                 self._read(block=True)
                 continue
@@ -129,9 +132,30 @@ class _Helper(object):
                 # the master is gone: no more work (its successor's
                 # recovery replays the journal)
                 return
+            # after a failure, the files are tried again with each commit
+            self.behind_failed = False
             if self.journal.behind >= MAX_BEHIND:
                 # never busy enough to fall further behind than this
-                self.journal.write_behind()
+                self._write_behind()
+
+    def _write_behind(self, limit=None):
+        try:
+            self.journal.write_behind(limit)
+        except OSError as err:
+            # A full or failing disk: the journal keeps every change (a
+            # restart writes them), the files wait for the next commit.
+            if not self._failure_reported:
+                self.journal.report(
+                    "error", "Job queue journal: job files could not be"
+                    " written in place: %s (the journal has the changes;"
+                    " trying again with each commit)" % (err,))
+                self._failure_reported = True
+            self.behind_failed = True
+        else:
+            if self._failure_reported:
+                self.journal.report("info", "Job queue journal: job files"
+                                    " written in place again")
+            self._failure_reported = False
 
     def _handle(self, frames):
         replies = []

@@ -46,7 +46,7 @@ from ganeti.jqueue.model import (
     STATUS_CANCELED, STATUS_SUCCESS, STATUS_ERROR, FINALIZED)
 from ganeti.jqueue.journal import WriterJournal
 from ganeti.jqueue.store import JobStore, encode_job
-from ganeti.jqueue.waiters import ChangeWaiters
+from ganeti.jqueue.waiters import ChangeWaiters, JOB_NOTCHANGED, WFJC_TIMEOUT
 from ganeti.utils.writer import InlineWriter
 
 log = Logger()
@@ -101,6 +101,12 @@ class _Run(object):
     abandoned = attr.ib(default=False)
 
 
+#: seconds before the first retry of a job's final write that failed (a
+#: full or failing disk); each retry waits twice as long, up to the last
+FINAL_WRITE_RETRY = 1.0
+FINAL_WRITE_RETRY_MAX = 60.0
+
+
 class _Finalizing(object):
     """A finished job whose final status is being written."""
 
@@ -108,6 +114,8 @@ class _Finalizing(object):
         self.waiters = []        # WaitForJobChange answers waiting for it
         self._previous = previous  # serialised form written before, or None
         self._job = None
+        self.retry_call = None   # the next attempt after a failed write
+        self.failures = 0
 
     def previous_job(self, job):
         """The job as written before its final status (``job`` itself if
@@ -375,6 +383,14 @@ class JobQueue(object):
         if self._kick_call is not None and self._kick_call.active():
             self._kick_call.cancel()
         self._kick_call = None
+        for job_id, finalizing in self._finalizing.items():
+            if finalizing.retry_call is not None:
+                # its file still says what was last written
+                finalizing.retry_call.cancel()
+                finalizing.retry_call = None
+                log.error("Job {job}: its final status was never written;"
+                          " the next start of the master fails it",
+                          job=job_id)
         self._write_serial()
         for job_id, run in list(self._runs.items()):
             if run.flush_call is not None:
@@ -734,14 +750,22 @@ class JobQueue(object):
         written.addBoth(self._finalized, job)
 
     def _finalized(self, result, job):
+        if isinstance(result, Failure):
+            # Nobody hears of the final status before it is on disk (a
+            # full disk must not turn into a success that a restart takes
+            # back): queries show the job as last written, waiters and
+            # dependent jobs wait, and the write is tried again until it
+            # succeeds or the master stops.
+            self._final_write_failed(result, job)
+            return
         finalizing = self._finalizing.pop(job.id)
         for waiting in finalizing.waiters:
             if not waiting.called:     # else the client went away
                 waiting.callback(None)
-        if isinstance(result, Failure):
-            log.failure("Job {job} finished ({status}) but its file could"
-                        " not be written", result, job=job.id,
-                        status=job.status)
+        if finalizing.failures:
+            log.info("Job {job} finished: {status} (written after {n}"
+                     " failed attempt(s))", job=job.id, status=job.status,
+                     n=finalizing.failures)
         else:
             log.info("Job {job} finished: {status}", job=job.id,
                      status=job.status)
@@ -753,6 +777,30 @@ class JobQueue(object):
                 heapq.heappush(self._ready,
                                (self._jobs[waiting_id].priority, waiting_id))
         self._schedule()
+
+    def _final_write_failed(self, failure, job):
+        finalizing = self._finalizing[job.id]
+        finalizing.failures += 1
+        if self._stopped:
+            log.error("Job {job} finished ({status}) but its file could not"
+                      " be written: {err}; it stays as last written (the"
+                      " next start of the master fails it)", job=job.id,
+                      status=job.status, err=failure.getErrorMessage())
+            return
+        delay = min(FINAL_WRITE_RETRY * 2 ** (finalizing.failures - 1),
+                    FINAL_WRITE_RETRY_MAX)
+        log.error("Job {job} finished ({status}) but its file could not be"
+                  " written: {err}; trying again in {delay:g} s (attempt"
+                  " {n})", job=job.id, status=job.status,
+                  err=failure.getErrorMessage(), delay=delay,
+                  n=finalizing.failures)
+        finalizing.retry_call = self._clock.callLater(
+            delay, self._retry_final_write, job)
+
+    def _retry_final_write(self, job):
+        self._finalizing[job.id].retry_call = None
+        self._journal.commit(self._store.job_path(job.id),
+                             encode_job(job)).addBoth(self._finalized, job)
 
     # ------------------------------------------------------------------
     # Dependencies
@@ -807,9 +855,13 @@ class JobQueue(object):
         op.move_to(STATUS_RUNNING)
         op.exec_timestamp = self._now()
         written = self._persist(job)
-        self._changed(job)
+
+        def on_disk(_):
+            # told once a crash can no longer take it back
+            self._changed(job)
+            self._check_not_abandoned(job)
         # the executor waits for this before the opcode does anything
-        return written.addCallback(lambda _: self._check_not_abandoned(job))
+        return written.addCallback(on_disk)
 
     def _check_not_abandoned(self, job):
         run = self._runs.get(job.id)
@@ -1053,12 +1105,18 @@ class JobQueue(object):
         if job is None:
             return defer.fail(errors.JobLost("Job %s not found" % job_id))
         if job.id in self._finalizing:
-            # its final status is told once it is on disk
+            # its final status is told once it is on disk; a disk that
+            # stays full makes the call time out as usual meanwhile
             written = defer.Deferred()
             self._finalizing[job.id].waiters.append(written)
+            written.addTimeout(
+                min(WFJC_TIMEOUT, timeout if timeout is not None
+                    else WFJC_TIMEOUT), self._clock,
+                onTimeoutCancel=lambda result, after: JOB_NOTCHANGED)
             return written.addCallback(
-                lambda _: self._waiters.wait(job, fields, prev_job_info,
-                                             prev_log_serial, timeout))
+                lambda result: result if result == JOB_NOTCHANGED else
+                self._waiters.wait(job, fields, prev_job_info,
+                                   prev_log_serial, timeout))
         return self._waiters.wait(job, fields, prev_job_info,
                                   prev_log_serial, timeout)
 
