@@ -244,3 +244,63 @@ class ModelTests(QueueTestCase):
         back = opcodes.OpCode.from_dict(entry.input_dict())
         self.assertEqual(back.lost_secrets(), ["osparams_secret"])
         self.assertFalse(jq_model.QueuedOpCode(input=back).holds_secrets())
+
+
+def loose_modes(directory):
+    """``{relative path: mode}`` of what under ``directory`` (itself
+    included) allows more than 0600 for a file or 0700 for a directory."""
+    found = {}
+    for base, dirs, names in os.walk(directory):
+        for name, limit in ([(None, 0o700)] + [(d, 0o700) for d in dirs]
+                            + [(n, 0o600) for n in names]):
+            path = base if name is None else os.path.join(base, name)
+            mode = os.lstat(path).st_mode & 0o7777
+            if mode & ~limit:
+                found[os.path.relpath(path, directory)] = oct(mode)
+    return found
+
+
+class ModeTests(QueueTestCase):
+
+    def test_every_queue_file_is_for_the_owner_only(self):
+        old_umask = os.umask(0o022)
+        self.addCleanup(os.umask, old_umask)
+        ids = [self.submit(op("OP_TEST_DELAY", duration=0)) for _ in range(3)]
+        self.turn()
+        for call in self.executor.calls:
+            call.start().finish(True)
+        self.successResultOf(self.queue.set_drain_flag(True))
+        self.assertEqual(self.successResultOf(self.queue.archive_job(ids[0])),
+                         True)
+        self.successResultOf(self.queue.shutdown())
+        names = set(os.listdir(self.dir))
+        for name in ("journal", "serial", "version", "lock", "drain",
+                     "job-2", "job-3", "archive"):
+            self.assertIn(name, names)
+        self.assertTrue(os.path.exists(os.path.join(self.dir, "archive", "0",
+                                                    "job-1")))
+        self.assertEqual(loose_modes(self.dir), {})
+
+    def test_files_of_an_older_version_are_tightened_at_load(self):
+        self.submit(op("OP_TEST_DELAY", duration=0))
+        self.turn()
+        self.executor.calls[0].start().finish(True)
+        self.successResultOf(self.queue.archive_job(1))
+        self.submit(op("OP_TEST_DELAY", duration=0))
+        self.turn()
+        self.executor.calls[1].start().finish(True)
+        self.successResultOf(self.queue.shutdown())
+        # as an older version left them: group-readable
+        for base, dirs, names in os.walk(self.dir):
+            os.chmod(base, 0o750)
+            for name in names:
+                os.chmod(os.path.join(base, name), 0o640)
+        before = loose_modes(self.dir)
+        for name in ("job-2", "journal", "serial", "lock",
+                     os.path.join("archive", "0", "job-1"), "archive"):
+            self.assertIn(name, before)
+        self.queue = self.make_queue()
+        self.queue.load()
+        self.assertEqual(loose_modes(self.dir), {})
+        self.assertEqual(self.status(2), "success")
+        self.assertEqual(self.status(1), "success")
