@@ -592,6 +592,18 @@ def fill_osparams(cluster, instance):
     return result
 
 
+def fill_osparams_private(cluster, instance):
+    """The private OS parameters, as :func:`fill_osparams` the public
+    ones: cluster (os, then os+variant) <- instance."""
+    result = {}
+    if instance.os:
+        base = instance.os.split("+", 1)[0]
+        for name in (base, instance.os):
+            result.update(cluster.osparams_private_cluster.get(name) or {})
+    result.update(instance.osparams_private or {})
+    return result
+
+
 def fill_ndparams(cluster, group, node):
     """cluster <- node group <- node."""
     result = fill_dict(constants.NDC_DEFAULTS, cluster.ndparams)
