@@ -930,6 +930,23 @@ _op("OP_TEST_OS_PARAMS", None,
 
 # --- OpCode objects ---------------------------------------------------------
 
+def _kind(value):
+    """What a value is, without showing it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object whose keys are not all strings"
+    return "a %s" % type(value).__name__
+
+
 def _invalid(name, reason):
     return errors.OpPrereqError("%s: %s" % (name, reason), errors.ECODE_INVAL)
 
@@ -973,6 +990,11 @@ class OpCode(object):
             try:
                 values[param.name] = param.type.check(value)
             except Invalid as err:
+                if param.name in PRIVATE_PARAMETERS:
+                    # the reason would quote the value
+                    raise _invalid(param.name, "expected %s, got %s (its"
+                                   " value is not shown)"
+                                   % (param.type.desc, _kind(value)))
                 raise _invalid(param.name, err.reason)
         # all or nothing; check() may hand back the caller's own containers
         for (name, value) in values.items():

@@ -342,6 +342,24 @@ class RoundTripTests(unittest.TestCase):
                     self.assertEqual(param.name in opcodes.SECRET_PARAMETERS,
                                      all(seen), op_id)
 
+    def test_a_bad_private_value_is_refused_without_quoting_it(self):
+        for params in ({"osparams_secret": "hunter2-pw"},
+                       {"osparams_private": ["hunter2-pw"]}):
+            err = self.assertRaises(
+                errors.OpPrereqError, opcodes.OpInstanceReinstall,
+                instance_name="i", **params)
+            (name,) = params
+            self.assertTrue(str(err.args[0]).startswith(name + ": expected"
+                                                        " null or an object"),
+                            err.args[0])
+            self.assertIn("its value is not shown", err.args[0])
+            self.assertNotIn("hunter2", err.args[0])
+        err = self.assertRaises(
+            errors.OpPrereqError, opcodes.OpClusterSetParams,
+            osparams_private_cluster={"debian": "hunter2-pw"})
+        self.assertIn("osparams_private_cluster: expected", err.args[0])
+        self.assertNotIn("hunter2", err.args[0])
+
     def test_summary_and_repr_never_show_private_values(self):
         op = opcodes.OpInstanceSetParams(instance_name="i",
                                          osparams_private={"pw": "hush"})
