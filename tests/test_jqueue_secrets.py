@@ -220,8 +220,11 @@ class RestartTests(QueueTestCase):
             with open(self.job_file(job_id), "w") as f:
                 json.dump({"id": job_id, "ops": [entry],
                            "received_timestamp": [1, 0]}, f)
+        # the spare files of the writer hold old contents of job files
+        with open(os.path.join(self.dir, ".spare.40"), "w") as f:
+            json.dump({"id": 2, "ops": [older]}, f)
         self.assertEqual(sorted(tree_holds(self.dir, SECRET)),
-                         ["job-1", "job-2"])
+                         [".spare.40", "job-1", "job-2"])
         self.executor = FakeExecutor()
         self.queue = self.make_queue()
         report = self.queue.load()
