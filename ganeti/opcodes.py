@@ -1042,11 +1042,24 @@ class OpCode(object):
         data["OP_ID"] = self.OP_ID
         return data
 
+    @classmethod
+    def _secret_params(cls):
+        """The parameters that can hold secret values (computed once)."""
+        if cls not in _SECRET_HOLDERS:
+            _SECRET_HOLDERS[cls] = tuple(p for p in cls.PARAMS
+                                         if _has_secret(p.type))
+        return _SECRET_HOLDERS[cls]
+
+    @classmethod
+    def may_hold_secrets(cls):
+        """Whether a parameter of this opcode can hold secret values."""
+        return bool(cls._secret_params())
+
     def secret_values(self):
         """``{parameter: [its secret values]}`` for the parameters that
         hold any."""
         found = {}
-        for param in self.PARAMS:
+        for param in self._secret_params():
             values = []
 
             def collect(value, is_secret):
@@ -1120,6 +1133,24 @@ class OpCode(object):
                  for p in self.PARAMS
                  if p.required or getattr(self, p.name) != p.default]
         return "%s(%s)" % (type(self).__name__, ", ".join(shown))
+
+
+#: opcode class -> its parameters that may hold secret values
+_SECRET_HOLDERS = {}
+
+
+def _has_secret(typ):
+    """Whether values of ``typ`` can contain secret values."""
+    if isinstance(typ, _OpCodeList):
+        return opcode_class(typ.op_id).may_hold_secrets()
+    if getattr(typ, "secret", False) is True:
+        return True
+    for value in vars(typ).values():
+        parts = value if isinstance(value, (list, tuple)) else [value]
+        if any(isinstance(part, Type) and _has_secret(part)
+               for part in parts):
+            return True
+    return False
 
 
 _TINY_PREFIXES = (("CLUSTER_", "C_"), ("GROUP_", "G_"), ("NODE_", "N_"),

@@ -300,6 +300,14 @@ class RoundTripTests(unittest.TestCase):
             self.assertEqual(op.to_dict(redact_secret=True)
                              ["osparams_secret"], {"pw": opcodes.REDACTED})
 
+    def test_which_opcodes_may_hold_secrets(self):
+        holders = sorted(op_id for op_id in opcodes.ALL_OP_IDS
+                         if opcodes.opcode_class(op_id).may_hold_secrets())
+        self.assertEqual(holders, ["OP_INSTANCE_CREATE",
+                                   "OP_INSTANCE_MULTI_ALLOC",
+                                   "OP_INSTANCE_REINSTALL",
+                                   "OP_TEST_OS_PARAMS"])
+
     def test_nested_creations_hide_their_secrets(self):
         op = opcodes.OpInstanceMultiAlloc(instances=[{
             "instance_name": "i", "mode": "create", "disks": [], "nics": [],

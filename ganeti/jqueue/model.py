@@ -186,7 +186,11 @@ class QueuedOpCode(object):
     def holds_secrets(self):
         """Whether the input holds secret values themselves (not only
         their placeholders, as read from a job file)."""
-        return self.input.to_dict() != self.input_dict()
+        if not self.readable:
+            return self.input.to_dict() != self.input_dict()
+        return any(value != opcodes.REDACTED
+                   for values in self.input.secret_values().values()
+                   for value in values)
 
     def move_to(self, status):
         """Change the status; only the moves check_op_move allows."""
