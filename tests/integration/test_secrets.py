@@ -15,6 +15,7 @@ import json
 import os
 import signal
 
+from tests import ganeti_peer
 from tests.integration.daemons import GntCommandsMixin, wait_for
 from tests.integration.test_rapi import PASSWORD, USER, RapiDaemonTestCase
 from tests.test_jqueue_secrets import loose_modes, tree_holds
@@ -96,11 +97,19 @@ class SecretParametersTests(GntCommandsMixin, RapiDaemonTestCase):
             "Query", "job", ["ops", "oplog"], None))
         self.assert_hidden("WaitForJobChange", self.client.call(
             "WaitForJobChange", job, ["ops", "status"], None, None, 5))
-        # our gnt-job info
+        # our gnt-job info, and Ganeti's where it is installed
         out = self.ok("gnt-job", "info", str(job))
         self.assertIn("OP_INSTANCE_CREATE", out)
         self.assertIn("<redacted>", out)
         self.assert_hidden("gnt-job info", out)
+        if ganeti_peer.unavailable_reason() is None:
+            code, out = ganeti_peer.run_tool(
+                "gnt-job", ["info", str(job)], self.vc.master.root,
+                self.vc.master.name, timeout=60)
+            self.assertEqual(code, 0, out)
+            # Ganeti's client shows private values by name ("<motd>")
+            self.assertIn("OP_INSTANCE_CREATE", out)
+            self.assert_hidden("Ganeti's gnt-job info", out)
         # the instance and the cluster
         for path in ("/2/instances/%s" % INSTANCE, "/2/instances?bulk=1",
                      "/2/info"):
