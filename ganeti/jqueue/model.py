@@ -134,9 +134,6 @@ class UnreadableOpCode(object):
                                        secret_only=not redact_private)
         return copy.deepcopy(self.data)
 
-    def lost_secrets(self):
-        return []
-
     def summary(self):
         return self.OP_ID[3:] if self.OP_ID.startswith("OP_") else self.OP_ID
 

@@ -333,7 +333,8 @@ class JobQueue(object):
                 for op in job.ops:
                     if op.status == STATUS_WAITING:
                         op.move_to(STATUS_QUEUED)
-                if status == STATUS_WAITING or self._scrub_file(job):
+                scrub = self._scrub_file(job)
+                if status == STATUS_WAITING or scrub:
                     self._store.write_job(job)
                 self._track(job)
                 requeued.append(job_id)
