@@ -19,8 +19,14 @@ protocol answers with.
 import copy
 import ipaddress
 
-# What a redacting dump shows instead of a secret.
+# What a redacting dump shows instead of a private or secret value.
 REDACTED = "<redacted>"
+
+#: ``redact`` of :meth:`Type.dump` hiding secret values only (what is
+#: written to disk); ``True`` hides private and secret values (answers,
+#: logs), ``False`` nothing.  A function ``redact(value, secret)`` is
+#: given each private value instead and its result is shown.
+HIDE_SECRETS = "secrets"
 
 
 class Invalid(ValueError):
@@ -52,7 +58,7 @@ class Type(object):
 
     ``check`` returns the value normalised to its JSON form or raises
     Invalid; ``dump`` gives the JSON form of a checked value (a copy, with
-    secrets hidden when asked).
+    private or secret values hidden when asked: see :data:`HIDE_SECRETS`).
     """
 
     desc = "any value"
@@ -280,17 +286,23 @@ class _DictOf(Type):
 
 
 class _Private(Type):
-    """A secret: checked like ``inner``, hidden by redacting dumps."""
+    """A private value (``secret``: a secret one): checked like ``inner``,
+    hidden by redacting dumps."""
 
-    def __init__(self, inner):
+    def __init__(self, inner, secret=False):
         self.inner = inner
+        self.secret = secret
         self.desc = inner.desc
 
     def check(self, value):
         return self.inner.check(value)
 
     def dump(self, value, redact=False):
-        return REDACTED if redact else self.inner.dump(value)
+        if callable(redact):
+            return redact(self.inner.dump(value), self.secret)
+        if redact is True or (self.secret and redact == HIDE_SECRETS):
+            return REDACTED
+        return self.inner.dump(value)
 
 
 class _Tuple(Type):
@@ -423,8 +435,15 @@ def either(*alternatives, desc=None):
 
 
 def private(inner):
-    """A secret value (hidden by a redacting dump)."""
+    """A private value: kept, but hidden from every answer and log (a
+    dump with ``redact=True``)."""
     return _Private(inner)
+
+
+def secret(inner):
+    """A secret value: also hidden from what is written to disk (a dump
+    with ``redact=HIDE_SECRETS``)."""
+    return _Private(inner, secret=True)
 
 
 def where(base, predicate, desc):

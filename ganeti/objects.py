@@ -22,6 +22,7 @@ import attr
 
 from ganeti import constants
 from ganeti import errors
+from ganeti.ht import REDACTED
 
 
 def _same(value):
@@ -589,6 +590,42 @@ def fill_osparams(cluster, instance):
         for name in (base, instance.os):
             result.update(cluster.osparams.get(name, {}))
     result.update(instance.osparams or {})
+    return result
+
+
+def redact_private_values(params):
+    """``{key: "<redacted>"}`` for a dict of private OS parameters: what
+    an answer shows of them (only their names)."""
+    return {key: REDACTED for key in params or {}}
+
+
+def redact_config(data):
+    """Hide the private OS parameters of a config.data dict (or of one
+    instance's dict) in place; returns it.  config.data keeps them, no
+    answer made from it shows them."""
+    if "osparams_private" in data:
+        data["osparams_private"] = redact_private_values(
+            data["osparams_private"])
+    cluster = data.get("cluster")
+    if isinstance(cluster, dict) and cluster.get("osparams_private_cluster"):
+        cluster["osparams_private_cluster"] = {
+            os_name: redact_private_values(params) for os_name, params
+            in cluster["osparams_private_cluster"].items()}
+    for inst in (data.get("instances") or {}).values():
+        if isinstance(inst, dict):
+            redact_config(inst)
+    return data
+
+
+def fill_osparams_private(cluster, instance):
+    """The private OS parameters, as :func:`fill_osparams` the public
+    ones: cluster (os, then os+variant) <- instance."""
+    result = {}
+    if instance.os:
+        base = instance.os.split("+", 1)[0]
+        for name in (base, instance.os):
+            result.update(cluster.osparams_private_cluster.get(name) or {})
+    result.update(instance.osparams_private or {})
     return result
 
 

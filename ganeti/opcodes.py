@@ -23,10 +23,11 @@ import attr
 from ganeti import constants
 from ganeti import errors
 from ganeti.ht import (  # noqa: F401 (REDACTED: what redacting dumps show)
-    ANY, BOOL, DICT, FLOAT, HOST_NAME, INSTANCE_HOST_NAME, INT, IPV4_ADDR,
-    IPV4_NET, IPV6_ADDR, IPV6_NET, NESTR, NONNEG_INT, OBJECT_NAME, OS_NAME,
-    POS_INT, REDACTED, STR, Invalid, Type, copy_value, dict_of, either,
-    integer, list_of, maybe, one_of, private, show, tuple_of, where)
+    ANY, BOOL, DICT, FLOAT, HIDE_SECRETS, HOST_NAME, INSTANCE_HOST_NAME, INT,
+    IPV4_ADDR, IPV4_NET, IPV6_ADDR, IPV6_NET, NESTR, NONNEG_INT, OBJECT_NAME,
+    OS_NAME, POS_INT, REDACTED, STR, Invalid, Type, copy_value, dict_of,
+    either, integer, list_of, maybe, one_of, private, secret, show,
+    tuple_of, where)
 
 
 # --- Constants of the opcode and job format ------------------------------
@@ -177,7 +178,15 @@ NIC_PARAMS = dict_of(one_of(*INIC_PARAMS), maybe(STR),
                      desc="NIC parameters")
 DISK_INDEX = integer(0, constants.MAX_DISKS - 1,
                      desc="a disk index (0-%d)" % (constants.MAX_DISKS - 1))
+# OS parameters whose values are private (kept in the configuration,
+# shown nowhere) or secret (not even written to disk: see OpCode.to_dict)
 PRIVATE_DICT = dict_of(ANY, private(ANY))
+SECRET_DICT = dict_of(ANY, secret(ANY))
+#: the parameters holding private or secret values, for opcodes known only
+#: as JSON (a job file this master cannot load): Ganeti's list
+PRIVATE_PARAMETERS = frozenset(["osparams_private", "osparams_secret",
+                                "osparams_private_cluster"])
+SECRET_PARAMETERS = frozenset(["osparams_secret"])
 UID_RANGES = list_of(tuple_of(INT, INT))
 # Extra parameters of an instance allocator, {"key": value, "flag": null}:
 # given to an external allocator as --key=value / --flag (this project's
@@ -226,7 +235,7 @@ class _OpCodeList(Type):
         return result
 
     def dump(self, value, redact=False):
-        return [op.to_dict(redact_private=redact) for op in value]
+        return [op.dump(redact) for op in value]
 
 
 NESTED_INSTANCE_CREATE = _OpCodeList("OP_INSTANCE_CREATE")
@@ -576,7 +585,7 @@ _op("OP_INSTANCE_CREATE", "instance_name",
     P("no_install", maybe(BOOL)),
     P("osparams", DICT, {}),
     P("osparams_private", maybe(PRIVATE_DICT)),
-    P("osparams_secret", maybe(PRIVATE_DICT)),
+    P("osparams_secret", maybe(SECRET_DICT)),
     P("os_type", maybe(OS_NAME)),
     P("pnode", maybe(NESTR)),
     P("pnode_uuid", maybe(NESTR)),
@@ -674,7 +683,7 @@ _op("OP_INSTANCE_REINSTALL", "instance_name",
     P("os_type", maybe(OS_NAME)),
     P("osparams", maybe(DICT)),
     P("osparams_private", maybe(PRIVATE_DICT)),
-    P("osparams_secret", maybe(PRIVATE_DICT)))
+    P("osparams_secret", maybe(SECRET_DICT)))
 _op("OP_INSTANCE_REMOVE", "instance_name",
     R("instance_name", STR),
     P("instance_uuid", maybe(NESTR)),
@@ -917,10 +926,27 @@ _op("OP_TEST_JQUEUE", None,
     P("log_messages", list_of(STR), []),
     P("fail", BOOL, False))
 _op("OP_TEST_OS_PARAMS", None,
-    P("osparams_secret", maybe(PRIVATE_DICT)))
+    P("osparams_secret", maybe(SECRET_DICT)))
 
 
 # --- OpCode objects ---------------------------------------------------------
+
+def _kind(value):
+    """What a value is, without showing it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object whose keys are not all strings"
+    return "a %s" % type(value).__name__
+
 
 def _invalid(name, reason):
     return errors.OpPrereqError("%s: %s" % (name, reason), errors.ECODE_INVAL)
@@ -965,6 +991,11 @@ class OpCode(object):
             try:
                 values[param.name] = param.type.check(value)
             except Invalid as err:
+                if param.name in PRIVATE_PARAMETERS:
+                    # the reason would quote the value
+                    raise _invalid(param.name, "expected %s, got %s (its"
+                                   " value is not shown)"
+                                   % (param.type.desc, _kind(value)))
                 raise _invalid(param.name, err.reason)
         # all or nothing; check() may hand back the caller's own containers
         for (name, value) in values.items():
@@ -993,17 +1024,60 @@ class OpCode(object):
         op._load(params, strict)
         return op
 
-    def to_dict(self, redact_private=False):
+    def to_dict(self, redact_private=False, redact_secret=False):
         """The JSON form: every parameter plus ``OP_ID``.
 
-        ``redact_private`` replaces secret values (private OS parameters)
-        with a placeholder, for logs and job files.
+        ``redact_private`` replaces private and secret values (private
+        and secret OS parameters) with ``"<redacted>"``, for answers and
+        logs; ``redact_secret`` only the secret ones, for the job files.
         """
-        data = {p.name: p.type.dump(getattr(self, p.name), redact_private)
+        return self.dump(True if redact_private
+                         else HIDE_SECRETS if redact_secret else False)
+
+    def dump(self, redact=False):
+        """:meth:`to_dict` with ``redact`` as :meth:`ganeti.ht.Type.dump`
+        takes it."""
+        data = {p.name: p.type.dump(getattr(self, p.name), redact)
                 for p in self.PARAMS
                 if not (p.extension and getattr(self, p.name) is None)}
         data["OP_ID"] = self.OP_ID
         return data
+
+    @classmethod
+    def _secret_params(cls):
+        """The parameters that can hold secret values (computed once)."""
+        if cls not in _SECRET_HOLDERS:
+            _SECRET_HOLDERS[cls] = tuple(p for p in cls.PARAMS
+                                         if _has_secret(p.type))
+        return _SECRET_HOLDERS[cls]
+
+    @classmethod
+    def may_hold_secrets(cls):
+        """Whether a parameter of this opcode can hold secret values."""
+        return bool(cls._secret_params())
+
+    def secret_values(self):
+        """``{parameter: [its secret values]}`` for the parameters that
+        hold any."""
+        found = {}
+        for param in self._secret_params():
+            values = []
+
+            def collect(value, is_secret):
+                if is_secret:
+                    values.append(value)
+                return value
+            param.type.dump(getattr(self, param.name), collect)
+            if values:
+                found[param.name] = values
+        return found
+
+    def lost_secrets(self):
+        """The parameters whose secret values were left on disk as
+        ``"<redacted>"`` (this opcode was read back from a job file): it
+        cannot run without them being given again."""
+        return sorted(name for name, values in self.secret_values().items()
+                      if REDACTED in values)
 
     def validate(self):
         """Check (and normalise) the current attribute values again."""
@@ -1027,7 +1101,8 @@ class OpCode(object):
         """Short form as in job listings: ``INSTANCE_STARTUP(inst1)``."""
         text = self.OP_ID[len("OP_"):]
         if self.SUMMARY_FIELD:
-            value = getattr(self, self.SUMMARY_FIELD)
+            param = self._BY_NAME[self.SUMMARY_FIELD]
+            value = param.type.dump(getattr(self, param.name), True)
             if isinstance(value, (list, tuple)):
                 value = ",".join(str(v) for v in value)
             text = "%s(%s)" % (text, value)
@@ -1053,10 +1128,30 @@ class OpCode(object):
     __hash__ = None
 
     def __repr__(self):
-        # only what differs from the defaults, to keep it readable
-        shown = ["%s=%r" % (p.name, getattr(self, p.name)) for p in self.PARAMS
+        # only what differs from the defaults, to keep it readable; never
+        # a private value (a repr ends up in logs)
+        shown = ["%s=%r" % (p.name, p.type.dump(getattr(self, p.name), True))
+                 for p in self.PARAMS
                  if p.required or getattr(self, p.name) != p.default]
         return "%s(%s)" % (type(self).__name__, ", ".join(shown))
+
+
+#: opcode class -> its parameters that may hold secret values
+_SECRET_HOLDERS = {}
+
+
+def _has_secret(typ):
+    """Whether values of ``typ`` can contain secret values."""
+    if isinstance(typ, _OpCodeList):
+        return opcode_class(typ.op_id).may_hold_secrets()
+    if getattr(typ, "secret", False) is True:
+        return True
+    for value in vars(typ).values():
+        parts = value if isinstance(value, (list, tuple)) else [value]
+        if any(isinstance(part, Type) and _has_secret(part)
+               for part in parts):
+            return True
+    return False
 
 
 _TINY_PREFIXES = (("CLUSTER_", "C_"), ("GROUP_", "G_"), ("NODE_", "N_"),
@@ -1108,6 +1203,37 @@ def opcode_class(op_id):
 def from_dict(data, strict=True):
     """Shortcut for :meth:`OpCode.from_dict`."""
     return OpCode.from_dict(data, strict=strict)
+
+
+def redact_data(data, secret_only=False):
+    """A copy of an opcode's JSON form (or of any JSON value holding
+    opcodes) whose private values (only the secret ones with
+    ``secret_only``) are ``"<redacted>"``, found by parameter name: for
+    opcodes this master cannot load, whose types are unknown."""
+    names = SECRET_PARAMETERS if secret_only else PRIVATE_PARAMETERS
+    if isinstance(data, list):
+        return [redact_data(item, secret_only) for item in data]
+    if not isinstance(data, dict):
+        return copy_value(data)
+    result = {}
+    for key, value in data.items():
+        if key in names and isinstance(value, dict):
+            if key.endswith("_cluster"):
+                # {os name: {parameter: value}}
+                value = {os_name: _redact_values(params)
+                         for os_name, params in value.items()}
+            else:
+                value = _redact_values(value)
+            result[key] = value
+        else:
+            result[key] = redact_data(value, secret_only)
+    return result
+
+
+def _redact_values(params):
+    if not isinstance(params, dict):
+        return REDACTED
+    return {key: REDACTED for key in params}
 
 
 def make_reason(source, text, timestamp_ns):

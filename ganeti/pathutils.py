@@ -86,6 +86,7 @@ class Paths(object):
 
     def ensure_dirs(self):
         """Create the directories daemons write into (idempotent)."""
-        for d in (self.data_dir, self.run_dir, self.log_dir, self.socket_dir,
-                  self.queue_dir):
+        for d in (self.data_dir, self.run_dir, self.log_dir, self.socket_dir):
             os.makedirs(d, mode=0o750, exist_ok=True)
+        # job files hold private parameters: the master's user only
+        os.makedirs(self.queue_dir, mode=0o700, exist_ok=True)

@@ -352,6 +352,13 @@ class QueryTests(_ClusterMixin, unittest.TestCase):
         # full config objects
         self.assertEqual(primary[0], self.store.get_instance(
             "inst1.example.com").to_dict())
+        # but private OS parameters by name only
+        self.store.modify_instance(
+            self.store.get_instance("inst1.example.com").uuid,
+            osparams_private={"pw": "hush-8e1f"})
+        snap = snapshot_mod.ConfigSnapshot(self.store)
+        primary = self.ask(wire.REQ_NODE_INSTANCES, MASTER, snap=snap)[1][0]
+        self.assertEqual(primary[0]["osparams_private"], {"pw": "<redacted>"})
         self.assertEqual(self.ask(wire.REQ_NODE_INSTANCES, OFFLINE)[1],
                          [[], []])
         self.assertEqual(self.ask(wire.REQ_NODE_INSTANCES, "nope")[0], 1)
@@ -393,6 +400,25 @@ class QueryTests(_ClusterMixin, unittest.TestCase):
             self.assertEqual(self.ask(wire.REQ_CONFIG_QUERY, bad),
                              (1, wire.ERROR_ARGUMENT, 0), bad)
         self.assertEqual(self.ask(wire.REQ_CONFIG_QUERY)[0], 1)
+
+    def test_config_query_shows_no_private_value(self):
+        inst = self.store.get_instance("inst1.example.com")
+        self.store.modify_instance(inst.uuid,
+                                   osparams_private={"pw": "hush-8e1f"})
+        self.store.set_cluster_params(osparams_private_cluster={
+            "debian": {"key": "hush-c0de"}})
+        snap = snapshot_mod.ConfigSnapshot(self.store)
+        whole = self.ask(wire.REQ_CONFIG_QUERY, "", snap=snap)[1]
+        self.assertNotIn("hush", json.dumps(whole))
+        self.assertEqual(self.ask(
+            wire.REQ_CONFIG_QUERY, "/instances/%s/osparams_private"
+            % inst.uuid, snap=snap)[1], {"pw": "<redacted>"})
+        self.assertEqual(self.ask(
+            wire.REQ_CONFIG_QUERY, "/cluster/osparams_private_cluster",
+            snap=snap)[1], {"debian": {"key": "<redacted>"}})
+        # the configuration itself keeps them
+        self.assertEqual(self.store.get_instance(inst.uuid).osparams_private,
+                         {"pw": "hush-8e1f"})
 
     def test_json_pointer_escapes(self):
         doc = {"a/b": {"m~n": [10, 20]}, "": 1}

@@ -64,6 +64,28 @@ class TypeTests(unittest.TestCase):
         value = typ.check({"pw": "secret"})
         self.assertEqual(typ.dump(value), {"pw": "secret"})
         self.assertEqual(typ.dump(value, redact=True), {"pw": ht.REDACTED})
+        # private is not secret: what goes to disk keeps it
+        self.assertEqual(typ.dump(value, redact=ht.HIDE_SECRETS),
+                         {"pw": "secret"})
+
+    def test_secret_values_are_hidden_from_disk_and_answers(self):
+        typ = ht.maybe(ht.dict_of(ht.STR, ht.secret(ht.STR)))
+        value = typ.check({"pw": "s3"})
+        self.assertEqual(typ.dump(value), {"pw": "s3"})
+        self.assertEqual(typ.dump(value, redact=ht.HIDE_SECRETS),
+                         {"pw": ht.REDACTED})
+        self.assertEqual(typ.dump(value, redact=True), {"pw": ht.REDACTED})
+
+    def test_a_redacting_function_sees_each_private_value(self):
+        typ = ht.list_of(ht.either(ht.private(ht.INT), ht.secret(ht.STR)))
+        seen = []
+
+        def redact(value, is_secret):
+            seen.append((value, is_secret))
+            return "hidden"
+        self.assertEqual(typ.dump([1, "x"], redact=redact),
+                         ["hidden", "hidden"])
+        self.assertEqual(seen, [(1, False), ("x", True)])
 
     def test_one_of_compares_types(self):
         self.assertEqual(self.invalid(ht.one_of(0, 1), False),

@@ -274,6 +274,107 @@ class RoundTripTests(unittest.TestCase):
             op.to_dict(redact_private=True)["osparams_private_cluster"],
             {"debian": {"key": opcodes.REDACTED}})
 
+    def test_secret_parameters_are_hidden_from_the_file_form(self):
+        op = opcodes.OpInstanceCreate(
+            instance_name="i", mode="create", disks=[], nics=[],
+            osparams={"motd": "hi"}, osparams_private={"key": "priv"},
+            osparams_secret={"pw": "sec"})
+        on_disk = op.to_dict(redact_secret=True)
+        self.assertEqual(on_disk["osparams_secret"], {"pw": opcodes.REDACTED})
+        self.assertEqual(on_disk["osparams_private"], {"key": "priv"})
+        shown = op.to_dict(redact_private=True)
+        self.assertEqual(shown["osparams_secret"], {"pw": opcodes.REDACTED})
+        self.assertEqual(shown["osparams_private"], {"key": opcodes.REDACTED})
+        self.assertEqual(shown["osparams"], {"motd": "hi"})
+        # the opcode itself keeps the values
+        self.assertEqual(op.osparams_secret, {"pw": "sec"})
+        self.assertEqual(op.secret_values(), {"osparams_secret": ["sec"]})
+        self.assertEqual(op.lost_secrets(), [])
+        back = opcodes.OpCode.from_dict(on_disk)
+        self.assertEqual(back.lost_secrets(), ["osparams_secret"])
+        for op_id in ("OP_INSTANCE_REINSTALL", "OP_TEST_OS_PARAMS"):
+            params = {"osparams_secret": {"pw": "sec"}}
+            if op_id == "OP_INSTANCE_REINSTALL":
+                params["instance_name"] = "i"
+            op = opcodes.opcode_class(op_id)(**params)
+            self.assertEqual(op.to_dict(redact_secret=True)
+                             ["osparams_secret"], {"pw": opcodes.REDACTED})
+
+    def test_which_opcodes_may_hold_secrets(self):
+        holders = sorted(op_id for op_id in opcodes.ALL_OP_IDS
+                         if opcodes.opcode_class(op_id).may_hold_secrets())
+        self.assertEqual(holders, ["OP_INSTANCE_CREATE",
+                                   "OP_INSTANCE_MULTI_ALLOC",
+                                   "OP_INSTANCE_REINSTALL",
+                                   "OP_TEST_OS_PARAMS"])
+
+    def test_nested_creations_hide_their_secrets(self):
+        op = opcodes.OpInstanceMultiAlloc(instances=[{
+            "instance_name": "i", "mode": "create", "disks": [], "nics": [],
+            "osparams_secret": {"pw": "sec"}}])
+        self.assertEqual(op.to_dict(redact_secret=True)["instances"][0]
+                         ["osparams_secret"], {"pw": opcodes.REDACTED})
+        self.assertEqual(op.secret_values(), {"instances": ["sec"]})
+
+    def test_private_values_by_name_in_unloadable_opcodes(self):
+        data = {"OP_ID": "OP_FROM_ELSEWHERE", "osparams": {"a": "1"},
+                "osparams_private": {"b": "2"}, "osparams_secret": {"c": "3"},
+                "osparams_private_cluster": {"debian": {"d": "4"}},
+                "instances": [{"osparams_secret": {"e": "5"}}]}
+        self.assertEqual(opcodes.redact_data(data), {
+            "OP_ID": "OP_FROM_ELSEWHERE", "osparams": {"a": "1"},
+            "osparams_private": {"b": opcodes.REDACTED},
+            "osparams_secret": {"c": opcodes.REDACTED},
+            "osparams_private_cluster": {"debian": {"d": opcodes.REDACTED}},
+            "instances": [{"osparams_secret": {"e": opcodes.REDACTED}}]})
+        on_disk = opcodes.redact_data(data, secret_only=True)
+        self.assertEqual(on_disk["osparams_private"], {"b": "2"})
+        self.assertEqual(on_disk["osparams_secret"], {"c": opcodes.REDACTED})
+        self.assertEqual(data["osparams_secret"], {"c": "3"})
+
+    def test_every_private_parameter_is_known_by_name(self):
+        # opcodes known only as JSON are redacted by parameter name
+        for op_id in sorted(opcodes.ALL_OP_IDS):
+            for param in opcodes.opcode_class(op_id).PARAMS:
+                seen = []
+                sample = {"os": {"k": "v"}} if param.name.endswith(
+                    "_cluster") else {"k": "v"}
+                try:
+                    value = param.type.check(sample)
+                except opcodes.Invalid:
+                    continue
+                param.type.dump(value, lambda v, s: seen.append(s) or v)
+                if seen:
+                    self.assertIn(param.name, opcodes.PRIVATE_PARAMETERS,
+                                  op_id)
+                    self.assertEqual(param.name in opcodes.SECRET_PARAMETERS,
+                                     all(seen), op_id)
+
+    def test_a_bad_private_value_is_refused_without_quoting_it(self):
+        for params in ({"osparams_secret": "hunter2-pw"},
+                       {"osparams_private": ["hunter2-pw"]}):
+            err = self.assertRaises(
+                errors.OpPrereqError, opcodes.OpInstanceReinstall,
+                instance_name="i", **params)
+            (name,) = params
+            self.assertTrue(str(err.args[0]).startswith(name + ": expected"
+                                                        " null or an object"),
+                            err.args[0])
+            self.assertIn("its value is not shown", err.args[0])
+            self.assertNotIn("hunter2", err.args[0])
+        err = self.assertRaises(
+            errors.OpPrereqError, opcodes.OpClusterSetParams,
+            osparams_private_cluster={"debian": "hunter2-pw"})
+        self.assertIn("osparams_private_cluster: expected", err.args[0])
+        self.assertNotIn("hunter2", err.args[0])
+
+    def test_summary_and_repr_never_show_private_values(self):
+        op = opcodes.OpInstanceSetParams(instance_name="i",
+                                         osparams_private={"pw": "hush"})
+        self.assertNotIn("hush", repr(op))
+        self.assertIn("osparams_private={'pw': '<redacted>'}", repr(op))
+        self.assertEqual(op.summary(), "INSTANCE_SET_PARAMS(i)")
+
     def test_validate_after_change(self):
         op = opcodes.OpInstanceStartup(instance_name="i")
         op.force = "yes"

@@ -83,7 +83,8 @@ class DefinitionTests(unittest.TestCase):
         self.assertEqual(osdef.api_versions, (20, 15))
         self.assertEqual(osdef.api_version, 20)
         self.assertEqual(osdef.variants, ("default", "minimal"))
-        self.assertEqual(osdef.parameter_names, {"motd", "fail_create"})
+        self.assertEqual(osdef.parameter_names,
+                         {"motd", "fail_create", "root_password"})
         self.assertEqual(osdef.full_names(),
                          ["busybox+default", "busybox+minimal"])
 
@@ -220,6 +221,23 @@ class ScriptTests(unittest.TestCase):
         # the daemon's own environment does not leak into scripts
         self.assertNotIn("PYTHONPATH", env)
         self.assertEqual(os.stat(self.disk).st_size, 8 * MiB)
+
+    @defer.inlineCallbacks
+    def test_private_and_secret_parameters_reach_the_script(self):
+        yield self.backend.create(instance_dict(
+            self.disk, osparams_private={"motd": "private motd"},
+            osparams_secret={"root_password": "s3cr3t"}))
+        header, env = read_install_record(self.disk)
+        self.assertEqual(header[3], "motd=private motd")
+        self.assertEqual(env["OSP_MOTD"], "private motd")
+        self.assertEqual(env["OSP_ROOT_PASSWORD"], "s3cr3t")
+        # the script's log does not get them
+        (log_name,) = os.listdir(os.path.join(self.log_dir, "os"))
+        with open(os.path.join(self.log_dir, "os", log_name)) as f:
+            self.assertNotIn("s3cr3t", f.read())
+        err = yield self.assertFailure(self.backend.create(instance_dict(
+            self.disk, osparams_secret=["x"])), errors.ParameterError)
+        self.assertIn("instance.osparams_secret must be a dict", str(err))
 
     @defer.inlineCallbacks
     def test_minimal_variant(self):

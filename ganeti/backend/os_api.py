@@ -296,7 +296,11 @@ def build_env(osdef, variant, instance, disk_paths, debug=0):
     ``disk_paths`` the assembled path of each of its disks (None for none).
     """
     api = osdef.api_version
-    env = core_env(osdef, variant, instance.get("osparams"), debug)
+    # public, private and secret OS parameters alike (OSP_*)
+    osparams = {}
+    for key in ("osparams", "osparams_private", "osparams_secret"):
+        osparams.update(instance.get(key) or {})
+    env = core_env(osdef, variant, osparams, debug)
     hv = instance.get("hypervisor") or ""
     env.update({
         "INSTANCE_NAME": instance["name"],
@@ -368,7 +372,8 @@ def _check_instance_dict(instance, field="instance"):
                 % (field, key))
     for key, kind in (("disks_info", list), ("nics", list),
                       ("hvparams", dict), ("beparams", dict),
-                      ("osparams", dict)):
+                      ("osparams", dict), ("osparams_private", dict),
+                      ("osparams_secret", dict)):
         value = instance.get(key)
         if value is not None and not isinstance(value, kind):
             raise errors.ParameterError(

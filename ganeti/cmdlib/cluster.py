@@ -262,7 +262,8 @@ class LUClusterSetParams(LogicalUnit):
             changes["ndparams"] = update_params(c.ndparams, op.ndparams)
         self.group_policies = {}
         self._check_ipolicy(changes)
-        for family in ("hvparams", "os_hvp", "osparams", "diskparams"):
+        for family in ("hvparams", "os_hvp", "osparams",
+                       "osparams_private_cluster", "diskparams"):
             value = getattr(op, family)
             if value is not None:
                 merged = {}

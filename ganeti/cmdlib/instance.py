@@ -485,8 +485,13 @@ class LUInstanceReinstall(InstanceLU):
         if op.os_type:
             operating_system.check_os_name(op.os_type)
             operating_system.check_os_allowed(cluster, op.os_type)
+        operating_system.check_osparams_disjoint(
+            osparams=op.osparams, osparams_private=op.osparams_private,
+            osparams_secret=op.osparams_secret)
         self.osparams = instance_params.update_params(
             inst.osparams, op.osparams)
+        self.osparams_private = instance_params.update_params(
+            inst.osparams_private, op.osparams_private)
 
     async def exec_(self):
         op = self.op
@@ -496,16 +501,20 @@ class LUInstanceReinstall(InstanceLU):
         candidate = inst.copy()
         candidate.os = self.os_name
         candidate.osparams = self.osparams
+        candidate.osparams_private = self.osparams_private
         await operating_system.check_os_on_node(
             self, inst.primary_node, self.os_name,
-            objects.fill_osparams(cfg.cluster, candidate), op.force_variant)
+            payloads.all_osparams(cfg, candidate, op.osparams_secret),
+            op.force_variant)
         if op.os_type:
             self.log_info("Changing OS scripts to '%s'...", op.os_type)
         self.log_info("Running instance OS create scripts...")
         await node_calls.call_node(
             self, inst.primary_node, "instance_os_add",
             [payloads.os_instance(cfg, inst, os_name=self.os_name,
-                                  osparams=self.osparams), True,
+                                  osparams=self.osparams,
+                                  osparams_private=self.osparams_private,
+                                  osparams_secret=op.osparams_secret), True,
              op.debug_level or 0],
             "Reinstalling OS %s for instance %s" % (self.os_name, inst.name))
         changes = {}
@@ -513,6 +522,8 @@ class LUInstanceReinstall(InstanceLU):
             changes["os"] = self.os_name
         if self.osparams != (inst.osparams or {}):
             changes["osparams"] = self.osparams
+        if self.osparams_private != (inst.osparams_private or {}):
+            changes["osparams_private"] = self.osparams_private
         if changes:
             cfg.modify_instance(inst.uuid, **changes)
         return None

@@ -100,6 +100,9 @@ class LUInstanceCreate(LogicalUnit):
             except errors.TagError as err:
                 raise errors.OpPrereqError("tags: %s" % err,
                                            errors.ECODE_INVAL)
+        operating_system.check_osparams_disjoint(
+            osparams=op.osparams, osparams_private=op.osparams_private,
+            osparams_secret=op.osparams_secret)
         allocation.check_op_params(op)
         # last: a refusal above leaves the opcode as it came
         op.dry_run = False
@@ -510,6 +513,8 @@ class LUInstanceCreate(LogicalUnit):
             changes["hvparams"] = dict(op.hvparams)
         if not inst.osparams and op.osparams:
             changes["osparams"] = dict(op.osparams)
+        if not inst.osparams_private and op.osparams_private:
+            changes["osparams_private"] = dict(op.osparams_private)
         group = self._group(pnode)
         if not inst.nics and op.nics:
             changes["nics"] = self._build_nics(group, inst.uuid)
@@ -632,12 +637,12 @@ class LUInstanceCreate(LogicalUnit):
 
     async def _node_checks(self, inst, pnode, os_name, osparams):
         """What only the primary node can say: OS and hypervisor params."""
-        cluster = self.cfg.cluster
         candidate = inst.copy()
         candidate.os = os_name
         candidate.osparams = osparams
         await operating_system.check_os_on_node(
-            self, pnode, os_name, objects.fill_osparams(cluster, candidate),
+            self, pnode, os_name, payloads.all_osparams(
+                self.cfg, candidate, self.op.osparams_secret),
             self.op.force_variant)
         await node_calls.call_node(
             self, pnode, "hypervisor_validate_params",
@@ -704,8 +709,9 @@ class LUInstanceCreate(LogicalUnit):
         self.log_info("* running the instance OS create scripts...")
         await node_calls.call_node(
             self, inst.primary_node, "instance_os_add",
-            [payloads.os_instance(self.cfg, inst, disks=disks), False,
-             self.op.debug_level or 0],
+            [payloads.os_instance(self.cfg, inst, disks=disks,
+                                  osparams_secret=self.op.osparams_secret),
+             False, self.op.debug_level or 0],
             "Installing OS %s for instance %s" % (inst.os, inst.name))
 
     async def _start(self, inst):

@@ -20,6 +20,7 @@ from ganeti.cmdlib import instance_disks
 from ganeti.cmdlib import instance_nics
 from ganeti.cmdlib import instance_params
 from ganeti.cmdlib import operating_system
+from ganeti.cmdlib import payloads
 from ganeti.cmdlib.base import LogicalUnit
 
 _ADD = "add"
@@ -109,6 +110,8 @@ class LUInstanceSetParams(LogicalUnit):
                 op.osparams_private or op.offline is not None):
             raise errors.OpPrereqError("No changes submitted",
                                        errors.ECODE_INVAL)
+        operating_system.check_osparams_disjoint(
+            osparams=op.osparams, osparams_private=op.osparams_private)
 
     def expand_names(self):
         name = self.op.instance_uuid or self.op.instance_name
@@ -352,12 +355,13 @@ class LUInstanceSetParams(LogicalUnit):
         if any(a == _REMOVE for a, _, _, _ in self.disk_plan) and \
                 not inst.forthcoming:
             await checks.check_not_running(self, inst, "cannot remove disks")
-        if not inst.forthcoming and ("os" in self.changes
-                                     or "osparams" in self.changes):
+        if not inst.forthcoming and ({"os", "osparams", "osparams_private"}
+                                     & set(self.changes)):
             await operating_system.check_os_on_node(
                 self, inst.primary_node, self.candidate.os,
-                objects.fill_osparams(cfg.cluster, self.candidate),
-                op.force_variant, "os_name" if op.os_name else "osparams")
+                payloads.all_osparams(cfg, self.candidate),
+                op.force_variant, "os_name" if op.os_name else
+                "osparams" if op.osparams else "osparams_private")
         for action, idx, disk, params in self.disk_plan:
             result.extend(await self._apply_disk(action, idx, disk, params))
         if self.changes:

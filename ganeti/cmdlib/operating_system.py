@@ -161,6 +161,25 @@ async def check_os_on_node(lu, node_uuid, os_name, osparams,
             errors.ECODE_INVAL)
 
 
+def check_osparams_disjoint(**dicts):
+    """Each OS parameter once: a key in several of the public, private
+    and secret dicts (given by field name) is an OpPrereqError naming
+    them."""
+    seen = {}
+    for field in sorted(dicts):
+        for key in dicts[field] or {}:
+            seen.setdefault(key, []).append(field)
+    repeated = sorted(key for key, fields in seen.items() if len(fields) > 1)
+    if repeated:
+        raise errors.OpPrereqError(
+            "%s: OS parameter%s given more than once: %s" % (
+                ", ".join(sorted({f for k in repeated for f in seen[k]})),
+                "s" if len(repeated) > 1 else "",
+                ", ".join("%s (in %s)" % (k, " and ".join(seen[k]))
+                          for k in repeated)),
+            errors.ECODE_INVAL)
+
+
 def check_os_name(os_name, field="os_type"):
     if not os_name or not isinstance(os_name, str):
         raise errors.OpPrereqError("%s: an OS (os or os+variant) is required"

@@ -48,9 +48,23 @@ def instance_spec(cfg, instance, hvparams=None, beparams=None, disks=None):
     }
 
 
-def os_instance(cfg, instance, os_name=None, osparams=None, disks=None):
+def all_osparams(cfg, instance, osparams_secret=None):
+    """Every OS parameter of ``instance`` (public, private, the secret
+    ones given): what the OS checks its parameter names against."""
+    result = objects.fill_osparams(cfg.cluster, instance)
+    result.update(objects.fill_osparams_private(cfg.cluster, instance))
+    result.update(osparams_secret or {})
+    return result
+
+
+def os_instance(cfg, instance, os_name=None, osparams=None, disks=None,
+                osparams_private=None, osparams_secret=None):
     """The instance dict of ``instance_os_add``/``instance_run_rename``:
-    its config dict with filled parameters, node names and its disks."""
+    its config dict with filled parameters, node names and its disks.
+
+    The OS scripts get the private OS parameters too, and for an install
+    the secret ones (``osparams_secret``: the opcode's, never kept in the
+    configuration)."""
     cluster = cfg.cluster
     group = None
     if instance.primary_node in cfg.nodes:
@@ -62,10 +76,14 @@ def os_instance(cfg, instance, os_name=None, osparams=None, disks=None):
     candidate.os = data.get("os")
     if osparams is not None:
         candidate.osparams = osparams
+    if osparams_private is not None:
+        candidate.osparams_private = osparams_private
     data["hvparams"] = instance_params.full_hvparams(cluster, instance)
     data["beparams"] = objects.fill_beparams(cluster, instance)
     data["osparams"] = objects.fill_osparams(cluster, candidate)
-    data.pop("osparams_private", None)
+    data["osparams_private"] = objects.fill_osparams_private(cluster,
+                                                             candidate)
+    data["osparams_secret"] = dict(osparams_secret or {})
     nics = []
     for nic in instance.nics:
         entry = nic.to_dict()

@@ -16,6 +16,7 @@ import re
 
 import attr
 
+from ganeti import objects
 from ganeti.confd import wire
 
 _MISSING = object()
@@ -224,9 +225,14 @@ def _node_drbd(snap, name, node):
 def _node_instances(snap, name, node):
     def compute():
         primary, secondary = snap.node_instances.get(node.uuid, ([], []))
-        return _ok([[i.to_dict() for i in primary],
-                    [i.to_dict() for i in secondary]], node.serial_no or 0)
+        return _ok([[_shown(i) for i in primary],
+                    [_shown(i) for i in secondary]], node.serial_no or 0)
     return snap.memo(("node-instances", node.uuid), compute)
+
+
+def _shown(inst):
+    # an instance as answered: its private OS parameters by name only
+    return objects.redact_config(inst.to_dict())
 
 
 @_named("find_instance", "Instance not found in the configuration: %s")

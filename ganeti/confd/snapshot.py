@@ -229,9 +229,11 @@ class ConfigSnapshot(object):
 
     @property
     def config_dict(self):
-        """config.data as JSON-ready data, built on first use only."""
+        """config.data as JSON-ready data, built on first use only; the
+        private OS parameters' values are not in it (answers travel in
+        clear, only signed)."""
         if self._config_dict is None:
-            self._config_dict = self.store.to_dict()
+            self._config_dict = objects.redact_config(self.store.to_dict())
         return self._config_dict
 
     def release(self, pause=pacing.no_pause):

@@ -682,8 +682,8 @@ class ConfigStore(InstanceMutators, MaintenanceMutators, Accounting):
     def set_cluster_params(self, **changes):
         """Change cluster-level parameters; dicts are replaced whole.
 
-        Per-hypervisor dicts (hvparams, diskparams, os_hvp, osparams) are
-        merged one level down: ``hvparams={"kvm": {...}}`` replaces only the
+        Per-hypervisor and per-OS dicts (hvparams, diskparams, os_hvp,
+        osparams, osparams_private_cluster) are merged one level down: ``hvparams={"kvm": {...}}`` replaces only the
         kvm entry.
         """
         for key in changes:
@@ -715,7 +715,8 @@ class ConfigStore(InstanceMutators, MaintenanceMutators, Accounting):
             c = self.cluster
             for key, value in changes.items():
                 value = copy.deepcopy(value)
-                if key in ("hvparams", "diskparams", "os_hvp", "osparams"):
+                if key in ("hvparams", "diskparams", "os_hvp", "osparams",
+                           "osparams_private_cluster"):
                     merged = getattr(c, key)
                     for sub, subval in value.items():
                         merged[sub] = subval

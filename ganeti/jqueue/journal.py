@@ -346,7 +346,11 @@ class Journal(object):
             new = not os.path.exists(self.path)
             self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT |
                                os.O_APPEND, self.mode)
-            self._size = os.fstat(self._fd).st_size
+            st = os.fstat(self._fd)
+            if st.st_mode & 0o7777 != self.mode:
+                # the umask, or an older version's mode
+                os.fchmod(self._fd, self.mode)
+            self._size = st.st_size
             if new:
                 fsync_dir(self.directory)
         return self._fd

@@ -7,7 +7,10 @@ layout of a job file uses the same keys as Ganeti's queue files.
 
 Opcodes are kept as :class:`ganeti.opcodes.OpCode` objects; they become
 JSON only in the file form (``to_dict``) and in query answers, and are
-loaded from it once, when a job file is read (``from_dict``).
+loaded from it once, when a job file is read (``from_dict``).  The file
+form never holds a secret value (secret OS parameters are written as
+``"<redacted>"``: the running job keeps them in memory only), and no
+answer holds a private one (see docs/security.rst).
 """
 
 import copy
@@ -124,7 +127,11 @@ class UnreadableOpCode(object):
         op_id = self.data.get("OP_ID")
         return op_id if isinstance(op_id, str) else "?"
 
-    def to_dict(self, redact_private=False):
+    def to_dict(self, redact_private=False, redact_secret=False):
+        if redact_private or redact_secret:
+            # the types are unknown: the parameters are known by name
+            return opcodes.redact_data(self.data,
+                                       secret_only=not redact_private)
         return copy.deepcopy(self.data)
 
     def summary(self):
@@ -161,10 +168,26 @@ class QueuedOpCode(object):
         return self.status in FINALIZED
 
     def input_dict(self):
-        """The opcode's JSON form (shared: copy it before changing it)."""
+        """The opcode's file form, secret values hidden (shared: copy it
+        before changing it)."""
         if self._input_dict is None:
-            self._input_dict = self.input.to_dict()
+            self._input_dict = self.input.to_dict(redact_secret=True)
         return self._input_dict
+
+    def forget_secrets(self):
+        """Drop the secret values this opcode holds in memory (it will
+        not run again): its input becomes what its file holds."""
+        if self.readable and self.input.secret_values():
+            self.input = opcodes.OpCode.from_dict(self.input_dict())
+
+    def holds_secrets(self):
+        """Whether the input holds secret values themselves (not only
+        their placeholders, as read from a job file)."""
+        if not self.readable:
+            return self.input.to_dict() != self.input_dict()
+        return any(value != opcodes.REDACTED
+                   for values in self.input.secret_values().values()
+                   for value in values)
 
     def move_to(self, status):
         """Change the status; only the moves check_op_move allows."""
@@ -321,7 +344,8 @@ JOB_FIELDS = {
     "status": lambda job: job.status,
     "priority": lambda job: job.priority,
     "archived": lambda job: job.archived,
-    "ops": _per_op(lambda op: op.input.to_dict()),
+    # private and secret values are never shown, to anybody
+    "ops": _per_op(lambda op: op.input.to_dict(redact_private=True)),
     "opresult": _per_op(lambda op: op.result),
     "opstatus": _per_op(lambda op: op.status),
     "oplog": _per_op(lambda op: op.log),

@@ -68,6 +68,13 @@ MSG_UNCLEAN_LATER = ("Not run: the master daemon stopped while an earlier"
 MSG_UNREADABLE = "Not run: the opcode in the job file cannot be loaded: %s"
 MSG_UNREADABLE_LATER = ("Not run: opcode %d of this job cannot be loaded from"
                         " the job file")
+MSG_SECRETS_LOST = ("Not run: the master daemon restarted before this opcode"
+                    " ran, and its secret parameters (%s) are never written"
+                    " to disk; submit the job again, giving the secret"
+                    " parameters")
+MSG_SECRETS_LOST_LATER = ("Not run: opcode %d of this job lost its secret"
+                          " parameters when the master daemon restarted;"
+                          " submit the job again, giving them")
 
 # Scheduling states of a job that is not finalized
 _READY = "ready"        # in the run heap (status queued, or waiting after deps)
@@ -267,9 +274,13 @@ class JobQueue(object):
     def load(self):
         """Read the queue directory; recover what a crash left behind.
 
-        Jobs that were queued or waiting are queued again and will run.
-        Jobs that were running (or being canceled) cannot be resumed: their
-        unfinished opcodes become errors.  An unparseable job file is
+        Jobs that were queued or waiting are queued again and will run,
+        unless one of their opcodes still to run had secret parameters:
+        those are never written to disk, so such a job fails, asking to be
+        submitted again.  Jobs that were running (or being canceled)
+        cannot be resumed: their unfinished opcodes become errors.  A job
+        file holding secret values (written by an older version) is
+        written again without them.  An unparseable job file is
         renamed ``job-<id>.corrupt`` and logged.  A job holding an opcode
         this master cannot load (written by another version) stays as it
         is; if that opcode had not run yet, the job fails.
@@ -305,6 +316,8 @@ class JobQueue(object):
                 log.warn("Job {job}: opcode {index} cannot be loaded: {err}",
                          job=job_id, index=bad[0][0], err=bad[0][1])
             if status in FINALIZED:
+                if self._scrub_file(job):
+                    self._store.write_job(job)
                 self._end_times[job_id] = self._end_time(job)
                 finalized += 1
             elif status in (STATUS_QUEUED, STATUS_WAITING) and \
@@ -314,12 +327,22 @@ class JobQueue(object):
                 self._store.write_job(job)
                 self._end_times[job_id] = self._end_time(job)
                 failed.append(job_id)
+            elif status in (STATUS_QUEUED, STATUS_WAITING) and \
+                    self._fail_lost_secrets(job):
+                self._store.write_job(job)
+                self._end_times[job_id] = self._end_time(job)
+                failed.append(job_id)
+                log.warn("Job {job} was {status} when the master stopped and"
+                         " its secret parameters are gone; marked as failed"
+                         " (to be submitted again)", job=job_id,
+                         status=status)
             elif status in (STATUS_QUEUED, STATUS_WAITING):
                 # nothing ran yet for the current opcode: run it again
                 for op in job.ops:
                     if op.status == STATUS_WAITING:
                         op.move_to(STATUS_QUEUED)
-                if status == STATUS_WAITING:
+                scrub = self._scrub_file(job)
+                if status == STATUS_WAITING or scrub:
                     self._store.write_job(job)
                 self._track(job)
                 requeued.append(job_id)
@@ -353,6 +376,44 @@ class JobQueue(object):
                 op.end_timestamp = now
             first = False
         job.end_timestamp = now
+
+    def _fail_lost_secrets(self, job):
+        """Fail ``job`` (True) if an opcode still to run lost its secret
+        parameters: read back from its file, they are placeholders."""
+        lost = [(index, op.input.lost_secrets())
+                for index, op in enumerate(job.ops)
+                if not op.finalized and op.readable]
+        lost = [(index, names) for index, names in lost if names]
+        if not lost:
+            return False
+        now = self._now()
+        first_index = lost[0][0]
+        names = dict(lost)
+        for index, op in enumerate(job.ops):
+            if op.finalized:
+                continue
+            if index in names:
+                message = MSG_SECRETS_LOST % ", ".join(names[index])
+            else:
+                message = MSG_SECRETS_LOST_LATER % first_index
+            op.move_to(STATUS_ERROR)
+            op.result = model.encode_error(errors.OpExecError(message))
+            op.end_timestamp = now
+        job.end_timestamp = now
+        return True
+
+    def _scrub_file(self, job):
+        """True if ``job``'s file holds secret values (an older version
+        wrote them): it must be written again.  A finished job forgets
+        them (a job still to run needs them)."""
+        scrub = any(op.holds_secrets() for op in job.ops)
+        if scrub and job.finalized:
+            for op in job.ops:
+                op.forget_secrets()
+        if scrub:
+            log.info("Job {job}: its file held secret parameters; written"
+                     " again without them", job=job.id)
+        return scrub
 
     def _fail_unreadable(self, job):
         # not started, and never can be: fail it without running anything
@@ -741,6 +802,9 @@ class JobQueue(object):
         job.end_timestamp = self._now()
         finalizing = _Finalizing(self._last_written.pop(job.id, None))
         written = self._persist(job)
+        # no opcode of it runs again: its secrets are not kept any longer
+        for op in job.ops:
+            op.forget_secrets()
         self._last_written.pop(job.id, None)
         del self._jobs[job.id]
         del self._runs[job.id]

@@ -19,12 +19,18 @@ crash loses no change that was acknowledged.
 One process at a time uses a queue directory: :meth:`JobStore.lock` takes an
 exclusive ``flock`` on ``queue/lock`` (Ganeti's lock file) before anything
 is read, and the kernel drops it when the process ends, however it ends.
+
+Only the master daemon's user may read the queue: its files are mode 0600
+and its directories 0700 (job files hold the opcodes' private parameters);
+files an older version left with a looser mode are tightened when the
+queue is loaded (:meth:`JobStore.tighten_modes`).
 """
 
 import fcntl
 import json
 import os
 import re
+import stat
 import time
 
 from twisted.logger import Logger
@@ -38,7 +44,10 @@ from ganeti.jqueue.model import QueuedJob
 log = Logger()
 
 QUEUE_VERSION = 1
-FILE_MODE = 0o640
+#: every file of the queue directory (the journal helper is given it too)
+FILE_MODE = 0o600
+#: the queue directory and the archive's directories
+DIR_MODE = 0o700
 JOBS_PER_ARCHIVE_DIR = 10000
 CORRUPT_SUFFIX = ".corrupt"
 
@@ -101,6 +110,20 @@ def _flock_after_helpers(fd, wait=None, clock=time.monotonic,
         sleep(0.05)
 
 
+def _loose(path, mode):
+    """Whether ``path`` (not followed if a link) allows more than
+    ``mode``."""
+    return bool(stat.S_IMODE(os.lstat(path).st_mode) & ~mode)
+
+
+def _tighten(path, mode):
+    """chmod ``path`` to ``mode`` if it allows more; 1 if it did."""
+    if not _loose(path, mode):
+        return 0
+    os.chmod(path, mode)
+    return 1
+
+
 class JobStore(object):
     """Reads and writes the files of one queue directory."""
 
@@ -144,7 +167,7 @@ class JobStore(object):
         """
         if self._lock_fd is not None:
             return
-        os.makedirs(self.queue_dir, mode=0o750, exist_ok=True)
+        os.makedirs(self.queue_dir, mode=DIR_MODE, exist_ok=True)
         fd = os.open(self.lock_file, os.O_RDWR | os.O_CREAT, FILE_MODE)
         try:
             _flock_after_helpers(fd)
@@ -173,7 +196,11 @@ class JobStore(object):
     # -- setup
     def initialize(self):
         """Create the directory and version file, refuse unknown versions."""
-        os.makedirs(self.archive_dir, mode=0o750, exist_ok=True)
+        os.makedirs(self.archive_dir, mode=DIR_MODE, exist_ok=True)
+        tightened = self.tighten_modes()
+        if tightened:
+            log.info("Job queue: {n} file(s) and directories made readable"
+                     " by their owner only", n=tightened)
         version = self._read_number(self.version_file)
         if version is None:
             atomic_write(self.version_file, b"%d\n" % QUEUE_VERSION,
@@ -185,6 +212,28 @@ class JobStore(object):
         self._remove_temp_files()
         # what the last run acknowledged but had not flushed in place
         self.journal.recover()
+
+    def tighten_modes(self):
+        """Give the queue's files mode 0600 and its directories 0700 where
+        they allow more (an older version made them readable by the
+        group); returns how many changed.
+
+        The archive is walked only while its own directory allows more:
+        it is tightened last, so a walk cut short is done again."""
+        count = _tighten(self.queue_dir, DIR_MODE)
+        for entry in os.scandir(self.queue_dir):
+            if entry.is_file(follow_symlinks=False):
+                count += _tighten(entry.path, FILE_MODE)
+        if not _loose(self.archive_dir, DIR_MODE):
+            return count
+        for sub in os.scandir(self.archive_dir):
+            if not sub.is_dir(follow_symlinks=False):
+                continue
+            for entry in os.scandir(sub.path):
+                if entry.is_file(follow_symlinks=False):
+                    count += _tighten(entry.path, FILE_MODE)
+            count += _tighten(sub.path, DIR_MODE)
+        return count + _tighten(self.archive_dir, DIR_MODE)
 
     def _remove_temp_files(self):
         # atomic_write's temp files (".job-N.xxxx") left by a crash mid-write
@@ -316,7 +365,7 @@ class JobStore(object):
             dst = self.archived_job_path(job_id)
             target_dir = os.path.dirname(dst)
             if target_dir not in touched:
-                os.makedirs(target_dir, mode=0o750, exist_ok=True)
+                os.makedirs(target_dir, mode=DIR_MODE, exist_ok=True)
                 touched.add(target_dir)
             try:
                 os.rename(self.job_path(job_id), dst)

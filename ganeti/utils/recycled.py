@@ -67,6 +67,20 @@ _NOT_A_FILE = (errno.ELOOP, errno.EISDIR, errno.ENXIO, errno.ENOENT)
 _NO_EXCHANGE = (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EPERM)
 
 
+def _empty(path):
+    """Truncate ``path`` if it is a regular file (never through a link)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as err:
+        if err.errno in _NOT_A_FILE:
+            return
+        raise
+    try:
+        os.ftruncate(fd, 0)
+    finally:
+        os.close(fd)
+
+
 class RecyclingWriter(object):
     """Writes whole files in ``directory`` through a pool of spare files.
 
@@ -87,7 +101,9 @@ class RecyclingWriter(object):
         self.exchanged = 0
 
     def adopt(self):
-        """Take the spares a previous run left in the directory."""
+        """Take the spares a previous run left in the directory, emptied:
+        what they held (old contents of files) is of no use to anybody,
+        and was perhaps written by a version that kept more in them."""
         numbers = []
         for name in os.listdir(self.directory):
             if name.startswith(SPARE_PREFIX):
@@ -95,7 +111,9 @@ class RecyclingWriter(object):
                 if suffix.isdigit():
                     numbers.append(int(suffix))
         for number in sorted(numbers):
-            self._spares.append(self._spare_path(number))
+            spare = self._spare_path(number)
+            _empty(spare)
+            self._spares.append(spare)
         self._next = max(numbers, default=-1) + 1
         return len(numbers)
 
