@@ -36,6 +36,7 @@ from ganeti import constants
 from ganeti import errors
 from ganeti import ht
 from ganeti import opcodes
+from ganeti.utils import safejson
 from ganeti.utils.rawjson import RawJSON
 
 EOM = b"\x03"
@@ -45,6 +46,10 @@ EOM = b"\x03"
 MAX_REQUEST_SIZE = 64 * 1024 * 1024
 # Answers (query results of a big cluster) may be larger.
 MAX_RESPONSE_SIZE = 512 * 1024 * 1024
+# How deep a request may nest lists and objects: as a RAPI body, plus
+# room for the request around what such a body becomes (arguments, a job,
+# an opcode).
+MAX_REQUEST_DEPTH = safejson.MAX_DEPTH + 8
 # Requests read ahead on one connection while an earlier one is pending;
 # beyond this the server stops reading from that client for a while.
 MAX_QUEUED_REQUESTS = 64
@@ -161,14 +166,20 @@ def _encode_answer(response):
     return encode_message(response)
 
 
-def decode_message(raw):
+def decode_message(raw, max_depth=None):
     """The JSON value of one message (without its 0x03).
 
     Trailing whitespace is fine: Ganeti's Python client ends its JSON with a
-    newline, the Haskell one does not.
+    newline, the Haskell one does not.  With ``max_depth`` (the server's
+    requests) the message may nest at most that deep and hold only finite
+    numbers, integers within 64 bits (:mod:`ganeti.utils.safejson`).
     """
     try:
-        return json.loads(raw.decode("utf-8"))
+        if max_depth is None:
+            return json.loads(raw.decode("utf-8"))
+        return safejson.loads(raw, max_depth)
+    except safejson.JsonLimitError as err:
+        raise ProtocolError("Invalid LUXI request: %s" % err)
     except (UnicodeDecodeError, ValueError) as err:
         raise ProtocolError("Message is not valid UTF-8 JSON: %s" % err)
 
@@ -623,9 +634,11 @@ class LuxiServerFactory(protocol.Factory):
     protocol = LuxiServerProtocol
 
     def __init__(self, handler, max_request_size=MAX_REQUEST_SIZE,
-                 max_queued_requests=MAX_QUEUED_REQUESTS):
+                 max_queued_requests=MAX_QUEUED_REQUESTS,
+                 max_request_depth=MAX_REQUEST_DEPTH):
         self.handler = handler
         self.max_request_size = max_request_size
+        self.max_request_depth = max_request_depth
         self.max_queued_requests = max_queued_requests
         self.connections = set()
 
@@ -638,7 +651,7 @@ class LuxiServerFactory(protocol.Factory):
         """The framed response to one framed request (without 0x03)."""
         method = "?"
         try:
-            request = decode_message(raw)
+            request = decode_message(raw, self.max_request_depth)
             (method, args) = _parse_request(request)
             result = await self._dispatch(method, args)
             response = {"success": True, "result": result}
