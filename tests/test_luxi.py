@@ -435,6 +435,65 @@ class ServerTests(ServerTestCase):
         self.assertTrue(answer["success"])
 
     @_async_test
+    async def test_deep_requests_get_a_clear_error(self):
+        from twisted.logger import LogLevel, globalLogPublisher
+        logged = []
+
+        def observer(event):
+            if event.get("log_level") in (LogLevel.error,
+                                          LogLevel.critical):
+                logged.append(event)
+        globalLogPublisher.addObserver(observer)
+        self.addCleanup(globalLogPublisher.removeObserver, observer)
+        self.port.factory.max_request_size = 10 ** 6
+        client = await self.raw_connect()
+        client.transport.write(b"[" * 100000 + b"\x03")
+        # a query filter 5000 levels deep
+        qfilter = b'["!", ' * 5000 + b'["=", "name", "x"]' + b"]" * 5000
+        client.transport.write(b'{"method": "Query", "args": ["node",'
+                               b' ["name"], %s]}\x03' % qfilter)
+        (deep, deep_filter) = await client.wait_for(2)
+        for answer in (deep, deep_filter):
+            self.assertFailure_(answer, "LuxiError",
+                                "Invalid LUXI request: the JSON text nests"
+                                " lists and objects deeper than the limit"
+                                " of 72 levels")
+        # the connection still serves
+        answer = await self.raw_call({"method": "QueryClusterInfo",
+                                      "args": []})
+        self.assertTrue(answer["success"])
+        self.assertEqual(logged, [])
+        self.assertEqual([c for c in self.handler.calls
+                          if c[0] == "query"], [])
+
+    @_async_test
+    async def test_numbers_no_parameter_can_hold(self):
+        client = await self.raw_connect()
+        op = (b'{"OP_ID": "OP_INSTANCE_SET_PARAMS", "instance_name": "i1",'
+              b' "beparams": {"memory": %s}}')
+        cases = [(b"1e400", "1e400 is not a finite number"),
+                 (b"NaN", "NaN is not a finite number"),
+                 (b"-Infinity", "-Infinity is not a finite number"),
+                 (b"18446744073709551616",
+                  "18446744073709551616 is out of range")]
+        for (number, _) in cases:
+            client.transport.write(b'{"method": "SubmitJob", "args": [[%s]]}'
+                                   b'\x03' % (op % number))
+        answers = await client.wait_for(len(cases))
+        for (answer, (_, text)) in zip(answers, cases):
+            self.assertFailure_(answer, "LuxiError",
+                                "Invalid LUXI request:"
+                                " args/0/0/beparams/memory: " + text)
+        self.assertEqual(self.handler.calls, [])
+        # checked again where opcodes are loaded (jobs from elsewhere)
+        err = self.assertRaises(
+            errors.OpPrereqError, opcodes.OpCode.from_dict,
+            {"OP_ID": "OP_INSTANCE_SET_PARAMS", "instance_name": "i1",
+             "beparams": {"memory": float("inf")}})
+        self.assertIn("beparams: 'memory'", err.args[0])
+        self.assertIn("not a finite number", err.args[0])
+
+    @_async_test
     async def test_read_ahead_is_bounded(self):
         self.port.factory.max_queued_requests = 2
         client = await self.raw_connect()
