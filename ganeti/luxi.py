@@ -21,13 +21,14 @@ import errno
 import inspect
 import json
 import os
+import random
 import socket
 import stat
 import time
 from collections import deque
 
 import attr
-from twisted.internet import defer, endpoints, error as ierror, protocol
+from twisted.internet import defer, endpoints, protocol, task
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 import zope.interface
@@ -55,6 +56,14 @@ MAX_REQUEST_DEPTH = safejson.MAX_DEPTH + 8
 MAX_QUEUED_REQUESTS = 64
 
 CONNECT_TIMEOUT = 30       # seconds, as Ganeti's clients
+# The master's queue of connections not yet accepted: many clients starting
+# at once wait there.  When it is full a client's connect fails at once
+# (EAGAIN: UNIX sockets do not wait), and it tries again a little later
+# each time, with some randomness so that a crowd does not come back
+# together, for up to its connect timeout.
+LISTEN_BACKLOG = 1024
+CONNECT_RETRY_FIRST = 0.01  # seconds
+CONNECT_RETRY_MAX = 0.5
 READ_WRITE_TIMEOUT = 180
 WFJC_TIMEOUT = 89          # longest WaitForJobChange; must stay < rw timeout
 JOB_NOTCHANGED = "nochange"
@@ -705,13 +714,14 @@ def _parse_request(request):
 
 
 def server_endpoint(reactor, path, mode=0o660):
-    """The endpoint the master listens on.
+    """The endpoint the master listens on (with a long queue of clients
+    waiting to be accepted, :data:`LISTEN_BACKLOG`).
 
     ``wantPID`` makes Twisted keep ``<path>.lock``: a socket left behind by
     a crashed master is replaced, a live master's is not.
     """
     return endpoints.UNIXServerEndpoint(reactor, path, mode=mode,
-                                        wantPID=True)
+                                        backlog=LISTEN_BACKLOG, wantPID=True)
 
 
 def _remove_dead_socket(path):
@@ -826,6 +836,49 @@ for _method in METHODS.values():
 del _method
 
 
+class _Busy(Exception):
+    """The master's queue of connections waiting to be accepted is full."""
+
+
+def _open_socket(path):
+    """A non-blocking socket connected to the master's socket ``path``;
+    _Busy when its queue is full, else the error a client raises."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.setblocking(False)
+        code = sock.connect_ex(path)
+    except OSError as err:       # e.g. a path too long for a socket
+        sock.close()
+        raise _no_master(path, err)
+    if code == 0:
+        return sock
+    sock.close()
+    if code == errno.EAGAIN:
+        raise _Busy()
+    if code in (errno.EACCES, errno.EPERM):
+        raise errors.LuxiError("Permission denied on the master daemon"
+                               " socket %s (not in its group?)" % path)
+    if code in (errno.ENOENT, errno.ECONNREFUSED):
+        raise _no_master(path, os.strerror(code))
+    raise _no_master(path, OSError(code, os.strerror(code)))
+
+
+def _retry_delays(first=CONNECT_RETRY_FIRST, most=CONNECT_RETRY_MAX):
+    """Seconds to wait before each new connection attempt: doubling up to
+    ``most``, each shortened by up to half at random."""
+    delay = first
+    while True:
+        yield delay * random.uniform(0.5, 1.0)
+        delay = min(delay * 2, most)
+
+
+def _busy(path, seconds):
+    return LuxiTimeoutError(
+        "Connecting to the master daemon on %s timed out: it accepted no"
+        " connection for %s seconds (its socket's queue stayed full)"
+        % (path, seconds))
+
+
 def _no_master(path, err):
     if not os.path.exists(path):
         return NoMasterError(
@@ -915,7 +968,9 @@ class LuxiClient(_SocketClient):
     ``call(method, *args)`` returns a Deferred of the result, failing with
     the ganeti error the master sent.  One connection is opened on first use
     and reopened on demand after it closes; requests sent together are
-    answered in order over it.  A call that gets no answer within
+    answered in order over it.  While the master's queue of connections is
+    full, connecting is tried again for up to ``connect_timeout`` seconds
+    (then LuxiTimeoutError).  A call that gets no answer within
     ``timeout`` seconds fails with LuxiTimeoutError and drops the
     connection (and with it every other pending call).
     """
@@ -956,13 +1011,25 @@ class LuxiClient(_SocketClient):
         return await waiter
 
     async def _connect(self):
+        deadline = self._reactor.seconds() + self.connect_timeout
+        delays = _retry_delays()
+        while True:
+            try:
+                sock = _open_socket(self.path)
+                break
+            except _Busy:
+                delay = next(delays)
+                if self._reactor.seconds() + delay > deadline:
+                    raise _busy(self.path, self.connect_timeout)
+                await task.deferLater(self._reactor, delay, lambda: None)
         proto = _ClientProtocol(self.max_response_size)
-        endpoint = endpoints.UNIXClientEndpoint(
-            self._reactor, self.path, timeout=self.connect_timeout)
         try:
-            await endpoints.connectProtocol(endpoint, proto)
-        except ierror.ConnectError as err:
-            raise _no_master(self.path, err)
+            # connected already: the reactor takes over the socket
+            self._reactor.adoptStreamConnection(
+                sock.fileno(), socket.AF_UNIX,
+                protocol.Factory.forProtocol(lambda: proto))
+        finally:
+            sock.close()
         return proto
 
     def _connected(self, result):
@@ -993,8 +1060,14 @@ class BlockingClient(_SocketClient):
     Methods return the result or raise the ganeti error the master sent
     (e.g. errors.OpPrereqError); NoMasterError when the socket is missing
     or nobody listens; LuxiTimeoutError after ``timeout`` seconds without
-    an answer.  Usable as a context manager.
+    an answer, or when the master's queue of connections stayed full for
+    ``connect_timeout`` seconds (connecting is tried again meanwhile).
+    Usable as a context manager.
     """
+
+    #: how the client waits between connection attempts, and its clock
+    _sleep = staticmethod(time.sleep)
+    _monotonic = staticmethod(time.monotonic)
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -1016,25 +1089,18 @@ class BlockingClient(_SocketClient):
                 self._sock = None
 
     def _connect(self):
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.connect_timeout)
-        try:
-            sock.connect(self.path)
-        except socket.timeout:
-            sock.close()
-            raise LuxiTimeoutError("Connecting to the master daemon on %s"
-                                   " timed out" % self.path)
-        except (FileNotFoundError, ConnectionRefusedError) as err:
-            sock.close()
-            raise _no_master(self.path, err.strerror)
-        except PermissionError:
-            sock.close()
-            raise errors.LuxiError("Permission denied on the master daemon"
-                                   " socket %s (not in its group?)"
-                                   % self.path)
-        except OSError as err:
-            sock.close()
-            raise _no_master(self.path, err)
+        deadline = self._monotonic() + self.connect_timeout
+        delays = _retry_delays()
+        while True:
+            try:
+                sock = _open_socket(self.path)
+                break
+            except _Busy:
+                delay = next(delays)
+                if self._monotonic() + delay > deadline:
+                    raise _busy(self.path, self.connect_timeout)
+                self._sleep(delay)
+        sock.setblocking(True)
         self._sock = sock
         self._buffer = MessageBuffer(self.max_response_size)
         self._queued.clear()
