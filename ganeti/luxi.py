@@ -737,9 +737,10 @@ def _remove_dead_socket(path):
         return
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        probe.connect(path)    # a UNIX socket answers at once
-    except ConnectionRefusedError:
-        os.remove(path)
+        # never waits: a live master with a full queue answers EAGAIN
+        probe.setblocking(False)
+        if probe.connect_ex(path) == errno.ECONNREFUSED:
+            os.remove(path)
     except OSError:
         pass                   # let bind() report the real problem
     finally:

@@ -711,6 +711,16 @@ class BusySocketTestCase(unittest.TestCase):
         self.addCleanup(conn.close)
 
 
+class BusyMasterSocketKeptTests(BusySocketTestCase):
+
+    def test_live_socket_with_a_full_queue_is_kept_at_once(self):
+        # a second master's start looks at the socket without waiting
+        d = threads.deferToThread(luxi.prepare_socket_path, self.path)
+        d.addTimeout(10, reactor)
+        return d.addCallback(lambda _: self.assertTrue(
+            os.path.exists(self.path)))
+
+
 class TwistedClientRetryTests(BusySocketTestCase):
 
     def test_retries_until_accepted(self):
