@@ -399,6 +399,16 @@ class ConnectionLimitTests(FrontTestCase):
 
 class DaemonOptionTests(unittest.TestCase):
 
+    def test_documented_defaults(self):
+        from ganeti.server import rapi as rapi_server
+        opts = rapi_server.Options()
+        opts.parseOptions(["--root", self.mktemp(), "--no-ssl"])
+        self.assertEqual(rapi_server.limits(opts), front.Limits(
+            max_body=4 * 1024 * 1024, max_connections=256,
+            max_client_connections=32, head_timeout=30.0,
+            body_timeout=60.0, max_request_line=8192,
+            max_header_bytes=16384, max_headers=100))
+
     def test_limits_from_options(self):
         from twisted.python import usage
         from ganeti.server import rapi as rapi_server
