@@ -191,7 +191,8 @@ class RapiApp(object):
         ``verb`` and ``uri`` are the bytes of the request line,
         ``headers`` its Headers.  A path or method that does not exist
         only has its credentials checked here (the app answers the
-        rest).
+        rest).  An early gate only: :meth:`dispatch` checks every request
+        again, as it always did.
         """
         header = headers.getRawHeaders(b"authorization")
         header = _text(header[-1]) if header else None
