@@ -18,6 +18,7 @@ protocol answers with.
 
 import copy
 import ipaddress
+import math
 
 # What a redacting dump shows instead of a private or secret value.
 REDACTED = "<redacted>"
@@ -27,6 +28,10 @@ REDACTED = "<redacted>"
 #: logs), ``False`` nothing.  A function ``redact(value, secret)`` is
 #: given each private value instead and its result is shown.
 HIDE_SECRETS = "secrets"
+
+#: Every integer fits in 64 bits (signed), as in Ganeti's config and tools.
+INT_MIN = -2 ** 63
+INT_MAX = 2 ** 63 - 1
 
 
 class Invalid(ValueError):
@@ -94,6 +99,19 @@ def copy_value(value):
     return copy.deepcopy(value)
 
 
+def _check_number(value, desc):
+    """``value`` (an int or a float) as a parameter can hold it: finite,
+    integers within 64 bits; Invalid saying why not."""
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise Invalid("expected %s, got %s: not a finite number"
+                          % (desc, show(value)))
+    elif not INT_MIN <= value <= INT_MAX:
+        raise Invalid("expected %s, got %s: out of range (integers must fit"
+                      " in 64 bits)" % (desc, show(value)))
+    return value
+
+
 def _item(idx, err):
     return Invalid("item %d: %s" % (idx, err.reason), err.depth + 1)
 
@@ -105,8 +123,10 @@ class _Any(Type):
     desc = "a JSON value"
 
     def check(self, value):
-        if value is None or isinstance(value, (bool, int, float, str)):
+        if value is None or isinstance(value, (bool, str)):
             return value
+        if isinstance(value, (int, float)):
+            return _check_number(value, self.desc)
         if isinstance(value, (list, tuple)):
             result = []
             for (idx, item) in enumerate(value):
@@ -157,6 +177,7 @@ class _Int(Type):
         # bool is an int subclass in Python, but not in JSON
         if not isinstance(value, int) or isinstance(value, bool):
             self.fail(value)
+        _check_number(value, self.desc)
         if ((self.low is not None and value < self.low) or
                 (self.high is not None and value > self.high)):
             self.fail(value)
@@ -173,6 +194,7 @@ class _Number(Type):
     def check(self, value):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             self.fail(value)
+        _check_number(value, self.desc)
         if self.low is not None and value < self.low:
             self.fail(value)
         return value
@@ -184,7 +206,7 @@ class _Float(Type):
     def check(self, value):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             self.fail(value)
-        return float(value)
+        return float(_check_number(value, self.desc))
 
 
 class _Str(Type):

@@ -21,13 +21,14 @@ import errno
 import inspect
 import json
 import os
+import random
 import socket
 import stat
 import time
 from collections import deque
 
 import attr
-from twisted.internet import defer, endpoints, error as ierror, protocol
+from twisted.internet import defer, endpoints, protocol, task
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 import zope.interface
@@ -36,6 +37,7 @@ from ganeti import constants
 from ganeti import errors
 from ganeti import ht
 from ganeti import opcodes
+from ganeti.utils import safejson
 from ganeti.utils.rawjson import RawJSON
 
 EOM = b"\x03"
@@ -45,11 +47,23 @@ EOM = b"\x03"
 MAX_REQUEST_SIZE = 64 * 1024 * 1024
 # Answers (query results of a big cluster) may be larger.
 MAX_RESPONSE_SIZE = 512 * 1024 * 1024
+# How deep a request may nest lists and objects: as a RAPI body, plus
+# room for the request around what such a body becomes (arguments, a job,
+# an opcode).
+MAX_REQUEST_DEPTH = safejson.MAX_DEPTH + 8
 # Requests read ahead on one connection while an earlier one is pending;
 # beyond this the server stops reading from that client for a while.
 MAX_QUEUED_REQUESTS = 64
 
 CONNECT_TIMEOUT = 30       # seconds, as Ganeti's clients
+# The master's queue of connections not yet accepted: many clients starting
+# at once wait there.  When it is full a client's connect fails at once
+# (EAGAIN: UNIX sockets do not wait), and it tries again a little later
+# each time, with some randomness so that a crowd does not come back
+# together, for up to its connect timeout.
+LISTEN_BACKLOG = 1024
+CONNECT_RETRY_FIRST = 0.01  # seconds
+CONNECT_RETRY_MAX = 0.5
 READ_WRITE_TIMEOUT = 180
 WFJC_TIMEOUT = 89          # longest WaitForJobChange; must stay < rw timeout
 JOB_NOTCHANGED = "nochange"
@@ -161,14 +175,20 @@ def _encode_answer(response):
     return encode_message(response)
 
 
-def decode_message(raw):
+def decode_message(raw, max_depth=None):
     """The JSON value of one message (without its 0x03).
 
     Trailing whitespace is fine: Ganeti's Python client ends its JSON with a
-    newline, the Haskell one does not.
+    newline, the Haskell one does not.  With ``max_depth`` (the server's
+    requests) the message may nest at most that deep and hold only finite
+    numbers, integers within 64 bits (:mod:`ganeti.utils.safejson`).
     """
     try:
-        return json.loads(raw.decode("utf-8"))
+        if max_depth is None:
+            return json.loads(raw.decode("utf-8"))
+        return safejson.loads(raw, max_depth)
+    except safejson.JsonLimitError as err:
+        raise ProtocolError("Invalid LUXI request: %s" % err)
     except (UnicodeDecodeError, ValueError) as err:
         raise ProtocolError("Message is not valid UTF-8 JSON: %s" % err)
 
@@ -623,9 +643,11 @@ class LuxiServerFactory(protocol.Factory):
     protocol = LuxiServerProtocol
 
     def __init__(self, handler, max_request_size=MAX_REQUEST_SIZE,
-                 max_queued_requests=MAX_QUEUED_REQUESTS):
+                 max_queued_requests=MAX_QUEUED_REQUESTS,
+                 max_request_depth=MAX_REQUEST_DEPTH):
         self.handler = handler
         self.max_request_size = max_request_size
+        self.max_request_depth = max_request_depth
         self.max_queued_requests = max_queued_requests
         self.connections = set()
 
@@ -638,7 +660,7 @@ class LuxiServerFactory(protocol.Factory):
         """The framed response to one framed request (without 0x03)."""
         method = "?"
         try:
-            request = decode_message(raw)
+            request = decode_message(raw, self.max_request_depth)
             (method, args) = _parse_request(request)
             result = await self._dispatch(method, args)
             response = {"success": True, "result": result}
@@ -692,13 +714,14 @@ def _parse_request(request):
 
 
 def server_endpoint(reactor, path, mode=0o660):
-    """The endpoint the master listens on.
+    """The endpoint the master listens on (with a long queue of clients
+    waiting to be accepted, :data:`LISTEN_BACKLOG`).
 
     ``wantPID`` makes Twisted keep ``<path>.lock``: a socket left behind by
     a crashed master is replaced, a live master's is not.
     """
     return endpoints.UNIXServerEndpoint(reactor, path, mode=mode,
-                                        wantPID=True)
+                                        backlog=LISTEN_BACKLOG, wantPID=True)
 
 
 def _remove_dead_socket(path):
@@ -714,9 +737,10 @@ def _remove_dead_socket(path):
         return
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        probe.connect(path)    # a UNIX socket answers at once
-    except ConnectionRefusedError:
-        os.remove(path)
+        # never waits: a live master with a full queue answers EAGAIN
+        probe.setblocking(False)
+        if probe.connect_ex(path) == errno.ECONNREFUSED:
+            os.remove(path)
     except OSError:
         pass                   # let bind() report the real problem
     finally:
@@ -813,6 +837,49 @@ for _method in METHODS.values():
 del _method
 
 
+class _Busy(Exception):
+    """The master's queue of connections waiting to be accepted is full."""
+
+
+def _open_socket(path):
+    """A non-blocking socket connected to the master's socket ``path``;
+    _Busy when its queue is full, else the error a client raises."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.setblocking(False)
+        code = sock.connect_ex(path)
+    except OSError as err:       # e.g. a path too long for a socket
+        sock.close()
+        raise _no_master(path, err)
+    if code == 0:
+        return sock
+    sock.close()
+    if code == errno.EAGAIN:
+        raise _Busy()
+    if code in (errno.EACCES, errno.EPERM):
+        raise errors.LuxiError("Permission denied on the master daemon"
+                               " socket %s (not in its group?)" % path)
+    if code in (errno.ENOENT, errno.ECONNREFUSED):
+        raise _no_master(path, os.strerror(code))
+    raise _no_master(path, OSError(code, os.strerror(code)))
+
+
+def _retry_delays(first=CONNECT_RETRY_FIRST, most=CONNECT_RETRY_MAX):
+    """Seconds to wait before each new connection attempt: doubling up to
+    ``most``, each shortened by up to half at random."""
+    delay = first
+    while True:
+        yield delay * random.uniform(0.5, 1.0)
+        delay = min(delay * 2, most)
+
+
+def _busy(path, seconds):
+    return LuxiTimeoutError(
+        "Connecting to the master daemon on %s timed out: it accepted no"
+        " connection for %s seconds (its socket's queue stayed full)"
+        % (path, seconds))
+
+
 def _no_master(path, err):
     if not os.path.exists(path):
         return NoMasterError(
@@ -902,7 +969,9 @@ class LuxiClient(_SocketClient):
     ``call(method, *args)`` returns a Deferred of the result, failing with
     the ganeti error the master sent.  One connection is opened on first use
     and reopened on demand after it closes; requests sent together are
-    answered in order over it.  A call that gets no answer within
+    answered in order over it.  While the master's queue of connections is
+    full, connecting is tried again for up to ``connect_timeout`` seconds
+    (then LuxiTimeoutError).  A call that gets no answer within
     ``timeout`` seconds fails with LuxiTimeoutError and drops the
     connection (and with it every other pending call).
     """
@@ -943,13 +1012,25 @@ class LuxiClient(_SocketClient):
         return await waiter
 
     async def _connect(self):
+        deadline = self._reactor.seconds() + self.connect_timeout
+        delays = _retry_delays()
+        while True:
+            try:
+                sock = _open_socket(self.path)
+                break
+            except _Busy:
+                delay = next(delays)
+                if self._reactor.seconds() + delay > deadline:
+                    raise _busy(self.path, self.connect_timeout)
+                await task.deferLater(self._reactor, delay, lambda: None)
         proto = _ClientProtocol(self.max_response_size)
-        endpoint = endpoints.UNIXClientEndpoint(
-            self._reactor, self.path, timeout=self.connect_timeout)
         try:
-            await endpoints.connectProtocol(endpoint, proto)
-        except ierror.ConnectError as err:
-            raise _no_master(self.path, err)
+            # connected already: the reactor takes over the socket
+            self._reactor.adoptStreamConnection(
+                sock.fileno(), socket.AF_UNIX,
+                protocol.Factory.forProtocol(lambda: proto))
+        finally:
+            sock.close()
         return proto
 
     def _connected(self, result):
@@ -980,8 +1061,14 @@ class BlockingClient(_SocketClient):
     Methods return the result or raise the ganeti error the master sent
     (e.g. errors.OpPrereqError); NoMasterError when the socket is missing
     or nobody listens; LuxiTimeoutError after ``timeout`` seconds without
-    an answer.  Usable as a context manager.
+    an answer, or when the master's queue of connections stayed full for
+    ``connect_timeout`` seconds (connecting is tried again meanwhile).
+    Usable as a context manager.
     """
+
+    #: how the client waits between connection attempts, and its clock
+    _sleep = staticmethod(time.sleep)
+    _monotonic = staticmethod(time.monotonic)
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -1003,25 +1090,18 @@ class BlockingClient(_SocketClient):
                 self._sock = None
 
     def _connect(self):
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.connect_timeout)
-        try:
-            sock.connect(self.path)
-        except socket.timeout:
-            sock.close()
-            raise LuxiTimeoutError("Connecting to the master daemon on %s"
-                                   " timed out" % self.path)
-        except (FileNotFoundError, ConnectionRefusedError) as err:
-            sock.close()
-            raise _no_master(self.path, err.strerror)
-        except PermissionError:
-            sock.close()
-            raise errors.LuxiError("Permission denied on the master daemon"
-                                   " socket %s (not in its group?)"
-                                   % self.path)
-        except OSError as err:
-            sock.close()
-            raise _no_master(self.path, err)
+        deadline = self._monotonic() + self.connect_timeout
+        delays = _retry_delays()
+        while True:
+            try:
+                sock = _open_socket(self.path)
+                break
+            except _Busy:
+                delay = next(delays)
+                if self._monotonic() + delay > deadline:
+                    raise _busy(self.path, self.connect_timeout)
+                self._sleep(delay)
+        sock.setblocking(True)
         self._sock = sock
         self._buffer = MessageBuffer(self.max_response_size)
         self._queued.clear()

@@ -275,6 +275,21 @@ class CreateTests(InstanceTestCase):
         self.assertIn("* starting instance...", self.log)
         self.assertEqual(self.cfg.verify(), [])
 
+    def test_sizes_no_instance_can_have_are_wrong_input(self):
+        before = self.cfg.to_dict()
+        for memory, words in ((float("inf"), "not a finite number"),
+                              (1e300, "is out of range"),
+                              ("9" * 400, "is out of range"),
+                              (2 ** 44, "is out of range")):
+            err = self.fails(create_op(beparams={"memory": memory}))
+            self.assertIn("beparams", err.args[0])
+            self.assertIn(words, err.args[0])
+            self.assertEqual(err.args[1], errors.ECODE_INVAL)
+        err = self.fails(create_op(disks=[{"size": "9" * 400}]))
+        self.assertIn("disks/0/size: the size", err.args[0])
+        self.assertEqual(self.rpc.calls, [])
+        self.assertEqual(self.cfg.to_dict(), before)
+
     def test_no_start_and_no_install(self):
         self.ok(create_op(start=False))
         self.assertNotIn("instance_start", self.rpc.procedures())

@@ -6,6 +6,7 @@ import os
 
 from twisted.internet import error, task
 from twisted.internet.testing import MemoryReactorClock, RaisingMemoryReactor
+from twisted.protocols.tls import TLSMemoryBIOFactory
 from twisted.python import usage
 from twisted.trial import unittest
 from twisted.web.server import Site
@@ -15,6 +16,7 @@ from ganeti import crypto
 from ganeti import errors
 from ganeti import luxi
 from ganeti.dev.vcluster import VirtualCluster
+from ganeti.rapi.front import ConnectionLimiter
 from ganeti.server import masterd
 from ganeti.server import rapi
 from ganeti.utils.writer import InlineWriter
@@ -193,7 +195,9 @@ class RapiServiceTests(unittest.TestCase):
         top.startService()
         [(port, factory, _, interface)] = reactor.tcpServers
         self.assertEqual((port, interface), (5080, "127.0.0.1"))
-        self.assertIsInstance(factory, Site)
+        # the connection limits come first, then the site
+        self.assertIsInstance(factory, ConnectionLimiter)
+        self.assertIsInstance(factory.wrappedFactory, Site)
         self.assertEqual(reactor.sslServers, [])
         self.successResultOf(top.stopService())
 
@@ -202,14 +206,22 @@ class RapiServiceTests(unittest.TestCase):
         crypto.generate_cluster_certificate(pem, "cluster.example.com")
         options = self.options("-C", pem)
         self.assertEqual(rapi.listen_description(options),
-                         "ssl:port=5080:interface=127.0.0.1:privateKey=%s:"
-                         "certKey=%s" % (pem, pem))
+                         "tcp:port=5080:interface=127.0.0.1")
         reactor = MemoryReactorClock()
         top = rapi.makeService(options, reactor=reactor)
         top.startService()
-        [(port, _, context_factory, _, interface)] = reactor.sslServers
+        # TLS inside the connection limits: a connection over them costs
+        # no TLS work
+        [(port, factory, _, interface)] = reactor.tcpServers
         self.assertEqual((port, interface), (5080, "127.0.0.1"))
-        self.assertIsNotNone(context_factory.getContext())
+        self.assertIsInstance(factory, ConnectionLimiter)
+        tls = factory.wrappedFactory
+        self.assertIsInstance(tls, TLSMemoryBIOFactory)
+        self.assertIsInstance(tls.wrappedFactory, Site)
+        # it serves the certificate given
+        conn = tls._creatorCallable(tls.buildProtocol(None))
+        self.assertEqual(crypto.certificate_digest(conn.get_certificate()),
+                         crypto.load_cluster_certificate(pem).digest())
         self.successResultOf(top.stopService())
 
     def test_ipv6_address_quoted(self):

@@ -33,6 +33,28 @@ class TypeTests(unittest.TestCase):
         self.assertEqual(self.invalid(ht.INT, 1.0),
                          "expected an integer, got 1.0 (float)")
 
+    def test_numbers_a_parameter_cannot_hold_are_refused(self):
+        inf, nan = float("inf"), float("nan")
+        for typ in (ht.FLOAT, ht.NUMBER, ht.NONNEG_NUMBER, ht.ANY):
+            for value in (inf, -inf, nan):
+                self.assertIn("not a finite number",
+                              self.invalid(typ, value))
+        for typ in (ht.INT, ht.NUMBER, ht.ANY, ht.integer(low=0)):
+            self.assertIn("out of range (integers must fit in 64 bits)",
+                          self.invalid(typ, 2 ** 63))
+            self.assertIn("out of range", self.invalid(typ, -2 ** 63 - 1))
+            self.assertEqual(typ.check(2 ** 63 - 1), 2 ** 63 - 1)
+        self.assertEqual(ht.INT.check(-2 ** 63), -2 ** 63)
+        self.assertEqual(ht.FLOAT.check(1e300), 1e300)
+        # deep inside a value: the place is named
+        self.assertEqual(
+            self.invalid(ht.DICT, {"memory": inf}),
+            "'memory': expected a JSON value, got inf (float): not a"
+            " finite number")
+        self.assertEqual(
+            self.invalid(ht.list_of(ht.ANY), [1, [2, 2 ** 64]])[:22],
+            "item 1: item 1: expect")
+
     def test_containers_name_the_place(self):
         typ = ht.dict_of(ht.STR, ht.list_of(ht.tuple_of(ht.INT, ht.NESTR)))
         self.assertEqual(self.invalid(typ, {"k": [[1, "a"], [2, ""]]}),

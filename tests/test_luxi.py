@@ -5,9 +5,11 @@ import os
 import shutil
 import socket
 import tempfile
+import threading
 
 from twisted.internet import defer, endpoints, protocol, reactor, threads
 from twisted.internet import error, task, utils
+from twisted.internet.testing import MemoryReactorClock, StringTransport
 from twisted.trial import unittest
 
 from ganeti import constants
@@ -435,6 +437,65 @@ class ServerTests(ServerTestCase):
         self.assertTrue(answer["success"])
 
     @_async_test
+    async def test_deep_requests_get_a_clear_error(self):
+        from twisted.logger import LogLevel, globalLogPublisher
+        logged = []
+
+        def observer(event):
+            if event.get("log_level") in (LogLevel.error,
+                                          LogLevel.critical):
+                logged.append(event)
+        globalLogPublisher.addObserver(observer)
+        self.addCleanup(globalLogPublisher.removeObserver, observer)
+        self.port.factory.max_request_size = 10 ** 6
+        client = await self.raw_connect()
+        client.transport.write(b"[" * 100000 + b"\x03")
+        # a query filter 5000 levels deep
+        qfilter = b'["!", ' * 5000 + b'["=", "name", "x"]' + b"]" * 5000
+        client.transport.write(b'{"method": "Query", "args": ["node",'
+                               b' ["name"], %s]}\x03' % qfilter)
+        (deep, deep_filter) = await client.wait_for(2)
+        for answer in (deep, deep_filter):
+            self.assertFailure_(answer, "LuxiError",
+                                "Invalid LUXI request: the JSON text nests"
+                                " lists and objects deeper than the limit"
+                                " of 72 levels")
+        # the connection still serves
+        answer = await self.raw_call({"method": "QueryClusterInfo",
+                                      "args": []})
+        self.assertTrue(answer["success"])
+        self.assertEqual(logged, [])
+        self.assertEqual([c for c in self.handler.calls
+                          if c[0] == "query"], [])
+
+    @_async_test
+    async def test_numbers_no_parameter_can_hold(self):
+        client = await self.raw_connect()
+        op = (b'{"OP_ID": "OP_INSTANCE_SET_PARAMS", "instance_name": "i1",'
+              b' "beparams": {"memory": %s}}')
+        cases = [(b"1e400", "1e400 is not a finite number"),
+                 (b"NaN", "NaN is not a finite number"),
+                 (b"-Infinity", "-Infinity is not a finite number"),
+                 (b"18446744073709551616",
+                  "18446744073709551616 is out of range")]
+        for (number, _) in cases:
+            client.transport.write(b'{"method": "SubmitJob", "args": [[%s]]}'
+                                   b'\x03' % (op % number))
+        answers = await client.wait_for(len(cases))
+        for (answer, (_, text)) in zip(answers, cases):
+            self.assertFailure_(answer, "LuxiError",
+                                "Invalid LUXI request:"
+                                " args/0/0/beparams/memory: " + text)
+        self.assertEqual(self.handler.calls, [])
+        # checked again where opcodes are loaded (jobs from elsewhere)
+        err = self.assertRaises(
+            errors.OpPrereqError, opcodes.OpCode.from_dict,
+            {"OP_ID": "OP_INSTANCE_SET_PARAMS", "instance_name": "i1",
+             "beparams": {"memory": float("inf")}})
+        self.assertIn("beparams: 'memory'", err.args[0])
+        self.assertIn("not a finite number", err.args[0])
+
+    @_async_test
     async def test_read_ahead_is_bounded(self):
         self.port.factory.max_queued_requests = 2
         client = await self.raw_connect()
@@ -600,6 +661,208 @@ class BlockingClientTests(ServerTestCase):
                                 luxi.BlockingClient(path).call,
                                 "QueryClusterInfo")
         self.assertIn(path, str(err))
+
+
+# --- A full queue of connections -------------------------------------------
+
+def fill_queue(path):
+    """Connect to the listening socket ``path`` until its queue of
+    connections waiting to be accepted is full; the sockets that got in."""
+    held = []
+    for _ in range(16):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.setblocking(False)
+        if sock.connect_ex(path) != 0:
+            sock.close()
+            return held
+        held.append(sock)
+    raise AssertionError("the queue of %s never filled" % path)
+
+
+class AdoptingReactor(MemoryReactorClock):
+    """A memory reactor that, as a real one, connects an adopted socket's
+    protocol at once, here to a string transport."""
+
+    def adoptStreamConnection(self, fd, family, factory):
+        MemoryReactorClock.adoptStreamConnection(self, fd, family, factory)
+        proto = factory.buildProtocol(None)
+        proto.makeConnection(StringTransport())
+        self.connected = proto
+
+
+class BusySocketTestCase(unittest.TestCase):
+    """A listening socket whose queue of waiting connections is full
+    (nobody accepts)."""
+
+    def setUp(self):
+        top = tempfile.mkdtemp(prefix="luxi")
+        self.addCleanup(shutil.rmtree, top, True)
+        self.path = os.path.join(top, "sock")
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.addCleanup(self.server.close)
+        self.server.bind(self.path)
+        self.server.listen(0)
+        self.held = fill_queue(self.path)
+        self.addCleanup(lambda: [s.close() for s in self.held])
+
+    def make_room(self):
+        """The server accepts one waiting connection."""
+        conn, _ = self.server.accept()
+        self.addCleanup(conn.close)
+
+
+class BusyMasterSocketKeptTests(BusySocketTestCase):
+
+    def test_live_socket_with_a_full_queue_is_kept_at_once(self):
+        # a second master's start looks at the socket without waiting
+        d = threads.deferToThread(luxi.prepare_socket_path, self.path)
+        d.addTimeout(10, reactor)
+        return d.addCallback(lambda _: self.assertTrue(
+            os.path.exists(self.path)))
+
+
+class TwistedClientRetryTests(BusySocketTestCase):
+
+    def test_retries_until_accepted(self):
+        reactor = AdoptingReactor()
+        client = luxi.LuxiClient(reactor, self.path)
+        d = client.query_cluster_info()
+        # refused at once (EAGAIN): a new attempt is planned, nothing fails
+        self.assertNoResult(d)
+        self.assertEqual(reactor.adoptedStreamConnections, [])
+        reactor.advance(luxi.CONNECT_RETRY_MAX)
+        self.assertNoResult(d)
+        self.make_room()
+        reactor.advance(luxi.CONNECT_RETRY_MAX)
+        self.assertEqual(len(reactor.adoptedStreamConnections), 1)
+        proto = reactor.connected
+        self.assertEqual(json.loads(proto.transport.value()[:-1]),
+                         {"method": "QueryClusterInfo", "args": [],
+                          "version": constants.LUXI_VERSION})
+        proto.dataReceived(b'{"success": true, "result": {"name": "c"}}'
+                           b"\x03")
+        self.assertEqual(self.successResultOf(d), {"name": "c"})
+
+    def test_gives_up_after_the_connect_timeout(self):
+        reactor = AdoptingReactor()
+        client = luxi.LuxiClient(reactor, self.path, connect_timeout=5)
+        d = client.query_cluster_info()
+        attempts = 1
+        while not d.called:
+            reactor.advance(luxi.CONNECT_RETRY_MAX)
+            attempts += 1
+        err = self.failureResultOf(d, luxi.LuxiTimeoutError).value
+        self.assertIn("accepted no connection for 5 seconds", str(err))
+        self.assertIn(self.path, str(err))
+        self.assertLessEqual(reactor.seconds(), 5)
+        self.assertGreater(attempts, 5)
+        self.assertEqual(reactor.getDelayedCalls(), [])
+
+    def test_missing_or_dead_socket_is_no_master_at_once(self):
+        reactor = AdoptingReactor()
+        err = self.failureResultOf(luxi.LuxiClient(
+            reactor, self.path + ".missing").query_cluster_info(),
+            luxi.NoMasterError).value
+        self.assertIn("does not exist", str(err))
+        dead = self.path + ".dead"
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.bind(dead)
+        sock.close()
+        err = self.failureResultOf(luxi.LuxiClient(
+            reactor, dead).query_cluster_info(), luxi.NoMasterError).value
+        self.assertIn("Connection refused", str(err))
+        self.assertEqual(reactor.getDelayedCalls(), [])
+
+
+class BlockingClientRetryTests(BusySocketTestCase):
+
+    def client(self, on_sleep, **kwargs):
+        """A blocking client whose waits only advance a fake clock (and
+        call ``on_sleep(delays so far)``)."""
+        client = luxi.BlockingClient(self.path, **kwargs)
+        self.addCleanup(client.close)
+        clock = task.Clock()
+        self.delays = []
+
+        def sleep(delay):
+            self.delays.append(delay)
+            clock.advance(delay)
+            on_sleep(self.delays)
+        client._sleep = sleep
+        client._monotonic = clock.seconds
+        return client
+
+    def test_retries_until_accepted(self):
+        answer = luxi.encode_message({"success": True, "result": 2})
+
+        def serve():
+            conn, _ = self.server.accept()
+            conn.settimeout(10)
+            with conn:
+                buf = luxi.MessageBuffer(10 ** 6)
+                while not buf.feed(conn.recv(65536)):
+                    pass
+                conn.sendall(answer)
+        server = threading.Thread(target=serve)
+
+        def on_sleep(delays):
+            # after three refusals the server accepts the waiting
+            # connection, then serves the next one
+            if len(delays) == 3:
+                self.make_room()
+                server.start()
+        client = self.client(on_sleep, timeout=10)
+        try:
+            self.assertEqual(client.call("QueryClusterInfo"), 2)
+        finally:
+            if server.ident is not None:
+                server.join(10)
+        self.assertEqual(len(self.delays), 3)
+        self.assertLessEqual(max(self.delays), luxi.CONNECT_RETRY_MAX)
+
+    def test_gives_up_after_the_connect_timeout(self):
+        client = self.client(lambda delays: None, connect_timeout=3)
+        err = self.assertRaises(luxi.LuxiTimeoutError, client.call,
+                                "QueryClusterInfo")
+        self.assertIn("accepted no connection for 3 seconds", str(err))
+        self.assertLessEqual(sum(self.delays), 3)
+        self.assertGreater(len(self.delays), 3)
+        self.assertLessEqual(max(self.delays), luxi.CONNECT_RETRY_MAX)
+
+
+class ListenQueueTests(unittest.TestCase):
+    """The master's socket queues many clients connecting at once."""
+
+    @_async_test
+    async def test_hundreds_of_clients_at_once_are_queued(self):
+        from ganeti.server import masterd
+        top = tempfile.mkdtemp(prefix="luxi")
+        self.addCleanup(shutil.rmtree, top, True)
+        path = os.path.join(top, "ganeti-query")
+        service = masterd.LuxiService(reactor, path, StubHandler())
+        service.privilegedStartService()
+        service.startService()
+        self.addCleanup(service.stopService)
+        # all of them connect before the master accepts any
+        clients, busy = [], 0
+        try:
+            for _ in range(300):
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                sock.setblocking(False)
+                if sock.connect_ex(path) == 0:
+                    clients.append(sock)
+                else:
+                    busy += 1
+                    sock.close()
+        finally:
+            for sock in clients:
+                sock.close()
+        self.assertEqual((len(clients), busy), (300, 0))
+        # and the master still answers
+        client = luxi.LuxiClient(reactor, path)
+        self.addCleanup(client.close)
+        info = await client.query_cluster_info()
+        self.assertEqual(info["name"], "cluster.example.com")
 
 
 # --- Ganeti's own clients against our server -------------------------------

@@ -454,6 +454,73 @@ class ProtocolTests(RapiTestCase):
                          "Bad request syntax or unsupported method")
         yield self.error(400, "PUT", "/2/modify", body=[1, 2])
 
+    def watch_log(self):
+        """Events of level error or critical logged from now on."""
+        from twisted.logger import LogLevel, globalLogPublisher
+        seen = []
+
+        def observer(event):
+            if event.get("log_level") in (LogLevel.error,
+                                          LogLevel.critical):
+                seen.append(event)
+        globalLogPublisher.addObserver(observer)
+        self.addCleanup(globalLogPublisher.removeObserver, observer)
+        return seen
+
+    @defer.inlineCallbacks
+    def test_deeply_nested_bodies_400(self):
+        logged = self.watch_log()
+        err = yield self.error(400, "PUT", "/2/modify", raw=b"[" * 100000)
+        self.assertEqual(err["message"], "Invalid body: the JSON text nests"
+                         " lists and objects deeper than the limit of 64"
+                         " levels")
+        # a query filter 5000 levels deep, in a body
+        qfilter = b'["!", ' * 5000 + b'["=", "name", "x"]' + b"]" * 5000
+        err = yield self.error(400, "PUT", "/2/query/node", auth=READER,
+                               raw=b'{"fields": ["name"], "qfilter": %s}'
+                               % qfilter)
+        self.assertIn("deeper than the limit of 64 levels", err["message"])
+        # brackets in strings do not count; 64 levels are fine
+        yield self.ok("PUT", "/2/modify", raw=b'{"default_iallocator_params":'
+                      b' {"x": "%s\\"%s"}}' % (b"[" * 1000, b"{" * 100))
+        yield self.ok("PUT", "/2/redistribute-config",
+                      raw=b"[" * 64 + b"]" * 64)
+        # ... and a filter gets its own limit
+        deep = b'["!", ' * 20 + b'["=", "name", "x"]' + b"]" * 20
+        err = yield self.error(400, "PUT", "/2/query/node", auth=READER,
+                               raw=b'{"fields": ["name"], "qfilter": %s}'
+                               % deep)
+        self.assertIn("nested too deeply (at most 10 levels)",
+                      err["message"])
+        self.assertEqual(logged, [])
+        self.assertEqual(len(self.handler.submitted), 2)
+
+    @defer.inlineCallbacks
+    def test_numbers_no_parameter_can_hold_400(self):
+        logged = self.watch_log()
+        body = (b'{"__version__": 1, "mode": "create", "name":'
+                b' "i2.example.com", "disk_template": "plain", "disks":'
+                b' [{"size": 1024}], "nics": [{}], "os_type": "busybox",'
+                b' "pnode": "%s", "beparams": {"memory": %s}}')
+        for number, text in ((b"1e400", "1e400 is not a finite number"),
+                             (b"-1e400", "-1e400 is not a finite number"),
+                             (b"NaN", "NaN is not a finite number"),
+                             (b"Infinity", "Infinity is not a finite"
+                              " number"),
+                             (b"99999999999999999999", "99999999999999999999"
+                              " is out of range (integers must fit in 64"
+                              " bits)")):
+            err = yield self.error(400, "POST", "/2/instances",
+                                   raw=body % (N1.encode(), number))
+            self.assertEqual(err["message"], "Invalid body: beparams/memory:"
+                             " %s" % text)
+        err = yield self.error(400, "PUT", "/2/instances/%s/modify" % I1,
+                               raw=b'{"disks": [["add", {"size": 1e999}]]}')
+        self.assertEqual(err["message"], "Invalid body: disks/0/1/size:"
+                         " 1e999 is not a finite number")
+        self.assertEqual(self.handler.submitted, [])
+        self.assertEqual(logged, [])
+
     @defer.inlineCallbacks
     def test_bad_query_argument(self):
         err = yield self.error(400, "GET", "/2/instances?bulk=maybe")

@@ -5,7 +5,7 @@ in bootstrap mode."""
 import json
 import os
 
-from twisted.internet import defer, reactor, task
+from twisted.internet import defer, reactor, task, threads
 from twisted.trial import unittest
 
 from ganeti import crypto
@@ -434,6 +434,47 @@ class PinnedClientTests(unittest.TestCase):
         result = yield self.client.call("127.0.0.1", self.cert.digest(),
                                         "version")
         self.assertFalse(result.success)
+
+    def listing(self, cert):
+        """GET / over TLS presenting ``cert``: the procedure names."""
+        import http.client
+        import ssl
+        pem = os.path.join(self.root, "client-%s.pem" % cert.digest()[:8])
+        with open(pem, "wb") as f:
+            f.write(cert.key_pem + cert.cert_pem)
+
+        def get():
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+            ctx.load_cert_chain(pem)
+            conn = http.client.HTTPSConnection(
+                "127.0.0.1", self.port.getHost().port, context=ctx,
+                timeout=10)
+            try:
+                conn.request("GET", "/")
+                return json.loads(conn.getresponse().read())
+            finally:
+                conn.close()
+        return threads.deferToThread(get)
+
+    @defer.inlineCallbacks
+    def test_listing_names_only_what_the_caller_may_call(self):
+        # any certificate gets through the handshake of a node not joined:
+        # it learns of version and join, nothing more
+        stranger = cluster_cert(os.path.join(self.root, "stranger"))
+        self.assertEqual((yield self.listing(stranger)),
+                         [True, ["join", "version"]])
+        # once joined, the cluster certificate sees every procedure
+        one_time = crypto.parse_fingerprint(self.membership.fingerprint)
+        args = [(self.cert.key_pem + self.cert.cert_pem).decode(),
+                "k" * 40 + "\n", "cluster.example.com", "node2",
+                {"cluster_name": "cluster.example.com"}, None]
+        result = yield self.client.call("127.0.0.1", one_time, "join", args)
+        self.assertTrue(result.success, result.fail_msg)
+        (ok, names) = yield self.listing(self.cert)
+        self.assertEqual(names, self.procs.names())
+        self.assertIn("instance_list", names)
 
     @defer.inlineCallbacks
     def test_master_fingerprint_restricts_the_join(self):

@@ -2,10 +2,12 @@
 and hypervisor parameter checks.
 """
 
+import math
 import re
 
 from ganeti import constants
 from ganeti import errors
+from ganeti import ht
 from ganeti import hypervisor
 from ganeti import objects
 
@@ -16,12 +18,19 @@ _SIZE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*$")
 _SIZE_UNITS = {"": 1, "m": 1, "mb": 1, "mib": 1, "g": 1024, "gb": 1024,
                "gib": 1024, "t": 1024 ** 2, "tb": 1024 ** 2, "tib": 1024 ** 2}
 
+#: The largest size in MiB: 8 EiB, as many bytes as a signed 64-bit count.
+MAX_SIZE = 2 ** 43
+
 
 def parse_size(value, field):
     """A size in MiB from an int or a string with an optional unit."""
     if isinstance(value, bool):
         raise errors.OpPrereqError("%s: expected a size, got %r"
                                    % (field, value), errors.ECODE_INVAL)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise errors.OpPrereqError("%s: expected a size, got %r: not a finite"
+                                   " number" % (field, value),
+                                   errors.ECODE_INVAL)
     if isinstance(value, int):
         size = value
     elif isinstance(value, float) and value == int(value):
@@ -34,10 +43,19 @@ def parse_size(value, field):
                 "%s: invalid size %r (a number of MiB, or with a unit M, G"
                 " or T)" % (field, value), errors.ECODE_INVAL)
         size = float(m.group(1)) * factor
+        if not size <= MAX_SIZE:     # also a text too long for a float
+            raise errors.OpPrereqError(
+                "%s: the size %s is out of range (at most %d MiB)"
+                % (field, ht.show(value), MAX_SIZE), errors.ECODE_INVAL)
         size = int(size) if size == int(size) else int(size) + 1
     if size <= 0:
         raise errors.OpPrereqError("%s: the size must be positive, got %r"
                                    % (field, value), errors.ECODE_INVAL)
+    if size > MAX_SIZE:
+        raise errors.OpPrereqError("%s: the size %s is out of range (at most"
+                                   " %d MiB)" % (field, ht.show(value),
+                                                 MAX_SIZE),
+                                   errors.ECODE_INVAL)
     return size
 
 

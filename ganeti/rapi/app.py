@@ -24,14 +24,15 @@ server does) and says ``Server: Ganeti <version>``.
 """
 
 import re
+import urllib.parse
 
 from klein import Klein
 from twisted.internet import defer
 from twisted.logger import Logger
+from werkzeug.exceptions import HTTPException
 from werkzeug.exceptions import NotFound as WerkzeugNotFound
-from werkzeug.routing import BaseConverter
+from werkzeug.routing import BaseConverter, RequestRedirect
 
-from ganeti import constants
 from ganeti import errors
 from ganeti import luxi
 from ganeti.rapi import answers
@@ -44,7 +45,7 @@ from ganeti.rapi.master import ImplementedOpcodes
 
 log = Logger()
 
-SERVER = "Ganeti %s" % constants.RELEASE_VERSION
+SERVER = baserlib.SERVER
 AUTH_CHALLENGE = 'Basic realm="%s"' % auth.REALM
 
 #: path parameters that are integers; every other one is a name
@@ -183,9 +184,46 @@ class RapiApp(object):
             return await self.coalescer.run(key, render)
         return await method.handler(req)
 
+    def check_head(self, verb, uri, headers):
+        """The error answering a request from its head alone (401, 403),
+        before its body is read; None when it may go on.
+
+        ``verb`` and ``uri`` are the bytes of the request line,
+        ``headers`` its Headers.  A path or method that does not exist
+        only has its credentials checked here (the app answers the
+        rest).  An early gate only: :meth:`dispatch` checks every request
+        again, as it always did.
+        """
+        header = headers.getRawHeaders(b"authorization")
+        header = _text(header[-1]) if header else None
+        method = self._method_for(_text(verb).upper(), uri)
+        try:
+            if method is None:
+                if header is not None or self.require_auth:
+                    self._user(header, ())
+            else:
+                self._user(header, method.required_access)
+        except HttpError as err:
+            return err
+        return None
+
+    def _method_for(self, verb, uri):
+        """The resource method a request line names, or None."""
+        path = urllib.parse.unquote(_text(uri).split("?", 1)[0])
+        try:
+            endpoint, _ = self.app.url_map.bind("rapi").match(path)
+        except (HTTPException, RequestRedirect):
+            return None
+        res = _RESOURCES.get(endpoint)
+        return res.methods.get(verb) if res is not None else None
+
     def _authenticate(self, request, method):
-        access = method.required_access
-        header = _header(request, b"authorization")
+        return self._user(_header(request, b"authorization"),
+                          method.required_access)
+
+    def _user(self, header, access):
+        """The user an Authorization header value proves, if the access
+        list ``access`` lets them in (401, 403 otherwise)."""
         user = None
         if header is not None:
             user = self.users.authenticate(header)
@@ -260,10 +298,15 @@ def _header(request, name):
     return _text(value) if value is not None else None
 
 
+#: Klein endpoint name -> resource
+_RESOURCES = {}
+
+
 def _register(res):
     def endpoint(self, request, **params):
         return self.dispatch(request, res, params)
     name = "rapi:%s" % res.path
+    _RESOURCES[name] = res
     endpoint.__name__ = name
     RapiApp.app.route(werkzeug_rule(res.path), endpoint=name)(endpoint)
 

@@ -4,7 +4,8 @@
   ``{"code": ..., "message": ..., "explain": ...}`` (the body Ganeti's
   clients parse);
 * :func:`parse_body`: the JSON request body, with Ganeti's strict
-  ``Content-Type`` rule (415) and a 400 for undecodable JSON;
+  ``Content-Type`` rule (415) and a 400 for undecodable JSON, JSON nested
+  too deep and numbers no parameter can hold;
 * :class:`QueryArgs`: the query string (``?bulk=1&tag=a&tag=b``) with typed
   getters whose errors name the parameter;
 * :func:`build_opcode`: an opcode from URL, query and body parameters,
@@ -16,11 +17,15 @@
 import http
 import json
 
+from ganeti import constants
 from ganeti import errors
 from ganeti import opcodes
 from ganeti.query import base as query_base
+from ganeti.utils import safejson
 
 JSON_TYPE = "application/json"
+#: The ``Server`` header of every answer, as Ganeti's
+SERVER = "Ganeti %s" % constants.RELEASE_VERSION
 
 
 # --- Errors ---------------------------------------------------------------
@@ -108,7 +113,9 @@ def parse_body(content_type, raw):
     """The decoded JSON body, or None when there is none.
 
     A body is only accepted as ``application/json`` exactly (no
-    parameters): anything else is a 415, as in Ganeti.
+    parameters): anything else is a 415, as in Ganeti.  It may nest at
+    most :data:`ganeti.utils.safejson.MAX_DEPTH` levels and hold only
+    finite numbers (integers within 64 bits): else a 400 naming where.
     """
     if not raw:
         return None
@@ -120,7 +127,9 @@ def parse_body(content_type, raw):
                                         if content_type is None
                                         else repr(content_type)))
     try:
-        return json.loads(raw.decode("utf-8"))
+        return safejson.loads(raw)
+    except safejson.JsonLimitError as err:
+        raise BadRequest("Invalid body: %s" % err)
     except (UnicodeDecodeError, ValueError) as err:
         raise BadRequest("Unable to parse JSON data: %s" % err)
 

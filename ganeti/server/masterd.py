@@ -432,9 +432,11 @@ class LuxiService(StreamServerEndpointService):
         # No lock file of Twisted's next to the socket: the queue lock,
         # taken before, already keeps a second master away, and a pid in a
         # lock file left by a killed master could have been reused.
+        # A long queue of connections waiting to be accepted: hundreds of
+        # clients starting at once are queued, not refused.
         endpoint = endpoints.serverFromString(
-            reactor, "unix:%s:mode=660:lockfile=0"
-            % endpoints.quoteStringArgument(path))
+            reactor, "unix:%s:mode=660:lockfile=0:backlog=%d"
+            % (endpoints.quoteStringArgument(path), luxi.LISTEN_BACKLOG))
         StreamServerEndpointService.__init__(
             self, endpoint, luxi.LuxiServerFactory(handler))
         self.path = path

@@ -2,7 +2,9 @@
 
 Serves the Klein app of :mod:`ganeti.rapi.app` with the cluster's RAPI
 certificate (``<data_dir>/rapi.pem``, key and certificate in one file,
-created by ``gnt-cluster init``); plain HTTP only with ``--no-ssl``.  Users
+created by ``gnt-cluster init``); plain HTTP only with ``--no-ssl``.  The
+HTTP front (:mod:`ganeti.rapi.front`) bounds connections and requests
+before the app sees them.  Users
 and their rights come from ``<data_dir>/rapi/users``, re-read when it
 changes.  Queries and jobs go to the master daemon over its luxi socket.
 """
@@ -13,12 +15,14 @@ from twisted.application import service, strports
 from twisted.internet import endpoints
 from twisted.logger import Logger
 from twisted.python import usage
-from twisted.web.server import Site
+from twisted.internet import ssl
+from twisted.protocols.tls import TLSMemoryBIOFactory
 
 from ganeti import constants
 from ganeti import pathutils
 from ganeti.rapi import app as rapi_app
 from ganeti.rapi import auth
+from ganeti.rapi import front
 from ganeti.rapi.master import LuxiPool
 from ganeti.server.options import check_listen
 
@@ -49,6 +53,21 @@ class Options(usage.Options):
         ["luxi-connections", None, 16, "Luxi connections to the master at"
          " most for queries and jobs; as many again carry the"
          " /2/jobs/ID/wait long polls.", int],
+        ["max-body-size", None, front.DEFAULTS.max_body, "Largest request"
+         " body in bytes; a bigger one is answered 413 before it is"
+         " read.", int],
+        ["max-connections", None, front.DEFAULTS.max_connections,
+         "Simultaneous client connections at most; more are closed when"
+         " accepted.", int],
+        ["max-client-connections", None,
+         front.DEFAULTS.max_client_connections, "Simultaneous connections"
+         " from one client address at most.", int],
+        ["request-head-timeout", None, front.DEFAULTS.head_timeout, "Seconds"
+         " a client has for the head of its request (request line and"
+         " headers; the TLS handshake included).", float],
+        ["request-body-timeout", None, front.DEFAULTS.body_timeout, "Seconds"
+         " a client has for the body of its request, after the head.",
+         float],
     ]
     optFlags = [
         ["no-ssl", None, "Serve plain HTTP (no TLS)."],
@@ -62,6 +81,12 @@ class Options(usage.Options):
     def postOptions(self):
         # Where it listens is checked in both modes (HTTPS and --no-ssl).
         check_listen(self, lambda: constants.DEFAULT_RAPI_PORT)
+        for name in ("max-body-size", "max-connections",
+                     "max-client-connections", "request-head-timeout",
+                     "request-body-timeout"):
+            if self[name] <= 0:
+                raise usage.UsageError("--%s must be positive, not %s"
+                                       % (name, self[name]))
         paths = pathutils.Paths(self["root"])
         self["paths"] = paths
         if self["users-file"] is None:
@@ -80,14 +105,42 @@ class Options(usage.Options):
 
 
 def listen_description(options):
-    """The server endpoint string for ``--bind``/``--port``: TLS with the
-    certificate and key files, or plain TCP with ``--no-ssl``."""
+    """The server endpoint string for ``--bind``/``--port`` (TCP; TLS, if
+    any, is layered on by :func:`listening_factory`)."""
     quote = endpoints.quoteStringArgument
-    where = "port=%d:interface=%s" % (options["port"], quote(options["bind"]))
-    if options["no-ssl"]:
-        return "tcp:" + where
-    return "ssl:%s:privateKey=%s:certKey=%s" % (
-        where, quote(options["ssl-key"]), quote(options["ssl-cert"]))
+    return "tcp:port=%d:interface=%s" % (options["port"],
+                                         quote(options["bind"]))
+
+
+def tls_options(options):
+    """The TLS server options of the certificate and key files."""
+    with open(options["ssl-cert"], "rb") as f:
+        cert_pem = f.read()
+    with open(options["ssl-key"], "rb") as f:
+        key_pem = f.read()
+    private = ssl.PrivateCertificate.loadPEM(cert_pem + b"\n" + key_pem)
+    return ssl.CertificateOptions(privateKey=private.privateKey.original,
+                                  certificate=private.original)
+
+
+def limits(options):
+    return front.Limits(
+        max_body=options["max-body-size"],
+        max_connections=options["max-connections"],
+        max_client_connections=options["max-client-connections"],
+        head_timeout=options["request-head-timeout"],
+        body_timeout=options["request-body-timeout"])
+
+
+def listening_factory(options, site, reactor):
+    """What the port serves: ``site`` (over TLS unless ``--no-ssl``),
+    behind the connection limits, which come first: a connection over
+    them costs no TLS work."""
+    factory = site
+    if not options["no-ssl"]:
+        factory = TLSMemoryBIOFactory(tls_options(options), False, site,
+                                      clock=reactor)
+    return front.ConnectionLimiter(factory, site.limits, reactor)
 
 
 class RapiService(service.MultiService):
@@ -129,15 +182,16 @@ def makeService(options, reactor=None):
                            require_auth=options["require-authentication"],
                            long_poll=long_poll,
                            answer_cache=not options["no-answer-cache"])
-    site = Site(app.resource())
-    site.displayTracebacks = False
+    site = front.RapiSite(app.resource(), app.check_head, limits(options),
+                          reactor=reactor)
     url = "%s://%s:%d/" % ("http" if options["no-ssl"] else "https",
                            options["bind"], options["port"])
     top = RapiService(app, [master, long_poll], url, options["users-file"],
                       socket_path)
     # A port that cannot be bound stops the daemon (non-zero exit, the
     # error names the address) instead of being only logged.
-    http = strports.service(listen_description(options), site,
+    http = strports.service(listen_description(options),
+                            listening_factory(options, site, reactor),
                             reactor=reactor)
     http.setName("http")
     http.setServiceParent(top)

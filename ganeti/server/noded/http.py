@@ -136,10 +136,18 @@ class NodedHttpApi(object):
     def resource(self):
         return self.app.resource()
 
+    def _served(self, request):
+        """The procedures this caller may use: a node not yet joined
+        serves only ``version`` and ``join``."""
+        if self._procedures_for is None:
+            return self._procedures
+        return self._procedures_for(request)
+
     @app.route("/", methods=["GET"])
     def index(self, request):
-        """The procedure names (handy when exploring with curl)."""
-        return _reply(request, 200, True, self._procedures.names())
+        """The names of the procedures this caller may use (handy when
+        exploring with curl)."""
+        return _reply(request, 200, True, self._served(request).names())
 
     @app.route("/<string:procedure>", methods=["POST", "PUT"])
     def call(self, request, procedure):
@@ -149,8 +157,7 @@ class NodedHttpApi(object):
         started = self._reactor.seconds()
         peer = request.getClientAddress()
         peer = getattr(peer, "host", str(peer))
-        procedures = (self._procedures if self._procedures_for is None
-                      else self._procedures_for(request))
+        procedures = self._served(request)
         if name not in procedures.table:
             log.warn("RPC from {peer}: unknown procedure {name!r}", peer=peer,
                      name=name)
