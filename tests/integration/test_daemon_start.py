@@ -69,15 +69,25 @@ class SecondMasterTests(DaemonStartTestCase):
         queue_dir = node.paths.queue_dir
 
         def running_on_disk():
-            # the master writes in order: with "running" on disk, so is
-            # everything it wrote before (serial, ssconf files)
-            with open(os.path.join(queue_dir, "job-%d" % job), "rb") as f:
-                return b'"status":"running"' in f.read()
+            try:
+                with open(os.path.join(queue_dir, "job-%d" % job),
+                          "rb") as f:
+                    return b'"status":"running"' in f.read()
+            except FileNotFoundError:
+                return False      # written in place a moment later
         wait_for("job file says running", running_on_disk)
         lock_file = os.path.join(queue_dir, "lock")
         # everything the master keeps under var/lib/ganeti: config,
-        # ssconf files, the queue
-        before = snapshot(node.paths.data_dir)
+        # ssconf files, the queue; job files and the other files are
+        # written by different writers, so wait until all have settled
+        seen = [None]
+
+        def settled():
+            now = snapshot(node.paths.data_dir)
+            same, seen[0] = now == seen[0], now
+            return same
+        wait_for("the master's files settled", settled, interval=0.5)
+        before = seen[0]
         self.assertIn("queue/job-%d" % job, before)
 
         for twistd in (False, True):
