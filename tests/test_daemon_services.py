@@ -47,7 +47,8 @@ class MasterdServiceTests(unittest.TestCase):
         top = self.make(reactor)
         self.assertEqual([child.name for child in top],
                          ["queue-lock", "config", "watcher-pause", "jobs",
-                          "luxi", "config-audit", "nodehealth"])
+                          "job-archive", "luxi", "config-audit",
+                          "nodehealth"])
         self.assertEqual(snapshot(self.paths.root), before)
         self.assertEqual(reactor.unixServers, [])
 
@@ -64,9 +65,9 @@ class MasterdServiceTests(unittest.TestCase):
             self.assertEqual(f.read(), "%d\n" % os.getpid())
 
         self.successResultOf(top.stopService())
-        self.assertEqual([child.running for child in top], [False] * 7)
-        # the node checks and the audit ran on the master's clock and
-        # stopped with it
+        self.assertEqual([child.running for child in top], [False] * 8)
+        # the node checks, the audit and the archiving ran on the
+        # master's clock and stopped with it
         self.assertEqual(reactor.getDelayedCalls(), [])
 
     def test_ssconf_files_once_per_burst_of_changes(self):

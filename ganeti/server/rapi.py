@@ -19,6 +19,7 @@ from ganeti import constants
 from ganeti import pathutils
 from ganeti.rapi import app as rapi_app
 from ganeti.rapi import auth
+from ganeti.rapi import ratelimit
 from ganeti.rapi.master import LuxiPool
 from ganeti.server.options import check_listen
 
@@ -49,6 +50,17 @@ class Options(usage.Options):
         ["luxi-connections", None, 16, "Luxi connections to the master at"
          " most for queries and jobs; as many again carry the"
          " /2/jobs/ID/wait long polls.", int],
+        ["job-rate", None, ratelimit.DEFAULT_USER_RATE, "Jobs an"
+         " authenticated user may submit a second, on average (0: no"
+         " limit); more answer 429 with Retry-After.", float],
+        ["job-burst", None, ratelimit.DEFAULT_USER_BURST, "Jobs an"
+         " authenticated user may submit at once beyond that rate.", int],
+        ["anonymous-job-rate", None, ratelimit.DEFAULT_ANONYMOUS_RATE,
+         "Jobs anonymous requests from one address (IPv6: one /64) may"
+         " submit a second, on average (0: no limit).", float],
+        ["anonymous-job-burst", None, ratelimit.DEFAULT_ANONYMOUS_BURST,
+         "Jobs anonymous requests from one address may submit at once"
+         " beyond that rate.", int],
     ]
     optFlags = [
         ["no-ssl", None, "Serve plain HTTP (no TLS)."],
@@ -62,6 +74,15 @@ class Options(usage.Options):
     def postOptions(self):
         # Where it listens is checked in both modes (HTTPS and --no-ssl).
         check_listen(self, lambda: constants.DEFAULT_RAPI_PORT)
+        for prefix in ("job", "anonymous-job"):
+            rate, burst = self[prefix + "-rate"], self[prefix + "-burst"]
+            if not rate >= 0 or rate == float("inf"):
+                raise usage.UsageError("--%s-rate: must be a non-negative"
+                                       " number (0: no limit), got %s"
+                                       % (prefix, rate))
+            if burst < 1:
+                raise usage.UsageError("--%s-burst: must be at least 1, got"
+                                       " %d" % (prefix, burst))
         paths = pathutils.Paths(self["root"])
         self["paths"] = paths
         if self["users-file"] is None:
@@ -128,7 +149,11 @@ def makeService(options, reactor=None):
                            reactor,
                            require_auth=options["require-authentication"],
                            long_poll=long_poll,
-                           answer_cache=not options["no-answer-cache"])
+                           answer_cache=not options["no-answer-cache"],
+                           user_rate=(options["job-rate"],
+                                      options["job-burst"]),
+                           anonymous_rate=(options["anonymous-job-rate"],
+                                           options["anonymous-job-burst"]))
     site = Site(app.resource())
     site.displayTracebacks = False
     url = "%s://%s:%d/" % ("http" if options["no-ssl"] else "https",
