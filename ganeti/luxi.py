@@ -393,7 +393,7 @@ METHODS = {m.name: m for m in [
            "SubmitManyJobs: ``jobs`` is a list of lists of OpCode; return a"
            " list of ``[True, job_id]`` or ``[False, error_message]``."),
     Method(REQ_SUBMIT_JOB_FOR, "submit_job_for", (
-        Arg("client", _CLIENT), Arg("ops", _Opcodes())),
+        Arg("client", ht.STR, valid=_CLIENT), Arg("ops", _Opcodes())),
         "SubmitJobFor (not in Ganeti): as submit_job, for ``client``, a"
         " client of the caller's (``user=NAME`` or ``address=IP``) that"
         " the query job budget counts on its own.", optional=True),
