@@ -22,6 +22,12 @@ What is on disk, and when (every write is atomic and fsync'ed):
   after a crash a job found waiting runs again exactly like a queued one,
   and at most ``LOG_FLUSH_DELAY`` seconds of messages are lost.
 
+Readers cannot crowd out writers: query jobs (jobs of read-only opcodes)
+have a budget of their own and at most half the run slots
+(:mod:`ganeti.jqueue.budget`), and the oldest finished jobs are archived
+when the queue nears its limit, so only unfinished jobs can fill it
+(``_room_for``; docs/jobs.rst, "Readers and the queue's limit").
+
 The queue runs in the reactor thread and serialises jobs there; the writes
 themselves go through a journal (:mod:`ganeti.jqueue.journal`), in the
 master daemon written by a helper process
@@ -269,8 +275,8 @@ class JobQueue(object):
         self._scheduling = False
         self._reschedule = False
         self._kick_call = None
-        # finished jobs being moved to the archive: id -> Deferred firing
-        # with the ids that batch moved
+        # finished jobs being moved to the archive: id -> the Deferreds of
+        # ArchiveJob calls waiting for that batch (fired with its moved ids)
         self._archiving = {}
         # room taken by submissions waiting for an archive to end
         self._reserved = 0
