@@ -100,6 +100,33 @@ class MasterdServiceTests(unittest.TestCase):
         self.addCleanup(top.getServiceNamed("queue-lock").store.unlock)
         self.assertNotIn("nodehealth", [child.name for child in top])
 
+    def test_job_queue_limits_and_archiving_options(self):
+        """The query job budget and the archiving timer follow the
+        options; --job-archive-interval 0 turns the timer off."""
+        def build(*args):
+            options = masterd.Options()
+            options.parseOptions(["--root", self.paths.root] + list(args))
+            top = masterd.makeService(options, reactor=MemoryReactorClock(),
+                                      writer=InlineWriter())
+            self.addCleanup(top.getServiceNamed("queue-lock").store.unlock)
+            return top
+        top = build()
+        timer = top.getServiceNamed("job-archive")
+        self.assertEqual((timer.step, timer.age), (300, 6 * 3600))
+        self.assertEqual((top.jobs.query_budget.total,
+                          top.jobs.query_budget.per_client), (200, 20))
+        top.getServiceNamed("queue-lock").store.unlock()
+        top = build("--job-archive-interval", "1m", "--job-archive-age",
+                    "2d", "--max-query-jobs", "7",
+                    "--max-query-jobs-per-client", "3")
+        timer = top.getServiceNamed("job-archive")
+        self.assertEqual((timer.step, timer.age), (60, 2 * 86400))
+        self.assertEqual((top.jobs.query_budget.total,
+                          top.jobs.query_budget.per_client), (7, 3))
+        top.getServiceNamed("queue-lock").store.unlock()
+        top = build("--job-archive-interval", "0")
+        self.assertNotIn("job-archive", [child.name for child in top])
+
     def test_query_cache_options(self):
         """The query cache keeps live data 2 s by default, as long as
         --query-live-ttl says, and is off with --no-query-cache."""

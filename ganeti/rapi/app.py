@@ -24,8 +24,10 @@ unfinished query jobs: 429), master unreachable 502, master too slow 504.
 Jobs are submitted for a client (:meth:`RapiApp.client_of`: the user, or
 the address of an anonymous request): each client may submit only so fast
 (:mod:`ganeti.rapi.ratelimit`, 429 with ``Retry-After`` beyond), and the
-master counts its query jobs on their own (luxi ``SubmitJobFor``).  Every answer closes the connection (as Ganeti's
-server does) and says ``Server: Ganeti <version>``.
+master counts its query jobs on their own (luxi ``SubmitJobFor``).
+
+Every answer closes the connection (as Ganeti's server does) and says
+``Server: Ganeti <version>``.
 """
 
 import re

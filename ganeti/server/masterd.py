@@ -48,9 +48,9 @@ from ganeti.jqueue.store import FILE_MODE as QUEUE_FILE_MODE, JobStore
 from ganeti.query import livecache
 from ganeti.query.cache import QueryCache
 from ganeti.query.rpclive import RpcLiveData
+from ganeti.server.options import parse_duration
 from ganeti.utils.writer import OrderedWriter
 from ganeti.watcher import nodehealth
-from ganeti.server.options import parse_duration
 from ganeti.watcher import pause as wpause
 
 log = Logger()
@@ -152,7 +152,7 @@ class MasterLuxiHandler(object):
 
     # jobs: luxi hands over OpCode objects, the queue keeps them; the
     # client (for the query job budget) is the connection's user, or the
-    # one RAPI names (docs/jobs.rst, "Query jobs")
+    # one RAPI names (docs/jobs.rst, "Readers and the queue's limit")
     def submit_job(self, ops, caller=None):
         return self.queue.submit_job(ops, client=budget.luxi_client(caller))
 
