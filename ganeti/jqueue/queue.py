@@ -1143,6 +1143,9 @@ class JobQueue(object):
         chosen again."""
         job_ids = [job_id for job_id in job_ids
                    if job_id not in self._archiving]
+        if not job_ids:
+            # nothing to move: no checkpoint either (the timer asks often)
+            return defer.succeed([])
         # ArchiveJob calls for these jobs meanwhile wait here
         others = []
         for job_id in job_ids:
