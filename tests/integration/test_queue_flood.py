@@ -4,9 +4,10 @@ The one-node cluster of tests.integration.test_rapi (node daemon, master
 daemon, two RAPI daemons) with a master whose query job budget is small
 (6 in all, 2 per client).  Sixteen threads, each from a loopback address
 of its own (so that RAPI's per-address rate limit lets each of them
-through a while), flood the plain-HTTP RAPI with anonymous requests:
-instance details of names that do not exist (answered 404, no job), and
-the OS list (a query job each, refused once the budget is used up).
+through a while), flood the plain-HTTP RAPI with anonymous requests, in
+turn: instance details of names that do not exist (answered 404, no
+job), and the OS list (a query job each, refused once the budget or the
+address's rate is used up).
 Meanwhile an authenticated user adds a cluster tag: the job is accepted
 and finishes, and the queue holds no job the unknown names made.
 """
@@ -55,8 +56,8 @@ class Flooder(threading.Thread):
         n = 0
         while not self.stop_event.is_set():
             n += 1
-            # mostly unknown names, now and then a query job
-            kind = "os" if n % 8 == 0 else "unknown"
+            # unknown names and query jobs in turn
+            kind = "os" if n % 2 == 0 else "unknown"
             path = ("/2/os" if kind == "os" else
                     "/2/instances/nope-%d-%d/info" % (self.index, n))
             try:
@@ -116,6 +117,12 @@ class FloodTests(RapiDaemonTestCase):
         remaining = FLOOD_SECONDS - (time.monotonic() - started)
         if remaining > 0:
             time.sleep(remaining)
+
+        def refused():
+            return any(f.statuses["os"].get(code)
+                       for f in flooders for code in (429, 503))
+        # on a slow machine the limits may take longer to be reached
+        wait_for("a query job refused", refused, timeout=90)
         stop_flood()
         self.assertEqual(self.http("GET", "/2/tags")[1],
                          ["written-in-a-flood"])
