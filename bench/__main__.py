@@ -12,6 +12,7 @@ BENCHMARKS = {
     "jobs": "bench.jobs",
     "confd": "bench.confd",
     "rapi": "bench.rapi",
+    "flood": "bench.flood",
     "config": "bench.config",
     "noded": "bench.noded",
     "htools": "bench.htools",

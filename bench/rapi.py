@@ -52,8 +52,8 @@ PLAIN_PORT = 5081
 
 # --- the cluster -------------------------------------------------------------
 
-def build_cluster(base):
-    """A one-node virtual cluster holding N_INSTANCES instances."""
+def build_cluster(base, count=N_INSTANCES):
+    """A one-node virtual cluster holding ``count`` instances."""
     from ganeti import config, constants, objects
     from ganeti.dev.vcluster import VirtualCluster
     from ganeti.utils import io
@@ -66,7 +66,7 @@ def build_cluster(base):
     store = vc.create(hypervisors=(constants.HT_FAKE,))
     master = store.master_node
     fdir = store.cluster.file_storage_dir
-    for i in range(N_INSTANCES):
+    for i in range(count):
         name = "inst%04d.example.com" % i
         disk = objects.Disk(
             uuid=objects.new_uuid(), dev_type=constants.DT_FILE, size=1024,

@@ -24,6 +24,7 @@ import os
 import random
 import socket
 import stat
+import struct
 import time
 from collections import deque
 
@@ -105,6 +106,9 @@ REQ_QUERY_VERSIONED = "QueryVersioned"
 # Not in Ganeti: Query with live data asked from the nodes now, not taken
 # from the query cache (the watcher acts on what the nodes say).
 REQ_QUERY_FRESH = "QueryFresh"
+# Not in Ganeti: SubmitJob on behalf of a client of the caller's (RAPI
+# names the user or address it submits for; docs/jobs.rst, "Query jobs").
+REQ_SUBMIT_JOB_FOR = "SubmitJobFor"
 
 log = Logger()
 
@@ -379,6 +383,10 @@ _JOB_ID = ht.converted(
     int, desc="a job id (non-negative integer)")
 _NAMES = ht.list_of(ht.STR)
 _FIELDS = ht.list_of(ht.STR)
+#: who a SubmitJobFor is for: printable, short, no spaces
+_CLIENT = ht.where(ht.STR, lambda text: 0 < len(text) <= 256 and
+                   text.isprintable() and " " not in text,
+                   "a printable text of 1 to 256 characters without spaces")
 _WFJC_TIMEOUT = ht.converted(ht.NONNEG_NUMBER,
                              lambda timeout: min(timeout, WFJC_TIMEOUT))
 _NO_LOCKING = ht.where(ht.BOOL, lambda flag: not flag,
@@ -404,6 +412,11 @@ METHODS = {m.name: m for m in [
     Method(REQ_SUBMIT_MANY_JOBS, "submit_many_jobs", (Arg("jobs", _Jobs()),),
            "SubmitManyJobs: ``jobs`` is a list of lists of OpCode; return a"
            " list of ``[True, job_id]`` or ``[False, error_message]``."),
+    Method(REQ_SUBMIT_JOB_FOR, "submit_job_for", (
+        Arg("client", ht.STR, valid=_CLIENT), Arg("ops", _Opcodes())),
+        "SubmitJobFor (not in Ganeti): as submit_job, for ``client``, a"
+        " client of the caller's (``user=NAME`` or ``address=IP``) that"
+        " the query job budget counts on its own.", optional=True),
     Method(REQ_WAIT_FOR_JOB_CHANGE, "wait_for_job_change", (
         Arg("job_id", _JOB_ID), Arg("fields", _FIELDS),
         Arg("prev_job_info", ht.maybe(ht.list_of(ht.ANY))),
@@ -543,6 +556,41 @@ ILuxiHandler = zope.interface.interface.InterfaceClass(
 
 # --- Server -----------------------------------------------------------------
 
+@attr.s(frozen=True)
+class Caller(object):
+    """Who is at the other end of a connection: the peer credentials of a
+    UNIX socket (SO_PEERCRED), taken when it connected."""
+    pid = attr.ib()
+    uid = attr.ib()
+    gid = attr.ib()
+
+
+def peer_caller(transport):
+    """The :class:`Caller` of a connected UNIX socket transport; None for
+    any other transport or when the system does not say."""
+    try:
+        sock = transport.getHandle()
+        if sock.family != socket.AF_UNIX:
+            return None
+        raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                              struct.calcsize("3i"))
+    except (AttributeError, OSError):
+        return None
+    return Caller(*struct.unpack("3i", raw))
+
+
+#: handler methods told who calls (``caller=``) when they accept it
+_WITH_CALLER = frozenset(["submit_job", "submit_job_to_drained_queue",
+                          "submit_many_jobs", "submit_job_for"])
+
+
+def _accepts_caller(fn):
+    try:
+        return "caller" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
 @attr.s
 class _Refusal(object):
     """A queued stand-in for a request that could not be read."""
@@ -560,6 +608,7 @@ class LuxiServerProtocol(protocol.Protocol):
         self._paused = False
         self._refused = False
         self._lost = False
+        self.caller = peer_caller(self.transport)
         self.factory.connections.add(self)
 
     def dataReceived(self, data):
@@ -600,7 +649,7 @@ class LuxiServerProtocol(protocol.Protocol):
                 self.transport.loseConnection()
                 return
             try:
-                response = await self.factory.answer(item)
+                response = await self.factory.answer(item, self.caller)
             except defer.CancelledError:
                 if self._lost:
                     raise
@@ -656,13 +705,14 @@ class LuxiServerFactory(protocol.Factory):
         for conn in list(self.connections):
             conn.transport.loseConnection()
 
-    async def answer(self, raw):
-        """The framed response to one framed request (without 0x03)."""
+    async def answer(self, raw, caller=None):
+        """The framed response to one framed request (without 0x03) of
+        ``caller`` (a :class:`Caller`, or None if unknown)."""
         method = "?"
         try:
             request = decode_message(raw, self.max_request_depth)
             (method, args) = _parse_request(request)
-            result = await self._dispatch(method, args)
+            result = await self._dispatch(method, args, caller)
             response = {"success": True, "result": result}
         except defer.CancelledError:
             raise
@@ -682,7 +732,7 @@ class LuxiServerFactory(protocol.Factory):
                 "Internal error while handling %s: result is not"
                 " serialisable: %s" % (method, err))))
 
-    async def _dispatch(self, name, args):
+    async def _dispatch(self, name, args, caller=None):
         if name in _INTERNAL_METHODS:
             raise errors.LuxiError("%s is internal to the master daemon"
                                    % name)
@@ -694,6 +744,9 @@ class LuxiServerFactory(protocol.Factory):
         if handler_fn is None:
             raise errors.LuxiError("%s is not supported by this master"
                                    % name)
+        if method.handler in _WITH_CALLER and _accepts_caller(handler_fn):
+            return await defer.maybeDeferred(handler_fn, *args,
+                                             caller=caller)
         return await defer.maybeDeferred(handler_fn, *args)
 
 

@@ -1191,6 +1191,26 @@ ALL_OP_IDS = frozenset(_CLASSES)
 #: the opcodes Ganeti 3.0 does not have (its clients cannot send them)
 EXTENSION_OP_IDS = frozenset(_EXTENSIONS)
 
+#: Opcodes that only read: they change neither the configuration nor a
+#: node.  A job made of these alone is a query job, which the queue gives
+#: a budget of its own (docs/jobs.rst, "Query jobs").  OP_TEST_DELAY is
+#: not one (it sleeps, and may do so on nodes), nor are the cluster
+#: verification opcodes (they submit jobs and may repair).
+QUERY_ONLY_OP_IDS = frozenset([
+    "OP_QUERY", "OP_QUERY_FIELDS", "OP_CLUSTER_QUERY",
+    "OP_CLUSTER_CONFIG_QUERY", "OP_INSTANCE_QUERY_DATA",
+    "OP_INSTANCE_CONSOLE", "OP_NODE_QUERYVOLS", "OP_NODE_QUERY_STORAGE",
+    "OP_OS_DIAGNOSE", "OP_EXT_STORAGE_DIAGNOSE", "OP_TAGS_GET",
+    "OP_TAGS_SEARCH",
+])
+assert QUERY_ONLY_OP_IDS <= ALL_OP_IDS, QUERY_ONLY_OP_IDS - ALL_OP_IDS
+
+
+def is_query_only(ops):
+    """True for a non-empty list of opcodes that all only read."""
+    return bool(ops) and all(getattr(op, "OP_ID", None) in QUERY_ONLY_OP_IDS
+                             for op in ops)
+
 
 def opcode_class(op_id):
     """The class of ``op_id``; errors.OpCodeUnknown if there is none."""

@@ -49,7 +49,8 @@ class MasterdServiceTests(unittest.TestCase):
         top = self.make(reactor)
         self.assertEqual([child.name for child in top],
                          ["queue-lock", "config", "watcher-pause", "jobs",
-                          "luxi", "config-audit", "nodehealth"])
+                          "job-archive", "luxi", "config-audit",
+                          "nodehealth"])
         self.assertEqual(snapshot(self.paths.root), before)
         self.assertEqual(reactor.unixServers, [])
 
@@ -66,9 +67,9 @@ class MasterdServiceTests(unittest.TestCase):
             self.assertEqual(f.read(), "%d\n" % os.getpid())
 
         self.successResultOf(top.stopService())
-        self.assertEqual([child.running for child in top], [False] * 7)
-        # the node checks and the audit ran on the master's clock and
-        # stopped with it
+        self.assertEqual([child.running for child in top], [False] * 8)
+        # the node checks, the audit and the archiving ran on the
+        # master's clock and stopped with it
         self.assertEqual(reactor.getDelayedCalls(), [])
 
     def test_ssconf_files_once_per_burst_of_changes(self):
@@ -100,6 +101,33 @@ class MasterdServiceTests(unittest.TestCase):
                                   writer=InlineWriter())
         self.addCleanup(top.getServiceNamed("queue-lock").store.unlock)
         self.assertNotIn("nodehealth", [child.name for child in top])
+
+    def test_job_queue_limits_and_archiving_options(self):
+        """The query job budget and the archiving timer follow the
+        options; --job-archive-interval 0 turns the timer off."""
+        def build(*args):
+            options = masterd.Options()
+            options.parseOptions(["--root", self.paths.root] + list(args))
+            top = masterd.makeService(options, reactor=MemoryReactorClock(),
+                                      writer=InlineWriter())
+            self.addCleanup(top.getServiceNamed("queue-lock").store.unlock)
+            return top
+        top = build()
+        timer = top.getServiceNamed("job-archive")
+        self.assertEqual((timer.step, timer.age), (300, 6 * 3600))
+        self.assertEqual((top.jobs.query_budget.total,
+                          top.jobs.query_budget.per_client), (200, 20))
+        top.getServiceNamed("queue-lock").store.unlock()
+        top = build("--job-archive-interval", "1m", "--job-archive-age",
+                    "2d", "--max-query-jobs", "7",
+                    "--max-query-jobs-per-client", "3")
+        timer = top.getServiceNamed("job-archive")
+        self.assertEqual((timer.step, timer.age), (60, 2 * 86400))
+        self.assertEqual((top.jobs.query_budget.total,
+                          top.jobs.query_budget.per_client), (7, 3))
+        top.getServiceNamed("queue-lock").store.unlock()
+        top = build("--job-archive-interval", "0")
+        self.assertNotIn("job-archive", [child.name for child in top])
 
     def test_query_cache_options(self):
         """The query cache keeps live data 2 s by default, as long as

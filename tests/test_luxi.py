@@ -901,6 +901,67 @@ print(json.dumps(out))
 """
 
 
+class CallerHandler(StubHandler):
+    """Records who submits (the peer credentials luxi passes)."""
+
+    def __init__(self):
+        StubHandler.__init__(self)
+        self.callers = []
+
+    def submit_job(self, ops, caller=None):
+        self.callers.append(caller)
+        return StubHandler.submit_job(self, ops)
+
+    def submit_job_for(self, client, ops, caller=None):
+        self.callers.append((client, caller))
+        return 18
+
+
+class CallerTests(ServerTestCase):
+    """Handlers of job submissions learn who is at the other end of the
+    socket (SO_PEERCRED): the budget of query jobs counts per user."""
+
+    def setUp(self):
+        d = ServerTestCase.setUp(self)
+        self.handler = CallerHandler()
+        return d.addCallback(lambda _: setattr(self.port.factory, "handler",
+                                               self.handler))
+
+    @_async_test
+    async def test_peer_credentials_and_submit_job_for(self):
+        client = luxi.LuxiClient(reactor, self.path)
+        self.addCleanup(client.close)
+        await client.submit_job([opcodes.OpClusterQuery()])
+        self.assertEqual(self.handler.callers,
+                         [luxi.Caller(pid=os.getpid(), uid=os.getuid(),
+                                      gid=os.getgid())])
+        self.assertEqual(await client.submit_job_for(
+            "user=jack", [opcodes.OpClusterQuery()]), 18)
+        self.assertEqual(self.handler.callers[-1][0], "user=jack")
+        with self.assertRaises(errors.OpPrereqError) as caught:
+            await client.submit_job_for("user jack",
+                                        [opcodes.OpClusterQuery()])
+        self.assertIn("SubmitJobFor: client: expected a printable text of 1"
+                      " to 256 characters without spaces",
+                      str(caught.exception))
+
+    @_async_test
+    async def test_handlers_without_caller_or_submit_job_for(self):
+        self.port.factory.handler = StubHandler()
+        client = luxi.LuxiClient(reactor, self.path)
+        self.addCleanup(client.close)
+        self.assertEqual(await client.submit_job([opcodes.OpClusterQuery()]),
+                         17)
+        with self.assertRaises(errors.LuxiError) as caught:
+            await client.submit_job_for("user=jack",
+                                        [opcodes.OpClusterQuery()])
+        self.assertTrue(luxi.is_unsupported_method(caught.exception))
+
+    def test_no_credentials_without_a_unix_socket(self):
+        from twisted.internet.testing import StringTransport
+        self.assertIsNone(luxi.peer_caller(StringTransport()))
+
+
 class GanetiClientTests(ServerTestCase):
 
     if ganeti_peer.unavailable_reason():

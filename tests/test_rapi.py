@@ -1337,6 +1337,43 @@ class OtherWriteTests(WriteTestCase):
         yield self.error(503, "GET", "/2/instances/%s/console" % I1)
 
 
+class UnknownObjectTests(RapiTestCase):
+    """Reads that would submit a job answer 404 for an unknown name before
+    any job is submitted: a flood of them cannot fill the job queue."""
+
+    @defer.inlineCallbacks
+    def test_a_flood_of_unknown_instance_infos_submits_no_job(self):
+        for i in range(300):
+            err = yield self.error(404, "GET",
+                                   "/2/instances/nope%d/info?static=1" % i,
+                                   auth=None)
+            self.assertEqual(err["message"], "Not Found")
+            self.assertEqual(err["explain"], "Nothing matches the given URI:"
+                             " Instance 'nope%d' not known" % i)
+        self.assertEqual(self.handler.submitted, [])
+        # a known one (by name or by UUID) still gets its job
+        self.assertEqual((yield self.ok("GET", "/2/instances/%s/info" % I1,
+                                        auth=None)), 1)
+        self.assertEqual(self.last_job()[0]["OP_ID"],
+                         "OP_INSTANCE_QUERY_DATA")
+        self.assertEqual(self.last_job()[0]["instances"], [I1])
+        uuid = self.cfg.get_instance(I1).uuid
+        yield self.ok("GET", "/2/instances/%s/info" % uuid, auth=None)
+        self.assertEqual(len(self.handler.submitted), 2)
+
+    @defer.inlineCallbacks
+    def test_console_and_storage_of_unknown_names(self):
+        err = yield self.error(404, "GET", "/2/instances/nope/console",
+                               auth=READER)
+        self.assertEqual(err["explain"], "Nothing matches the given URI:"
+                         " Instance 'nope' not known")
+        err = yield self.error(404, "GET", "/2/nodes/nope/storage?"
+                               "output_fields=name")
+        self.assertEqual(err["explain"], "Nothing matches the given URI:"
+                         " Node 'nope' not known")
+        self.assertEqual(self.handler.submitted, [])
+
+
 # --- The OpenAPI document ----------------------------------------------------
 
 class OpenApiTests(RapiTestCase):

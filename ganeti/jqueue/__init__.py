@@ -5,6 +5,7 @@
 * :mod:`ganeti.jqueue.waiters`: WaitForJobChange without polling
 * :mod:`ganeti.jqueue.queue`: submitting, scheduling, running, cancel,
   archive, drain
+* :mod:`ganeti.jqueue.budget`: the budget of query jobs, per client
 
 See docs/jobs.rst for statuses, files and crash behaviour.
 """

@@ -22,6 +22,12 @@ What is on disk, and when (every write is atomic and fsync'ed):
   after a crash a job found waiting runs again exactly like a queued one,
   and at most ``LOG_FLUSH_DELAY`` seconds of messages are lost.
 
+Readers cannot crowd out writers: query jobs (jobs of read-only opcodes)
+have a budget of their own and at most half the run slots
+(:mod:`ganeti.jqueue.budget`), and the oldest finished jobs are archived
+when the queue nears its limit, so only unfinished jobs can fill it
+(``_room_for``; docs/jobs.rst, "Readers and the queue's limit").
+
 The queue runs in the reactor thread and serialises jobs there; the writes
 themselves go through a journal (:mod:`ganeti.jqueue.journal`), in the
 master daemon written by a helper process
@@ -41,6 +47,7 @@ from twisted.logger import Logger
 from ganeti import errors
 from ganeti import opcodes
 from ganeti.jqueue import model
+from ganeti.jqueue.budget import QueryBudget
 from ganeti.jqueue.model import (
     STATUS_QUEUED, STATUS_WAITING, STATUS_CANCELING, STATUS_RUNNING,
     STATUS_CANCELED, STATUS_SUCCESS, STATUS_ERROR, FINALIZED)
@@ -75,6 +82,18 @@ MSG_SECRETS_LOST = ("Not run: the master daemon restarted before this opcode"
 MSG_SECRETS_LOST_LATER = ("Not run: opcode %d of this job lost its secret"
                           " parameters when the master daemon restarted;"
                           " submit the job again, giving them")
+
+
+def _high_water(limit):
+    """Past this many jobs in the queue directory (a tenth below the
+    limit) the oldest finished ones are archived, without waiting for
+    anyone to ask, down to :func:`_low_water` (see ``_room_for``)."""
+    return limit - max(1, limit // 10)
+
+
+def _low_water(limit):
+    return limit - max(1, limit // 5)
+
 
 # Scheduling states of a job that is not finalized
 _READY = "ready"        # in the run heap (status queued, or waiting after deps)
@@ -214,6 +233,11 @@ class JobQueue(object):
 
     ``writer`` (:class:`ganeti.utils.writer.IFileWriter`) does the writes;
     by default at once, in the reactor thread.
+
+    ``query_budget`` (:class:`ganeti.jqueue.budget.QueryBudget`) limits the
+    unfinished query jobs, in all and per client (the ``client`` argument
+    of the submit methods); query jobs also hold at most half the run
+    slots (rounded up), so jobs that change the cluster always find one.
     """
 
     def __init__(self, queue_dir, executor, clock=None,
@@ -221,7 +245,7 @@ class JobQueue(object):
                  size_limit=QUEUE_SIZE_LIMIT,
                  cache_size=FINALIZED_CACHE_SIZE,
                  log_flush_delay=LOG_FLUSH_DELAY, store=None, writer=None,
-                 journal=None):
+                 journal=None, query_budget=None):
         if clock is None:
             from twisted.internet import reactor as clock
         self._clock = clock
@@ -235,6 +259,8 @@ class JobQueue(object):
         self._executor = executor
         self.max_running = max_running
         self._size_limit = size_limit
+        self._budget = (query_budget if query_budget is not None
+                        else QueryBudget())
         self._cache_size = cache_size
         self._log_flush_delay = log_flush_delay
         self._waiters = ChangeWaiters(clock)
@@ -250,6 +276,7 @@ class JobQueue(object):
         self._runs = {}                 # id -> _Run, not finalized
         self._cache = collections.OrderedDict()  # finalized, LRU
         self._ready = []                # heap of (priority, id)
+        self._ready_query = []          # the same, of query jobs
         self._active = set()            # ids holding a run slot
         self._dep_waiters = collections.defaultdict(set)
         # finished jobs whose final status is not on disk yet -> _Finalizing;
@@ -263,6 +290,17 @@ class JobQueue(object):
         self._scheduling = False
         self._reschedule = False
         self._kick_call = None
+        # finished jobs being moved to the archive: id -> the Deferreds of
+        # ArchiveJob calls waiting for that batch (fired with its moved ids)
+        self._archiving = {}
+        # room taken by submissions waiting for an archive to end
+        self._reserved = 0
+        # the archive started past the high-water mark, while it runs
+        self._background_archive = None
+
+    @property
+    def query_budget(self):
+        return self._budget
 
     @property
     def queue_dir(self):
@@ -344,6 +382,9 @@ class JobQueue(object):
                 scrub = self._scrub_file(job)
                 if status == STATUS_WAITING or scrub:
                     self._store.write_job(job)
+                # its client is not known any more: counted, not refused
+                self._budget.admit(job_id, [op.input for op in job.ops],
+                                   None)
                 self._track(job)
                 requeued.append(job_id)
             else:
@@ -466,33 +507,44 @@ class JobQueue(object):
     # ------------------------------------------------------------------
     # Submitting
 
-    def submit_job(self, ops):
-        """SubmitJob: Deferred firing with the new job id once on disk."""
-        return defer.maybeDeferred(self._submit_one, ops, False)
+    def submit_job(self, ops, client=None):
+        """SubmitJob: Deferred firing with the new job id once on disk.
 
-    def submit_to_drained_queue(self, ops):
+        ``client`` names who asks, for the query job budget
+        (:mod:`ganeti.jqueue.budget`); None is the master itself."""
+        return defer.Deferred.fromCoroutine(
+            self._submit_one(ops, False, client))
+
+    def submit_to_drained_queue(self, ops, client=None):
         """SubmitJobToDrainedQueue: like submit_job, ignoring the drain."""
-        return defer.maybeDeferred(self._submit_one, ops, True)
+        return defer.Deferred.fromCoroutine(
+            self._submit_one(ops, True, client))
 
-    def submit_many_jobs(self, jobs, ignore_drain=False):
+    def submit_many_jobs(self, jobs, ignore_drain=False, client=None):
         """SubmitManyJobs: Deferred firing with ``[[True, id] or [False,
         error text], ...]``.  Negative ids in ``depends`` refer to earlier
         jobs of the same call (-1 = the one just before)."""
-        return defer.maybeDeferred(self._submit_many, jobs, ignore_drain)
+        return defer.Deferred.fromCoroutine(
+            self._submit_many(jobs, ignore_drain, client))
 
-    def _submit_one(self, ops, ignore_drain):
-        self._check_accepting(1, ignore_drain)
+    async def _submit_one(self, ops, ignore_drain, client):
+        self._check_accepting(ignore_drain)
         prepared = self._prepare(ops)
         self._resolve_dependencies(prepared, [])
+        # a query job over its budget archives nothing
+        self._budget.check(prepared, client)
+        await self._make_room(1, ignore_drain)
         job_id = self._serial + 1
+        self._budget.admit(job_id, prepared, client)
         self._serial = job_id
-        return self._create(job_id, prepared)
+        return await self._create(job_id, prepared)
 
-    def _submit_many(self, jobs, ignore_drain):
+    async def _submit_many(self, jobs, ignore_drain, client):
         if not isinstance(jobs, list):
             raise errors.OpPrereqError("SubmitManyJobs needs a list of jobs",
                                        errors.ECODE_INVAL)
-        self._check_accepting(len(jobs), ignore_drain)
+        self._check_accepting(ignore_drain)
+        await self._make_room(len(jobs), ignore_drain)
         results = []
         accepted = []            # (id, prepared ops)
         previous = []            # id or None per earlier job of this call
@@ -501,6 +553,7 @@ class JobQueue(object):
             try:
                 prepared = self._prepare(ops)
                 self._resolve_dependencies(prepared, previous)
+                self._budget.admit(next_id, prepared, client)
             except errors.GenericError as err:
                 results.append([False, _error_text(err)])
                 previous.append(None)
@@ -513,27 +566,105 @@ class JobQueue(object):
             self._serial = accepted[-1][0]
         created = [self._create(job_id, prepared)
                    for job_id, prepared in accepted]
-        d = defer.DeferredList(created, consumeErrors=True)
+        outcomes = await defer.DeferredList(created, consumeErrors=True)
+        # a job whose file could not be written is not accepted
+        by_id = dict(zip([job_id for job_id, _ in accepted], outcomes))
+        for entry in results:
+            if entry[0] and not by_id[entry[1]][0]:
+                entry[:] = [False, _error_text(by_id[entry[1]][1].value)]
+        return results
 
-        def answer(outcomes):
-            # a job whose file could not be written is not accepted
-            by_id = dict(zip([job_id for job_id, _ in accepted], outcomes))
-            for entry in results:
-                if entry[0] and not by_id[entry[1]][0]:
-                    entry[:] = [False, _error_text(by_id[entry[1]][1].value)]
-            return results
-        return d.addCallback(answer)
-
-    def _check_accepting(self, count, ignore_drain):
+    def _check_accepting(self, ignore_drain):
         if not self._loaded:
             raise errors.ProgrammerError("JobQueue used before load()")
         if self._drained and not ignore_drain:
             raise errors.JobQueueDrainError("The job queue is drained; new"
                                             " jobs are refused")
-        if len(self._ids) + count > self._size_limit:
-            raise errors.JobQueueFull("The job queue holds %d jobs (limit"
-                                      " %d); archive some first"
-                                      % (len(self._ids), self._size_limit))
+
+    async def _make_room(self, count, ignore_drain):
+        """Return once ``count`` more jobs fit in the queue directory,
+        archiving the oldest finished jobs if need be (twice at most: an
+        archive that fails is not retried for ever)."""
+        for _ in range(2):
+            waiting = self._room_for(count)
+            if waiting is None:
+                return
+            await waiting
+            self._check_accepting(ignore_drain)
+        self._room_for(count, may_wait=False)
+
+    def _room_for(self, count, may_wait=True):
+        """None if ``count`` more jobs fit now, else a Deferred firing once
+        an archive started here (the oldest finished jobs first) has ended;
+        JobQueueFull if the unfinished jobs alone leave no room.
+
+        Past the high-water mark the oldest finished jobs are archived down
+        to the low-water mark, in the background while there is room, so
+        that a queue full of finished jobs never refuses a new one.
+        """
+        limit = self._size_limit
+        held = len(self._ids) - len(self._archiving) + self._reserved
+        wanted = held + count
+        if wanted <= _high_water(limit):
+            return None
+        over = wanted - limit
+        excess = wanted - _low_water(limit)
+        if over <= 0:
+            if self._background_archive is None:
+                batch = self._oldest_finished(excess)
+                if batch:
+                    self._background_archive = self._archive(batch)
+                    self._background_archive.addBoth(
+                        self._background_archive_done)
+            return None
+        batch = self._oldest_finished(max(over, excess)) if may_wait else []
+        if len(batch) < over:
+            unfinished = len(self._jobs) + len(self._finalizing)
+            raise errors.JobQueueFull(
+                "The job queue holds %d jobs (limit %d), %d of them"
+                " unfinished%s; new jobs are refused until some finish"
+                % (len(self._ids), limit, unfinished,
+                   "" if may_wait else
+                   ", and finished ones could not be archived"))
+        self._reserved += count
+
+        def ended(result):
+            self._reserved -= count
+            return result
+        archived = self._archive(batch).addBoth(ended)
+        # the submitter's wait: cancelling it must not cancel the archive
+        waiting = defer.Deferred()
+
+        def wake(result):
+            if isinstance(result, Failure):
+                log.failure("Archiving finished jobs to make room in the"
+                            " job queue failed", result)
+            if not waiting.called:
+                waiting.callback(None)
+        archived.addBoth(wake)
+        return waiting
+
+    def _background_archive_done(self, result):
+        self._background_archive = None
+        if isinstance(result, Failure):
+            log.failure("Archiving the oldest finished jobs failed", result)
+        elif result:
+            log.info("The job queue neared its limit of {limit} jobs: the"
+                     " {n} oldest finished job(s) were archived",
+                     limit=self._size_limit, n=len(result))
+
+    def _oldest_finished(self, count):
+        """Up to ``count`` ids of finished jobs not being archived, those
+        that ended first first."""
+        if count <= 0:
+            return []
+        candidates = (job_id for job_id in self._ids
+                      if job_id not in self._jobs
+                      and job_id not in self._finalizing
+                      and job_id not in self._archiving)
+        return heapq.nsmallest(
+            count, candidates,
+            key=lambda job_id: (self._end_times.get(job_id) or 0, job_id))
 
     def _prepare(self, ops):
         """A job's opcodes, as a new list; raises if they cannot be a job.
@@ -616,6 +747,7 @@ class JobQueue(object):
                 del self._runs[job_id]
                 self._ids.discard(job_id)
                 self._last_written.pop(job_id, None)
+                self._budget.release(job_id)
             elif run is not None:
                 # started: it fails before its opcode does anything
                 run.abandoned = True
@@ -640,7 +772,12 @@ class JobQueue(object):
     def _track(self, job):
         self._jobs[job.id] = job
         self._runs[job.id] = _Run()
-        heapq.heappush(self._ready, (job.priority, job.id))
+        self._push_ready(job)
+
+    def _push_ready(self, job):
+        heap = (self._ready_query if self._budget.is_query(job.id)
+                else self._ready)
+        heapq.heappush(heap, (job.priority, job.id))
 
     # ------------------------------------------------------------------
     # Scheduling
@@ -674,8 +811,11 @@ class JobQueue(object):
             again = True
             while again:
                 self._reschedule = False
-                while self._ready and len(self._active) < self.max_running:
-                    prio, job_id = heapq.heappop(self._ready)
+                while len(self._active) < self.max_running:
+                    entry = self._next_ready()
+                    if entry is None:
+                        break
+                    prio, job_id = entry
                     job = self._jobs.get(job_id)
                     run = self._runs.get(job_id)
                     if (job is None or run.state != _READY
@@ -688,6 +828,25 @@ class JobQueue(object):
                 again = self._reschedule
         finally:
             self._scheduling = False
+
+    def query_slots(self):
+        """Run slots query jobs may hold at once: half of them, rounded
+        up; the others are kept for jobs that change the cluster."""
+        return (self.max_running + 1) // 2
+
+    def _next_ready(self):
+        """The best ``(priority, id)`` of the two run heaps (a query job
+        only while query jobs hold fewer than their slots), popped; None
+        when nothing may start."""
+        queries_may_run = self._ready_query and sum(
+            1 for job_id in self._active
+            if self._budget.is_query(job_id)) < self.query_slots()
+        if self._ready and not (queries_may_run and
+                                self._ready_query[0] < self._ready[0]):
+            return heapq.heappop(self._ready)
+        if queries_may_run:
+            return heapq.heappop(self._ready_query)
+        return None
 
     def _job_crashed(self, failure, job):
         # a bug in the queue itself (or an I/O error writing the job)
@@ -808,6 +967,7 @@ class JobQueue(object):
         self._last_written.pop(job.id, None)
         del self._jobs[job.id]
         del self._runs[job.id]
+        self._budget.release(job.id)
         self._end_times[job.id] = self._end_time(job)
         self._remember(job)
         self._finalizing[job.id] = finalizing
@@ -838,8 +998,7 @@ class JobQueue(object):
             run = self._runs.get(waiting_id)
             if run is not None and run.state == _DEPWAIT:
                 run.state = _READY
-                heapq.heappush(self._ready,
-                               (self._jobs[waiting_id].priority, waiting_id))
+                self._push_ready(self._jobs[waiting_id])
         self._schedule()
 
     def _final_write_failed(self, failure, job):
@@ -1045,7 +1204,7 @@ class JobQueue(object):
         self._persist_in_background(job)
         self._changed(job)
         if self._runs[job_id].state == _READY:
-            heapq.heappush(self._ready, (job.priority, job_id))
+            self._push_ready(job)
             self._schedule()
         return [True, "Priority of the pending opcodes of job %s changed to"
                 " %s" % (job_id, priority)]
@@ -1061,6 +1220,11 @@ class JobQueue(object):
             log.info("Job {job} is not finalized, not archiving it",
                      job=job_id)
             return defer.succeed(False)
+        if job_id in self._archiving:
+            # already on its way: the answer of that archive
+            moved = defer.Deferred()
+            self._archiving[job_id].append(moved)
+            return moved.addCallback(lambda ids: job_id in ids)
         if job_id not in self._ids:
             return defer.succeed(False)
         return self._archive([job_id]).addCallback(bool)
@@ -1073,7 +1237,8 @@ class JobQueue(object):
         time ran out."""
         start = self._clock.seconds()
         candidates = sorted(i for i in self._ids if i not in self._jobs
-                            and i not in self._finalizing)
+                            and i not in self._finalizing
+                            and i not in self._archiving)
         chosen = []
         examined = 0
         for job_id in candidates:
@@ -1089,7 +1254,19 @@ class JobQueue(object):
 
     def _archive(self, job_ids):
         """Move job files into the archive (in the writer's order, after
-        their last writes); a Deferred firing with the ids moved."""
+        their last writes); a Deferred firing with the ids moved.  Until
+        then the jobs count as gone for the queue's limit and are not
+        chosen again."""
+        job_ids = [job_id for job_id in job_ids
+                   if job_id not in self._archiving]
+        if not job_ids:
+            # nothing to move: no checkpoint either (the timer asks often)
+            return defer.succeed([])
+        # ArchiveJob calls for these jobs meanwhile wait here
+        others = []
+        for job_id in job_ids:
+            self._archiving[job_id] = others
+
         def moved(ids):
             for job_id in ids:
                 self._ids.discard(job_id)
@@ -1098,11 +1275,19 @@ class JobQueue(object):
             if ids:
                 log.info("Archived {n} job(s)", n=len(ids))
             return ids
+
+        def ended(result):
+            for job_id in job_ids:
+                self._archiving.pop(job_id, None)
+            for waiting in others:
+                waiting.callback([] if isinstance(result, Failure)
+                                 else result)
+            return result
         # the journal must not bring an archived file back after a crash
         d = self._journal.checkpoint()
         d.addCallback(lambda _: self._writer.call(self._store.archive_jobs,
                                                   job_ids))
-        return d.addCallback(moved)
+        return d.addCallback(moved).addBoth(ended)
 
     # ------------------------------------------------------------------
     # Drain flag

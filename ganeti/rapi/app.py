@@ -18,9 +18,16 @@ every route goes through :meth:`RapiApp.dispatch`, which, in this order:
    unchanged (:mod:`ganeti.rapi.answers`).
 
 Errors of the master map to HTTP: wrong input 400, unknown object 404,
-unknown opcode 501, queue drained or full 503, master unreachable 502,
-master too slow 504.  Every answer closes the connection (as Ganeti's
-server does) and says ``Server: Ganeti <version>``.
+unknown opcode 501, queue drained or full 503 (a client with too many
+unfinished query jobs: 429), master unreachable 502, master too slow 504.
+
+Jobs are submitted for a client (:meth:`RapiApp.client_of`: the user, or
+the address of an anonymous request): each client may submit only so fast
+(:mod:`ganeti.rapi.ratelimit`, 429 with ``Retry-After`` beyond), and the
+master counts its query jobs on their own (luxi ``SubmitJobFor``).
+
+Every answer closes the connection (as Ganeti's server does) and says
+``Server: Ganeti <version>``.
 """
 
 import re
@@ -35,9 +42,11 @@ from werkzeug.routing import BaseConverter, RequestRedirect
 
 from ganeti import errors
 from ganeti import luxi
+from ganeti.jqueue import budget
 from ganeti.rapi import answers
 from ganeti.rapi import auth
 from ganeti.rapi import baserlib
+from ganeti.rapi import ratelimit
 from ganeti.rapi import resources
 from ganeti.rapi.baserlib import HttpError
 from ganeti.rapi.coalesce import Coalescer
@@ -79,6 +88,9 @@ def _error_from_ganeti(err):
         return baserlib.BadRequest(text)
     if isinstance(err, errors.OpCodeUnknown):
         return baserlib.NotImplementedHere(text)
+    if isinstance(err, errors.JobQueueFull) and len(err.args) > 1 and \
+            err.args[1] == budget.OVER_CLIENT:
+        return baserlib.TooManyRequests(text)
     if isinstance(err, (errors.JobQueueDrainError, errors.JobQueueFull)):
         return baserlib.ServiceUnavailable(text)
     if isinstance(err, errors.JobLost):
@@ -108,8 +120,15 @@ class RapiApp(object):
     app = Klein()
     app.url_map.converters["gname"] = NameConverter
 
+    #: seconds before a master without SubmitJobFor is asked again
+    SUBMIT_FOR_RETRY = 60.0
+
     def __init__(self, master, users, clock, require_auth=False,
-                 opcode_ttl=10.0, long_poll=None, answer_cache=True):
+                 opcode_ttl=10.0, long_poll=None, answer_cache=True,
+                 user_rate=(ratelimit.DEFAULT_USER_RATE,
+                            ratelimit.DEFAULT_USER_BURST),
+                 anonymous_rate=(ratelimit.DEFAULT_ANONYMOUS_RATE,
+                                 ratelimit.DEFAULT_ANONYMOUS_BURST)):
         self.master = master
         self.long_poll = long_poll if long_poll is not None else master
         self.users = users
@@ -121,6 +140,12 @@ class RapiApp(object):
         #: (None: every answer is rendered anew)
         self.answers = answers.AnswerCache(master, clock) \
             if answer_cache else None
+        #: job submissions per client: (rate, burst) of users, of
+        #: anonymous addresses
+        self.user_limit = ratelimit.TokenBuckets(clock, *user_rate)
+        self.anonymous_limit = ratelimit.TokenBuckets(clock, *anonymous_rate)
+        # until when the master is taken not to know SubmitJobFor
+        self._no_submit_for_until = None
 
     def resource(self):
         return self.app.resource()
@@ -171,7 +196,8 @@ class RapiApp(object):
                     " not implement yet" % (verb, res.path,
                                             ", ".join(missing)))
         args = baserlib.QueryArgs(request.args)
-        req = resources.Request(self, res, method, args, body, params, user)
+        req = resources.Request(self, res, method, args, body, params, user,
+                                self.client_of(request, user))
         if method.shared and body is None:
             key = (res.path, tuple(sorted(params.items())),
                    tuple(sorted((k, tuple(v)) for k, v in args.args.items())))
@@ -237,6 +263,52 @@ class RapiApp(object):
             raise baserlib.Forbidden()
         return user
 
+    # --- jobs -----------------------------------------------------------
+
+    @staticmethod
+    def client_of(request, user):
+        """Who submits a job: ``user=NAME``, or for an anonymous request
+        ``address=IP`` (IPv6: its /64).  Behind a proxy every anonymous
+        client is the proxy."""
+        if user is not None:
+            return "user=" + _printable(user.name)
+        address = request.getClientAddress()
+        host = getattr(address, "host", None) or "unknown"
+        return "address=" + _printable(ratelimit.address_key(host))
+
+    def take_submit_token(self, client):
+        """Refuse (429, with Retry-After) a job ``client`` submits faster
+        than its rate allows."""
+        if client.startswith("user="):
+            limit, option = self.user_limit, "job"
+        else:
+            limit, option = self.anonymous_limit, "anonymous-job"
+        wait = limit.take(client)
+        if wait:
+            retry = ratelimit.retry_after(wait)
+            raise baserlib.TooManyRequests(
+                "Too many jobs submitted by %s: at most %g a second on"
+                " average, %d at once (ganeti-rapi --%s-rate and --%s-burst);"
+                " retry in %s s" % (client, limit.rate, limit.burst, option,
+                                    option, retry),
+                headers={"Retry-After": retry})
+
+    async def submit_job(self, client, ops):
+        """Submit a job of ``ops`` for ``client``; its id.  A master that
+        does not know SubmitJobFor gets SubmitJob (and is asked again a
+        minute later)."""
+        now = self.clock.seconds()
+        if self._no_submit_for_until is None or \
+                now >= self._no_submit_for_until:
+            try:
+                return await self.master.call(luxi.REQ_SUBMIT_JOB_FOR,
+                                              client, ops)
+            except errors.LuxiError as err:
+                if not luxi.is_unsupported_method(err):
+                    raise
+                self._no_submit_for_until = now + self.SUBMIT_FOR_RETRY
+        return await self.master.call(luxi.REQ_SUBMIT_JOB, ops)
+
     # --- answers --------------------------------------------------------
 
     def _answer(self, request, code, value, headers=None):
@@ -286,6 +358,12 @@ class RapiApp(object):
 
     def _answer_error(self, request, err):
         return self._answer(request, err.code, err.body(), err.headers)
+
+
+def _printable(text):
+    # what luxi accepts as a client name: printable, no spaces, 256 at most
+    return "".join(c if c.isprintable() and not c.isspace() else "?"
+                   for c in text)[:200]
 
 
 def _text(value):

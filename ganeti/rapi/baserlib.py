@@ -72,6 +72,15 @@ class UnsupportedMediaType(HttpError):
     code = 415
 
 
+class TooManyRequests(HttpError):
+    """429: the client submits jobs too fast, or has too many query jobs
+    unfinished; ``Retry-After`` says when to try again, if known."""
+    code = 429
+
+    def __init__(self, message, **kwargs):
+        HttpError.__init__(self, message, **kwargs)
+
+
 class InternalError(HttpError):
     code = 500
 

@@ -22,10 +22,13 @@ _ERRORS = {
     "403": "The user lacks the right",
     "404": "No such path or object",
     "415": "A body that is not application/json",
+    "429": "The client submits jobs too fast (see Retry-After) or has too"
+           " many unfinished query jobs; nothing was submitted",
     "501": "Method not supported here, or its opcode is not implemented by"
            " the master yet",
     "502": "The master daemon cannot be reached",
-    "503": "The job queue is drained or full",
+    "503": "The job queue is drained, full of unfinished jobs, or holds"
+           " as many query jobs as it takes",
     "504": "The master daemon did not answer in time",
 }
 

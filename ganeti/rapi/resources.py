@@ -148,7 +148,8 @@ def resource(path, rlib, doc, *methods):
 class Request(object):
     """What a handler works with."""
 
-    def __init__(self, app, resource_, method, args, body, params, user):
+    def __init__(self, app, resource_, method, args, body, params, user,
+                 client="address=unknown"):
         self.app = app
         self.resource = resource_
         self.method = method
@@ -156,6 +157,8 @@ class Request(object):
         self.body = body
         self.params = params
         self.user = user
+        #: who jobs are submitted for (``user=NAME`` or ``address=IP``)
+        self.client = client
 
     # master access
     def call(self, method, *args):
@@ -206,8 +209,10 @@ class Request(object):
         return baserlib.build_opcode(op_id, body, static, defaults, where)
 
     async def submit(self, *ops):
-        """Submit one job of ``ops``; its id (a number)."""
-        return await self.call(luxi.REQ_SUBMIT_JOB, list(ops))
+        """Submit one job of ``ops`` for this request's client; its id (a
+        number).  A client submitting too fast gets a 429 instead."""
+        self.app.take_submit_token(self.client)
+        return await self.app.submit_job(self.client, list(ops))
 
     async def run_job(self, ops, timeout=SYNC_JOB_TIMEOUT):
         """Submit and wait for the job; ``(status, opresult)``."""
@@ -228,6 +233,17 @@ class Request(object):
 
 def _name_filter(name, fields=("name", "uuid")):
     return ["|"] + [["=", f, name] for f in fields]
+
+
+async def _require(req, what, name):
+    """404 unless the ``what`` (instance, node) named ``name`` exists: a
+    read for an unknown name is answered without submitting a job (which
+    would only fail), so no flood of such reads can fill the job queue.
+    The text is the one the job would have ended with."""
+    result = await req.query(what, ["name"], _name_filter(name))
+    if not result["data"]:
+        raise NotFound(explain="Nothing matches the given URI: %s '%s' not"
+                       " known" % (what.capitalize(), name))
 
 
 async def _one(req, what, fields, name, fix=None):
@@ -558,6 +574,7 @@ def _from_query(req, query_map):
 
 
 async def _instance_info(req):
+    await _require(req, "instance", req.params["name"])
     static = {"instances": [req.params["name"]],
               "static": req.args.bool("static")}
     return await req.submit(req.opcode("OP_INSTANCE_QUERY_DATA",
@@ -655,6 +672,7 @@ async def _instance_export(req):
 
 
 async def _instance_console(req):
+    await _require(req, "instance", req.params["name"])
     op = req.opcode("OP_INSTANCE_CONSOLE",
                     static={"instance_name": req.params["name"]})
     status, result = await req.run_job([op])
@@ -921,6 +939,7 @@ async def _node_migrate(req):
 
 
 async def _node_storage(req):
+    await _require(req, "node", req.params["name"])
     static = {"nodes": [req.params["name"]],
               "storage_type": req.args.get("storage_type"),
               "output_fields": [f for f in req.args.required(

@@ -42,16 +42,24 @@ from ganeti import ssconf
 from ganeti.cmdlib.cluster import cluster_info
 from ganeti.iallocator import allocators
 from ganeti.backend import files as backend_files
+from ganeti.jqueue import budget
 from ganeti.jqueue.journal_process import JournalProcess
 from ganeti.jqueue.store import FILE_MODE as QUEUE_FILE_MODE, JobStore
 from ganeti.query import livecache
 from ganeti.query.cache import QueryCache
 from ganeti.query.rpclive import RpcLiveData
+from ganeti.server.options import parse_duration
 from ganeti.utils.writer import OrderedWriter
 from ganeti.watcher import nodehealth
 from ganeti.watcher import pause as wpause
 
 log = Logger()
+
+#: Finished jobs older than this are archived (Ganeti's watcher archives
+#: those older than 6 hours on each of its runs)
+DEFAULT_JOB_ARCHIVE_AGE = 6 * 3600
+#: Seconds between two archivings (Ganeti's watcher runs every 5 minutes)
+DEFAULT_JOB_ARCHIVE_INTERVAL = 300
 
 
 class Options(usage.Options):
@@ -76,6 +84,21 @@ class Options(usage.Options):
         ["query-live-ttl", None, livecache.DEFAULT_TTL, "Seconds queries"
          " reuse live data (instance and node state) asked from the nodes;"
          " 0: every query asks them.", float],
+        ["max-query-jobs", None, budget.DEFAULT_MAX_QUERY_JOBS,
+         "Unfinished query jobs (jobs of read-only opcodes) at most; more"
+         " are refused, jobs that change the cluster never (0: no limit).",
+         int],
+        ["max-query-jobs-per-client", None,
+         budget.DEFAULT_MAX_QUERY_JOBS_PER_CLIENT, "Unfinished query jobs"
+         " of one client at most (a RAPI user or address, a local user;"
+         " 0: no limit).", int],
+        ["job-archive-age", None, str(DEFAULT_JOB_ARCHIVE_AGE), "Finished"
+         " jobs older than this are archived by the master's timer"
+         " (seconds; s, m, h, d, w suffixes allowed)."],
+        ["job-archive-interval", None, str(DEFAULT_JOB_ARCHIVE_INTERVAL),
+         "Seconds between the master's archivings of old finished jobs"
+         " (s, m, h suffixes allowed; 0: none, archive with gnt-job"
+         " autoarchive or the watcher)."],
     ]
     optFlags = [
         ["no-query-cache", None, "Compute every query from scratch (no"
@@ -99,6 +122,12 @@ class Options(usage.Options):
         if self["query-live-ttl"] < 0:
             raise usage.UsageError("--query-live-ttl: must not be negative,"
                                    " got %s" % self["query-live-ttl"])
+        for name in ("max-query-jobs", "max-query-jobs-per-client"):
+            if self[name] < 0:
+                raise usage.UsageError("--%s: must not be negative (0: no"
+                                       " limit), got %d" % (name, self[name]))
+        for name in ("job-archive-age", "job-archive-interval"):
+            self[name] = parse_duration("--" + name, self[name])
         paths = pathutils.Paths(self["root"])
         if not os.path.exists(paths.config_file):
             raise usage.UsageError(
@@ -121,15 +150,22 @@ class MasterLuxiHandler(object):
     def cfg(self):
         return self.master.cfg
 
-    # jobs: luxi hands over OpCode objects, the queue keeps them
-    def submit_job(self, ops):
-        return self.queue.submit_job(ops)
+    # jobs: luxi hands over OpCode objects, the queue keeps them; the
+    # client (for the query job budget) is the connection's user, or the
+    # one RAPI names (docs/jobs.rst, "Readers and the queue's limit")
+    def submit_job(self, ops, caller=None):
+        return self.queue.submit_job(ops, client=budget.luxi_client(caller))
 
-    def submit_job_to_drained_queue(self, ops):
-        return self.queue.submit_to_drained_queue(ops)
+    def submit_job_to_drained_queue(self, ops, caller=None):
+        return self.queue.submit_to_drained_queue(
+            ops, client=budget.luxi_client(caller))
 
-    def submit_many_jobs(self, jobs):
-        return self.queue.submit_many_jobs(jobs)
+    def submit_many_jobs(self, jobs, caller=None):
+        return self.queue.submit_many_jobs(
+            jobs, client=budget.luxi_client(caller))
+
+    def submit_job_for(self, client, ops, caller=None):
+        return self.queue.submit_job(ops, client=budget.rapi_client(client))
 
     def wait_for_job_change(self, job_id, fields, prev_job_info,
                             prev_log_serial, timeout):
@@ -386,13 +422,14 @@ class JobQueueService(_StartStep):
     name = "jobs"
 
     def __init__(self, store, config_service, reactor, writer,
-                 max_running_jobs=None, journal=None):
+                 max_running_jobs=None, journal=None, query_budget=None):
         self.store = store
         self.config = config_service
         self.reactor = reactor
         self.writer = writer
         self.journal = journal
         self.max_running_jobs = max_running_jobs
+        self.query_budget = query_budget
         self.processor = None
         self.queue = None
 
@@ -405,7 +442,8 @@ class JobQueueService(_StartStep):
                                      clock=self.reactor,
                                      max_running=max_running,
                                      store=self.store, writer=self.writer,
-                                     journal=self.journal)
+                                     journal=self.journal,
+                                     query_budget=self.query_budget)
         ctx.queue = self.queue
         report = self.queue.load()
         log.info("job queue loaded: {report}", report=report)
@@ -555,8 +593,13 @@ def makeService(options, reactor=None, writer=None):
         allocator_path=options.get("iallocator-search-path") or (),
         allocator_timeout=options.get("iallocator-timeout")
         or allocators.DEFAULT_TIMEOUT)
-    jobs = JobQueueService(store, config_service, reactor, writer,
-                           options["max-running-jobs"], journal=journal)
+    jobs = JobQueueService(
+        store, config_service, reactor, writer, options["max-running-jobs"],
+        journal=journal, query_budget=budget.QueryBudget(
+            _option(options, "max-query-jobs",
+                    budget.DEFAULT_MAX_QUERY_JOBS),
+            _option(options, "max-query-jobs-per-client",
+                    budget.DEFAULT_MAX_QUERY_JOBS_PER_CLIENT)))
     pause = WatcherPauseService(paths, config_service, reactor, writer)
     cache = None
     if not options.get("no-query-cache"):
@@ -579,6 +622,13 @@ def makeService(options, reactor=None, writer=None):
     if journal is not None:
         journal.setServiceParent(top)
     jobs.setServiceParent(top)
+    archive_interval = _option(options, "job-archive-interval",
+                               DEFAULT_JOB_ARCHIVE_INTERVAL)
+    if archive_interval > 0:
+        JobArchiveService(jobs, reactor, archive_interval,
+                          _option(options, "job-archive-age",
+                                  DEFAULT_JOB_ARCHIVE_AGE)
+                          ).setServiceParent(top)
     LuxiService(reactor, paths.master_socket,
                 MasterLuxiHandler(top)).setServiceParent(top)
     ConfigAuditService(config_service, reactor).setServiceParent(top)
@@ -593,6 +643,44 @@ def makeService(options, reactor=None, writer=None):
                               timeout=min(interval, 5.0))
                           ).setServiceParent(top)
     return top
+
+
+def _option(options, name, default):
+    # tests may hand over a plain dict of the options they care about
+    value = options.get(name)
+    return default if value is None else value
+
+
+class JobArchiveService(TimerService):
+    """Every ``interval`` seconds (and at start), archive the finished jobs
+    that ended at least ``age`` seconds ago, as Ganeti's watcher does on
+    each run: nobody has to for the queue to stay below its limit."""
+
+    name = "job-archive"
+    #: seconds one archiving may spend choosing jobs
+    TIMEOUT = 60
+
+    def __init__(self, jobs, reactor, interval, age):
+        TimerService.__init__(self, interval, self.archive)
+        self.clock = reactor
+        self.jobs = jobs
+        self.age = age
+
+    def archive(self):
+        queue = self.jobs.queue
+        if queue is None:
+            return None
+        d = queue.auto_archive_jobs(self.age, self.TIMEOUT)
+
+        def done(result):
+            archived, left = result
+            if archived:
+                log.info("archived {n} job(s) that ended more than {age} s"
+                         " ago", n=archived, age=self.age)
+            return result
+        # a failure is logged; the timer goes on
+        return d.addCallbacks(done, lambda f: log.failure(
+            "archiving old jobs failed", f))
 
 
 class ConfigAuditService(TimerService):

@@ -5,7 +5,9 @@ import socket
 
 from twisted.python import usage
 
-__all__ = ["service_port", "check_listen"]
+__all__ = ["service_port", "check_listen", "parse_duration"]
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
 def service_port(name, protocol, fallback):
@@ -32,3 +34,23 @@ def check_listen(options, default_port):
     except ValueError:
         raise usage.UsageError("--bind: %r is not an IP address"
                                % options["bind"])
+
+
+def parse_duration(option, text):
+    """Seconds in ``text`` (a number with an optional s/m/h/d/w suffix, as
+    Ganeti's watcher accepts for ``--job-age``); UsageError naming
+    ``option`` otherwise."""
+    value = str(text).strip()
+    factor = 1
+    if value and value[-1].lower() in _UNITS:
+        factor = _UNITS[value[-1].lower()]
+        value = value[:-1]
+    try:
+        seconds = float(value) * factor
+    except ValueError:
+        raise usage.UsageError("%s: %r is not a duration (seconds, or a"
+                               " number with s, m, h, d or w)"
+                               % (option, text))
+    if seconds < 0 or seconds != seconds:
+        raise usage.UsageError("%s: %r must not be negative" % (option, text))
+    return seconds

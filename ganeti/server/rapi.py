@@ -23,6 +23,7 @@ from ganeti import pathutils
 from ganeti.rapi import app as rapi_app
 from ganeti.rapi import auth
 from ganeti.rapi import front
+from ganeti.rapi import ratelimit
 from ganeti.rapi.master import LuxiPool
 from ganeti.server.options import check_listen
 
@@ -68,6 +69,17 @@ class Options(usage.Options):
         ["request-body-timeout", None, front.DEFAULTS.body_timeout, "Seconds"
          " a client has for the body of its request, after the head.",
          float],
+        ["job-rate", None, ratelimit.DEFAULT_USER_RATE, "Jobs an"
+         " authenticated user may submit a second, on average (0: no"
+         " limit); more answer 429 with Retry-After.", float],
+        ["job-burst", None, ratelimit.DEFAULT_USER_BURST, "Jobs an"
+         " authenticated user may submit at once beyond that rate.", int],
+        ["anonymous-job-rate", None, ratelimit.DEFAULT_ANONYMOUS_RATE,
+         "Jobs anonymous requests from one address (IPv6: one /64) may"
+         " submit a second, on average (0: no limit).", float],
+        ["anonymous-job-burst", None, ratelimit.DEFAULT_ANONYMOUS_BURST,
+         "Jobs anonymous requests from one address may submit at once"
+         " beyond that rate.", int],
     ]
     optFlags = [
         ["no-ssl", None, "Serve plain HTTP (no TLS)."],
@@ -87,6 +99,15 @@ class Options(usage.Options):
             if self[name] <= 0:
                 raise usage.UsageError("--%s must be positive, not %s"
                                        % (name, self[name]))
+        for prefix in ("job", "anonymous-job"):
+            rate, burst = self[prefix + "-rate"], self[prefix + "-burst"]
+            if not rate >= 0 or rate == float("inf"):
+                raise usage.UsageError("--%s-rate: must be a non-negative"
+                                       " number (0: no limit), got %s"
+                                       % (prefix, rate))
+            if burst < 1:
+                raise usage.UsageError("--%s-burst: must be at least 1, got"
+                                       " %d" % (prefix, burst))
         paths = pathutils.Paths(self["root"])
         self["paths"] = paths
         if self["users-file"] is None:
@@ -181,7 +202,11 @@ def makeService(options, reactor=None):
                            reactor,
                            require_auth=options["require-authentication"],
                            long_poll=long_poll,
-                           answer_cache=not options["no-answer-cache"])
+                           answer_cache=not options["no-answer-cache"],
+                           user_rate=(options["job-rate"],
+                                      options["job-burst"]),
+                           anonymous_rate=(options["anonymous-job-rate"],
+                                           options["anonymous-job-burst"]))
     site = front.RapiSite(app.resource(), app.check_head, limits(options),
                           reactor=reactor)
     url = "%s://%s:%d/" % ("http" if options["no-ssl"] else "https",

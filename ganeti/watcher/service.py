@@ -22,6 +22,7 @@ from twisted.python import usage
 
 from ganeti import luxi
 from ganeti import pathutils
+from ganeti.server.options import parse_duration
 from ganeti.watcher import probes as wprobes
 from ganeti.watcher import watcher as wwatcher
 
@@ -32,28 +33,6 @@ log = Logger(namespace="ganeti.watcher")
 
 #: Seconds between passes (Ganeti's watcher runs from cron every 5 minutes).
 DEFAULT_INTERVAL = 300.0
-
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
-
-def parse_duration(option, text):
-    """Seconds in ``text`` (a number with an optional s/m/h/d/w suffix, as
-    Ganeti's watcher accepts for ``--job-age``); UsageError naming
-    ``option`` otherwise."""
-    value = str(text).strip()
-    factor = 1
-    if value and value[-1].lower() in _UNITS:
-        factor = _UNITS[value[-1].lower()]
-        value = value[:-1]
-    try:
-        seconds = float(value) * factor
-    except ValueError:
-        raise usage.UsageError("%s: %r is not a duration (seconds, or a"
-                               " number with s, m, h, d or w)"
-                               % (option, text))
-    if seconds < 0 or seconds != seconds:
-        raise usage.UsageError("%s: %r must not be negative" % (option, text))
-    return seconds
 
 
 def lock_path(paths):
