@@ -230,6 +230,19 @@ class NodedInProcessTests(unittest.TestCase):
         self.assertIn("instance_start", reply[1])
 
     @defer.inlineCallbacks
+    def test_deeply_nested_bodies_are_refused_before_parsing(self):
+        for body in (b"[" * 100000, b"[" * 2000 + b"]" * 2000,
+                     b'[{"a":' * 500 + b"1" + b"}]" * 500):
+            code, reply = yield defer.Deferred.fromCoroutine(
+                self.http(b"POST", "/instance_list", body))
+            self.assertEqual(code, 400)
+            self.assertIn("deeper than the limit of 64 levels", reply[1])
+        # the daemon answers as before, and nothing was logged as a failure
+        code, reply = yield defer.Deferred.fromCoroutine(
+            self.http(b"POST", "/version"))
+        self.assertEqual((code, reply), (200, [True, 3000000]))
+
+    @defer.inlineCallbacks
     def test_unexpected_error_is_reported_and_logged(self):
         def broken():
             return 1 / 0

@@ -24,6 +24,7 @@ from twisted.web import server
 
 from ganeti import errors
 from ganeti.server.noded.procedure import error_message
+from ganeti.utils import safejson
 
 log = Logger()
 
@@ -115,9 +116,17 @@ def _content_size(content):
 
 
 def _decode_body(content):
-    """The request's JSON (file work when twisted.web spooled it to disk)."""
+    """The request's JSON (file work when twisted.web spooled it to disk).
+
+    ValueError for text that is not JSON or nests deeper than
+    :data:`ganeti.utils.safejson.MAX_DEPTH` levels: a node not yet joined
+    answers any certificate, and the parser (and every check after it)
+    would recurse once per level."""
     raw = content.read() if content is not None else b""
-    return json.loads(raw.decode("utf-8")) if raw.strip() else []
+    if not raw.strip():
+        return []
+    safejson.check_depth(raw)
+    return json.loads(raw.decode("utf-8"))
 
 
 class NodedHttpApi(object):
