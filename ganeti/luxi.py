@@ -584,11 +584,21 @@ _WITH_CALLER = frozenset(["submit_job", "submit_job_to_drained_queue",
                           "submit_many_jobs", "submit_job_for"])
 
 
+#: handler function -> whether it takes ``caller`` (asked once each)
+_TAKES_CALLER = {}
+
+
 def _accepts_caller(fn):
-    try:
-        return "caller" in inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return False
+    key = getattr(fn, "__func__", fn)
+    known = _TAKES_CALLER.get(key)
+    if known is None:
+        try:
+            known = "caller" in inspect.signature(fn).parameters
+        except (TypeError, ValueError):
+            known = False
+        if len(_TAKES_CALLER) < 1024:
+            _TAKES_CALLER[key] = known
+    return known
 
 
 @attr.s

@@ -512,13 +512,11 @@ class JobQueue(object):
 
         ``client`` names who asks, for the query job budget
         (:mod:`ganeti.jqueue.budget`); None is the master itself."""
-        return defer.Deferred.fromCoroutine(
-            self._submit_one(ops, False, client))
+        return self._submit_one(ops, False, client)
 
     def submit_to_drained_queue(self, ops, client=None):
         """SubmitJobToDrainedQueue: like submit_job, ignoring the drain."""
-        return defer.Deferred.fromCoroutine(
-            self._submit_one(ops, True, client))
+        return self._submit_one(ops, True, client)
 
     def submit_many_jobs(self, jobs, ignore_drain=False, client=None):
         """SubmitManyJobs: Deferred firing with ``[[True, id] or [False,
@@ -527,17 +525,44 @@ class JobQueue(object):
         return defer.Deferred.fromCoroutine(
             self._submit_many(jobs, ignore_drain, client))
 
-    async def _submit_one(self, ops, ignore_drain, client):
-        self._check_accepting(ignore_drain)
-        prepared = self._prepare(ops)
-        self._resolve_dependencies(prepared, [])
-        # a query job over its budget archives nothing
-        self._budget.check(prepared, client)
-        await self._make_room(1, ignore_drain)
+    def _submit_one(self, ops, ignore_drain, client):
+        """A Deferred of the new job's id (see :meth:`submit_job`)."""
+        try:
+            self._check_accepting(ignore_drain)
+            prepared = self._prepare(ops)
+            self._resolve_dependencies(prepared, [])
+            # a query job over its budget archives nothing
+            self._budget.check(prepared, client)
+            waiting = self._room_for(1)
+        except Exception:
+            return defer.fail()
+        if waiting is None:
+            # the usual case, without a coroutine: there is room
+            return self._create_checked(prepared, client)
+        return defer.Deferred.fromCoroutine(
+            self._submit_after_room(waiting, prepared, ignore_drain, client))
+
+    async def _submit_after_room(self, waiting, prepared, ignore_drain,
+                                 client):
+        # as _make_room: a second archive at most, then no waiting
+        for _ in range(2):
+            await waiting
+            self._check_accepting(ignore_drain)
+            waiting = self._room_for(1)
+            if waiting is None:
+                break
+        else:
+            self._room_for(1, may_wait=False)
+        return await self._create_checked(prepared, client)
+
+    def _create_checked(self, prepared, client):
         job_id = self._serial + 1
-        self._budget.admit(job_id, prepared, client)
+        try:
+            self._budget.admit(job_id, prepared, client)
+        except Exception:
+            return defer.fail()
         self._serial = job_id
-        return await self._create(job_id, prepared)
+        return self._create(job_id, prepared)
 
     async def _submit_many(self, jobs, ignore_drain, client):
         if not isinstance(jobs, list):

@@ -30,8 +30,6 @@ _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _STEP = [0] * 256
 _STEP[ord("[")] = _STEP[ord("{")] = 1
 _STEP[ord("]")] = _STEP[ord("}")] = -1
-# An integer that may not fit in 64 bits (19 digits or more).
-_LONG_DIGITS = re.compile(rb"\d{19}")
 
 
 class JsonLimitError(ValueError):
@@ -83,10 +81,16 @@ class _Unusable(float):
     text = None
 
 
+#: numbers read as infinity or NaN so far (see :func:`loads`)
+_unusable_read = 0
+
+
 def _number(text):
+    global _unusable_read
     value = float(text)
     if math.isfinite(value):
         return value
+    _unusable_read += 1
     marked = _Unusable(value)
     marked.text = text
     return marked
@@ -123,6 +127,13 @@ def check_numbers(value, where=()):
                                    for (idx, sub) in enumerate(item)]))
 
 
+# An integer that may not fit in 64 bits (19 digits or more).
+_LONG_DIGITS = re.compile(rb"\d{19}")
+# one decoder for every call (json.loads with hooks builds a new one each
+# time); numbers that are not finite come out marked (_Unusable)
+_DECODER = json.JSONDecoder(parse_float=_number, parse_constant=_number)
+
+
 def loads(data, max_depth=MAX_DEPTH):
     """The value of JSON text ``data`` (UTF-8 bytes or str).
 
@@ -133,16 +144,13 @@ def loads(data, max_depth=MAX_DEPTH):
     raw = data.encode("utf-8") if isinstance(data, str) else data
     check_depth(raw, max_depth)
     text = data if isinstance(data, str) else raw.decode("utf-8")
-    unusable = []
-
-    def number(literal):
-        value = _number(literal)
-        if isinstance(value, _Unusable):
-            unusable.append(value)
-        return value
-    value = json.loads(text, parse_float=number, parse_constant=number)
-    # only a suspicious text is walked: a non-finite number was read, or
-    # digits enough for an integer beyond 64 bits
-    if unusable or _LONG_DIGITS.search(raw):
+    if text.startswith("\ufeff"):
+        raise json.JSONDecodeError("Unexpected UTF-8 BOM", text, 0)
+    before = _unusable_read
+    value = _DECODER.decode(text)
+    # only a suspicious text is walked: a number read as infinity or NaN
+    # (the count moved; another thread's reads can only make it walk
+    # needlessly), or digits enough for an integer beyond 64 bits
+    if _unusable_read != before or _LONG_DIGITS.search(raw):
         check_numbers(value)
     return value
