@@ -445,6 +445,24 @@ class ClusterDefaultsTests(AllocatorLUTestCase):
         self.modify(default_iallocator="")
         self.assertEqual(self.info()["default_iallocator"], "")
 
+    def test_only_what_changed_is_reported_changed(self):
+        # Ganeti's gnt-cluster modify sends its defaults along
+        del self.log[:]
+        policy = dict(self.cfg.cluster.ipolicy)
+        self.modify(default_iallocator="fake", nicparams={},
+                    ipolicy=policy)
+        said = [str(entry) for entry in self.log]
+        self.assertTrue(any("Changed default_iallocator" in s
+                            for s in said), said)
+        self.assertFalse(any("Changed nicparams" in s or
+                             "Changed ipolicy" in s for s in said), said)
+        serial = self.cfg.cluster.serial_no
+        del self.log[:]
+        self.modify(default_iallocator="fake")
+        self.assertFalse(any("Changed" in str(s) for s in self.log),
+                         self.log)
+        self.assertEqual(self.cfg.cluster.serial_no, serial)
+
     def test_unknown_names_are_refused(self):
         op = {"OP_ID": "OP_CLUSTER_SET_PARAMS", "default_iallocator": "nope"}
         err = self.fails(op)

@@ -57,6 +57,9 @@ _MAINT_PARAMS = ("maint_round_delay", "maint_balance",
                  "maint_balance_hold_down", "maint_balance_max_moves")
 
 
+#: a cluster attribute that does not exist
+_UNSET = object()
+
 def _default_allocators(cluster):
     """(Ganeti's one default allocator name, this project's per request
     type lists); a malformed stored value is shown as it is."""
@@ -511,6 +514,11 @@ class LUClusterSetParams(LogicalUnit):
         return spec.to_spec()
 
     async def exec_(self):
+        # what a client sent again unchanged (Ganeti's gnt-cluster modify
+        # sends its defaults) is neither written nor reported as changed
+        cluster = self.cfg.cluster
+        self.changes = {key: value for key, value in self.changes.items()
+                        if getattr(cluster, key, _UNSET) != value}
         if self.changes:
             self.cfg.set_cluster_params(**self.changes)
         if self.maint_changes:
