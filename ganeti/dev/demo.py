@@ -23,6 +23,7 @@ then reused from its cache); their serial console logs are printed.
 import argparse
 import copy
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -37,6 +38,7 @@ from ganeti import crypto
 from ganeti import objects
 from ganeti import dev
 from ganeti.dev.vcluster import VirtualCluster, node_addresses
+from ganeti.utils.io import atomic_write
 
 OS_DIR = os.path.join(dev.CHECKOUT_DIR, "etc", "os")
 
@@ -72,10 +74,12 @@ def build_cluster(vc, noded_args):
     started, for the summary."""
     store = vc.create_master(
         hypervisors=(constants.HT_FAKE, constants.HT_KVM))
-    # the remote API's certificate (ganeti-rapi on the master)
+    # the remote API's certificate (ganeti-rapi on the master), and a
+    # user who may write
     crypto.generate_cluster_certificate(
         os.path.join(vc.master.paths.data_dir, "rapi.pem"),
         store.cluster.cluster_name)
+    write_rapi_user(vc.master.paths.rapi_users_file)
     noded_args = list(noded_args) + ["--file-storage-dir",
                                      store.cluster.file_storage_dir]
     vc.start_master(noded_args)
@@ -92,6 +96,36 @@ def build_cluster(vc, noded_args):
     started.append(("ganeti-masterd", procs["masterd@" + vc.master.name],
                     vc.master, ("luxi", vc.master.paths.master_socket)))
     return started
+
+
+#: the remote API user the demo creates (with a new password each time)
+DEMO_RAPI_USER = "demo"
+
+
+def write_rapi_user(path):
+    """A users file (Ganeti's format) with the demo user, allowed to
+    write; its password is random."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    password = secrets.token_urlsafe(12)
+    atomic_write(path, ("# written by the demo: user password options\n"
+                        "%s %s write\n" % (DEMO_RAPI_USER, password)
+                        ).encode("ascii"), 0o600)
+    return password
+
+
+def rapi_users(path):
+    """[(user, password, options)] of a plain users file."""
+    users = []
+    try:
+        with open(path) as f:
+            for line in f:
+                fields = line.split()
+                if fields and not fields[0].startswith("#"):
+                    users.append((fields[0], fields[1] if len(fields) > 1
+                                  else "", " ".join(fields[2:])))
+    except OSError:
+        pass
+    return users
 
 
 def populate(store):
@@ -261,6 +295,13 @@ def print_summary(vc, store, started):
               % vc.master.paths.rapi_users_file)
         print("  curl -k https://%s:%d/2/instances?bulk=1"
               % (vc.master.ip, constants.DEFAULT_RAPI_PORT))
+        for user, password, options in rapi_users(
+                vc.master.paths.rapi_users_file):
+            print("  user %s, password %s (%s):" % (
+                user, password, options or "read only"))
+            print("  curl -k -u %s:%s -X PUT 'https://%s:%d/2/tags?tag=hello'"
+                  % (user, password, vc.master.ip,
+                     constants.DEFAULT_RAPI_PORT))
         for tool in ("hbal", "hcheck", "hspace"):
             print("  /usr/lib/ganeti/3.0/usr/bin/%s -m https://%s:%d"
                   % (tool, vc.master.ip, constants.DEFAULT_RAPI_PORT))

@@ -1,10 +1,12 @@
 """The README's first command: the demo cluster comes up and answers."""
 
+import base64
 import json
 import os
 import re
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -99,6 +101,19 @@ class DemoTests(unittest.TestCase):
                         text()).group(1)
         with urllib.request.urlopen(url, timeout=30) as r:
             self.assertEqual(json.loads(r.read()), [])
+        # the remote API user it prints may write
+        user, password, url = re.search(
+            r"curl -k -u (\w+):(\S+) -X PUT '(https://\S+)'",
+            text()).groups()
+        request = urllib.request.Request(url, method="PUT", headers={
+            "Authorization": "Basic " + base64.b64encode(
+                ("%s:%s" % (user, password)).encode()).decode()})
+        insecure = ssl.create_default_context()
+        insecure.check_hostname = False
+        insecure.verify_mode = ssl.CERT_NONE    # the demo's own certificate
+        with urllib.request.urlopen(request, timeout=30,
+                                    context=insecure) as r:
+            self.assertIsInstance(json.loads(r.read()), int)    # a job id
         ours = set(processes_below(base)) - {demo.pid}
         self.assertTrue(ours)       # its daemons and guest
         # an impatient user presses Ctrl-C again while the demo stops its
