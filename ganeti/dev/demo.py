@@ -74,6 +74,13 @@ def build_cluster(vc, noded_args):
     started, for the summary."""
     store = vc.create_master(
         hypervisors=(constants.HT_FAKE, constants.HT_KVM))
+    # kvm's default kernel for direct boot (/boot/vmlinuz-3-kvmU) is not
+    # on this machine: the cluster boots kvm instances from their disks,
+    # so that gnt-cluster verify passes (the --kvm demo gives its guests
+    # a kernel of their own)
+    kvm = dict(store.cluster.hvparams.get(constants.HT_KVM) or {})
+    kvm.update(kernel_path="", initrd_path="")
+    store.set_cluster_params(hvparams={constants.HT_KVM: kvm})
     # the remote API's certificate (ganeti-rapi on the master), and a
     # user who may write
     crypto.generate_cluster_certificate(

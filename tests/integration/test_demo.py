@@ -114,6 +114,15 @@ class DemoTests(unittest.TestCase):
         with urllib.request.urlopen(request, timeout=30,
                                     context=insecure) as r:
             self.assertIsInstance(json.loads(r.read()), int)    # a job id
+        # a fresh demo cluster verifies clean
+        root = re.search(r"GANETI_ROOTDIR=(\S+)", text()).group(1)
+        verify = subprocess.run(
+            [sys.executable, "-m", "ganeti.cli.gnt_cluster", "--root", root,
+             "verify"], env=dict(env, GANETI_ROOTDIR=root),
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+        output = verify.stdout.decode("utf-8", "replace")
+        self.assertEqual(verify.returncode, 0, output)
+        self.assertNotIn("ERROR", output)
         ours = set(processes_below(base)) - {demo.pid}
         self.assertTrue(ours)       # its daemons and guest
         # an impatient user presses Ctrl-C again while the demo stops its
