@@ -131,7 +131,7 @@ def rapi_users(path):
                     users.append((fields[0], fields[1] if len(fields) > 1
                                   else "", " ".join(fields[2:])))
     except OSError:
-        pass
+        pass            # no users file: nothing to print
     return users
 
 
