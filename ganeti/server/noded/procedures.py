@@ -4,13 +4,15 @@ The procedures are grouped by what they act on, one module each:
 :mod:`~ganeti.server.noded.node` (this node), :mod:`~.instances`,
 :mod:`~.disks`, :mod:`~.os_scripts`, :mod:`~.migration`, :mod:`~.drbd`,
 :mod:`~.storage_units`, :mod:`~.commands` (restricted and repair
-commands) and :mod:`~.membership`.  The work itself is in
+commands), :mod:`~.membership` and :mod:`~.renewal` (renewing the
+cluster's secrets).  The work itself is in
 ``ganeti.backend`` and ``ganeti.storage``.
 """
 
 import uuid
 
 from ganeti.server.noded.commands import CommandProcedures
+from ganeti.server.noded.renewal import CryptoProcedures
 from ganeti.server.noded.disks import DiskProcedures
 from ganeti.server.noded.drbd import DrbdProcedures
 from ganeti.server.noded.instances import InstanceProcedures
@@ -27,7 +29,8 @@ __all__ = ["NodeProcedures"]
 class NodeProcedures(_ThisNode, InstanceProcedures, DiskProcedures,
                      OsProcedures, MigrationProcedures, DrbdProcedures,
                      StorageUnitProcedures, CommandProcedures,
-                     MembershipProcedures, ProcedureTable):
+                     MembershipProcedures, CryptoProcedures,
+                     ProcedureTable):
     """The procedures of one node: ``table`` maps each name to its
     argument spec and bound method; :meth:`call` runs one.
 
