@@ -471,7 +471,10 @@ class LUClusterRename(LogicalUnit):
         try:
             crypto._check_cluster_name(name)
         except errors.X509CertError as err:
-            raise errors.OpPrereqError("name: %s" % err, errors.ECODE_INVAL)
+            raise errors.OpPrereqError(
+                "name: %s" % str(err).replace("cluster_name",
+                                              "the cluster name"),
+                errors.ECODE_INVAL)
         if name == self.cfg.cluster.cluster_name.lower():
             raise errors.OpPrereqError("Neither the name nor the IP address"
                                        " of the cluster has changed",

@@ -341,3 +341,30 @@ class RenewCryptoTests(GntCommandsMixin, unittest.TestCase):
             self.assertIn("Neither the name nor the IP address of the"
                           " cluster has changed", out)
             self.assert_everything_works()
+
+        # a node that was offline during a renewal comes back the way the
+        # warning says
+        node3 = self.node3
+        self.ok("gnt-node", "modify", "--offline", "yes", "--auto-promote",
+                node3.name)
+        out = self.ok("gnt-cluster", "renew-crypto", "-f",
+                      "--new-cluster-certificate")
+        self.assertIn("WARNING: Node %s could not be updated: cluster"
+                      " certificate (offline)" % node3.name, out)
+        self.assertIn("gnt-node add --readd --join-fingerprint", out)
+        current = read(crypto.server_pem_path(master.paths))
+        self.assertNotEqual(read(crypto.server_pem_path(node3.paths)),
+                            current)
+        for description, proc in self.vc.processes:
+            if description == "noded@" + node3.name:
+                proc.terminate()
+                proc.wait(30)
+        os.unlink(crypto.server_pem_path(node3.paths))
+        fingerprint = self.vc.start_bootstrap_noded(
+            node3, ("--os-search-path", ETC_OS))
+        self.ok("gnt-node", "add", "--readd", "--join-fingerprint",
+                fingerprint, node3.name)
+        self.assertEqual(read(crypto.server_pem_path(node3.paths)), current)
+        self.assertEqual(read(node3.paths.hmac_key_file),
+                         read(master.paths.hmac_key_file))
+        self.assert_everything_works()
