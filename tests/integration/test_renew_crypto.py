@@ -279,6 +279,9 @@ class RenewCryptoTests(GntCommandsMixin, unittest.TestCase):
                          {sha1})
 
         self.assert_everything_works()
+        out = self.ok("gnt-cluster", "verify")
+        self.assertNotIn("renew-crypto", out)
+        self.assertNotIn("HMAC key", out)
         # confd: the new key gets answers, the old one none
         for node in (master, self.node2):
             self.assertEqual(self.confd(node, "ping")["status"], 0)
