@@ -11,6 +11,7 @@ commands) and :mod:`~.membership`.  The work itself is in
 import uuid
 
 from ganeti.server.noded.commands import CommandProcedures
+from ganeti.server.noded.daemons import DaemonProcedures
 from ganeti.server.noded.disks import DiskProcedures
 from ganeti.server.noded.drbd import DrbdProcedures
 from ganeti.server.noded.instances import InstanceProcedures
@@ -27,7 +28,8 @@ __all__ = ["NodeProcedures"]
 class NodeProcedures(_ThisNode, InstanceProcedures, DiskProcedures,
                      OsProcedures, MigrationProcedures, DrbdProcedures,
                      StorageUnitProcedures, CommandProcedures,
-                     MembershipProcedures, ProcedureTable):
+                     MembershipProcedures, DaemonProcedures,
+                     ProcedureTable):
     """The procedures of one node: ``table`` maps each name to its
     argument spec and bound method; :meth:`call` runs one.
 
