@@ -69,6 +69,11 @@ async def master_failover(reactor, paths, my_address=None, my_name=None,
     raises :class:`FailoverError`."""
     try:
         view = mastervote.local_view(paths.config_file, my_address, my_name)
+    except FileNotFoundError:
+        raise FailoverError("this node (%s) is not a master candidate: it"
+                            " holds no copy of the configuration (%s); only"
+                            " a master candidate can become the master"
+                            % (my_address or my_name, paths.config_file))
     except (OSError, ValueError) as err:
         raise FailoverError("cannot read this node's configuration %s: %s"
                             " (is this node a master candidate?)"

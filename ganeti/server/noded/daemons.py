@@ -31,6 +31,7 @@ a node whose master daemon lost its vote never serves the remote API.
 import json
 import os
 import shlex
+import socket
 
 import attrs
 from twisted.application import service
@@ -39,6 +40,7 @@ from twisted.internet.utils import getProcessOutputAndValue
 from twisted.logger import Logger
 from zope.interface import Interface, implementer
 
+from ganeti import constants
 from ganeti import daemon_util
 from ganeti import errors
 from ganeti import ht
@@ -250,6 +252,14 @@ class SystemdLauncher(object):
 
 # --- the supervisor -----------------------------------------------------------
 
+def _port_open(address, port):
+    try:
+        socket.create_connection((address, port), 1).close()
+        return True
+    except OSError:
+        return False
+
+
 def master_answers(paths):
     """Whether the master daemon under ``paths`` answers a luxi query
     (blocking; run off the reactor)."""
@@ -365,7 +375,7 @@ class DaemonSupervisor(service.Service):
             if daemon not in wanted and await self.launcher.running(daemon):
                 log.info("Stopping {daemon}: not needed on a {role} node",
                          daemon=daemon, role=role.role)
-                await self.launcher.stop(daemon)
+                await self._stop(daemon)
         if role.role != ROLE_MASTER or held:
             await self._release_master_ip(role)
         for daemon in wanted:
@@ -421,6 +431,20 @@ class DaemonSupervisor(service.Service):
         log.info("Starting {daemon}", daemon=daemon)
         await self.launcher.start(daemon, self.bind, args)
         self._started_at[daemon] = self.reactor.seconds()
+        if daemon == daemon_util.RAPI:
+            # a failover is done when clients reach the remote API again
+            await self._wait_listening(daemon, self.bind,
+                                       constants.DEFAULT_RAPI_PORT)
+
+    async def _wait_listening(self, daemon, address, port, timeout=30.0):
+        deadline = self.reactor.seconds() + timeout
+        while self.reactor.seconds() < deadline:
+            if await self._run(_port_open, address, port):
+                return True
+            if not await self.launcher.running(daemon):
+                return False
+            await task.deferLater(self.reactor, 0.1, lambda: None)
+        return False
 
     async def _start_masterd(self, role, args):
         await self._activate_master_ip(role)
@@ -448,11 +472,17 @@ class DaemonSupervisor(service.Service):
         raise MasterStartError("ganeti-masterd did not answer within %d s"
                                % MASTER_START_TIMEOUT)
 
+    async def _stop(self, daemon):
+        """Stop ``daemon`` on purpose: not a death to restart or count."""
+        await self.launcher.stop(daemon)
+        for memo in (self._started_at, self._deaths, self._not_before):
+            memo.pop(daemon, None)
+
     async def _stop_master_daemons(self):
         stopped = {}
         for daemon in reversed(MASTER):
             if await self.launcher.running(daemon):
-                await self.launcher.stop(daemon)
+                await self._stop(daemon)
                 stopped[daemon] = True
         return stopped
 
@@ -495,7 +525,8 @@ class DaemonSupervisor(service.Service):
                     " first" % (role.node or self.bind, role.master),
                     errors.ECODE_STATE)
             self.release()
-            self._not_before.pop(daemon_util.MASTERD, None)
+            for daemon in MASTER:
+                self._not_before.pop(daemon, None)
             if not await self.launcher.running(daemon_util.MASTERD):
                 self.launcher.exit_status(daemon_util.MASTERD)
                 self._started_at.pop(daemon_util.MASTERD, None)
