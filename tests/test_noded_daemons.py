@@ -254,3 +254,85 @@ class MasterIpTests(unittest.TestCase):
         with open(out) as f:
             self.assertEqual(f.read().splitlines(), [
                 "start 192.0.2.10/24 eth9 4", "stop 192.0.2.10/24 eth9 4"])
+
+
+UNITS = os.path.join(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))), "etc", "systemd")
+
+
+class SystemdTests(unittest.TestCase):
+
+    def unit(self, name):
+        import configparser
+        parser = configparser.ConfigParser(interpolation=None, strict=False)
+        with open(os.path.join(UNITS, name)) as f:
+            parser.read_file(f)
+        return parser
+
+    def test_a_unit_for_every_managed_daemon(self):
+        from twisted.application.service import IServiceMaker
+        from twisted.plugin import getPlugins
+        import twisted.plugins  # noqa: F401
+        plugins = {p.tapname for p in getPlugins(IServiceMaker)}
+        for daemon in daemons.MANAGED + (daemon_util.NODED,):
+            unit = self.unit(daemon + ".service")
+            command = unit["Service"]["ExecStart"]
+            self.assertIn(daemon, command)
+            self.assertIn(daemon, plugins)
+            self.assertEqual(unit["Unit"].get("PartOf"), "ganeti.target",
+                             daemon)
+        # the vote's "not the master" is final
+        for daemon in (daemon_util.MASTERD, daemon_util.MAINTD):
+            self.assertEqual(self.unit(daemon + ".service")["Service"][
+                "RestartPreventExitStatus"], "11")
+        noded = self.unit("ganeti-noded.service")
+        self.assertIn("--daemons systemd", noded["Service"]["ExecStart"])
+        target = self.unit("ganeti.target")
+        self.assertIn("ganeti-noded.service", target["Unit"]["Wants"])
+        # the role units are started by the node daemon, not enabled
+        for daemon in daemons.MANAGED:
+            if daemon != daemon_util.WATCHER:
+                self.assertNotIn("Install", self.unit(daemon + ".service"))
+
+    def test_launcher_uses_systemctl(self):
+        from twisted.internet import reactor
+        bindir = self.mktemp()
+        os.makedirs(bindir)
+        calls = os.path.join(bindir, "calls")
+        fake = os.path.join(bindir, "systemctl")
+        with open(fake, "w") as f:
+            f.write("#!/bin/sh\necho \"$@\" >> %s\n"
+                    "[ \"$1\" = is-active ] && exit 3\n"
+                    "[ \"$2\" = bad.service ] && echo nope && exit 5\n"
+                    "exit 0\n" % calls)
+        os.chmod(fake, 0o755)
+        launcher = daemons.SystemdLauncher(reactor, systemctl=fake)
+
+        @defer.inlineCallbacks
+        def run():
+            yield launcher.start("ganeti-confd", ME, [])
+            running = yield launcher.running("ganeti-confd")
+            self.assertFalse(running)
+            yield launcher.stop("ganeti-confd")
+            try:
+                yield launcher.start("bad", ME, [])
+            except errors.CommandError as err:
+                self.assertIn("nope", str(err))
+            else:
+                self.fail("no error")
+            with open(calls) as f:
+                self.assertEqual(f.read().splitlines(), [
+                    "start ganeti-confd.service",
+                    "is-active --quiet ganeti-confd.service",
+                    "stop ganeti-confd.service", "start bad.service"])
+        return run()
+
+    def test_wildcard_bind_finds_the_node_by_name(self):
+        paths = pathutils.Paths(self.mktemp())
+        paths.ensure_dirs()
+        files.write_ssconf_files(paths, {
+            "node_primary_ips": "me %s\nother %s" % (ME, OTHER),
+            "master_node": "other", "master_candidates": "me\nother"})
+        self.patch(os, "environ", dict(os.environ, GANETI_HOSTNAME="me"))
+        role = daemons.read_role(paths, "0.0.0.0")
+        self.assertEqual((role.node, role.role), ("me", "candidate"))

@@ -417,10 +417,14 @@ class VirtualCluster(object):
         """
         if instances:
             self.kill_instances()
-        # the daemons the node daemons started (they outlive them)
+        self._stop_processes(timeout)
+        # then the daemons the node daemons started (they outlive them;
+        # stopped once no node daemon is left to start them again)
         for node in self.nodes:
             daemon_util.stop_all(node.paths, daemon_util.MANAGED_DAEMONS,
                                  timeout=timeout)
+
+    def _stop_processes(self, timeout):
         for _, proc in self.processes:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)

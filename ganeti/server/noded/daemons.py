@@ -109,13 +109,25 @@ def _lines(paths, key):
     return [line.strip() for line in text.splitlines() if line.strip()]
 
 
+#: --bind values that say nothing about which node this is
+WILDCARDS = ("", "0.0.0.0", "::")
+
+
+def this_node_name():
+    """This host's node name when the daemon listens on every address."""
+    return os.environ.get("GANETI_HOSTNAME") or socket.getfqdn()
+
+
 def read_role(paths, address):
     """This node's role from its ssconf files; ``address`` is its primary
-    address (the node daemon's --bind)."""
+    address (the node daemon's --bind; with a wildcard, the node is found
+    by this host's name)."""
     name = None
+    wildcard = address in WILDCARDS
+    me = this_node_name() if wildcard else None
     for line in _lines(paths, "node_primary_ips"):
         node, _, ip = line.partition(" ")
-        if ip == address:
+        if (node == me) if wildcard else (ip == address):
             name = node
             break
     master = (_lines(paths, "master_node") or [""])[0]
