@@ -24,8 +24,13 @@ MASTERD = "ganeti-masterd"
 NODED = "ganeti-noded"
 CONFD = "ganeti-confd"
 RAPI = "ganeti-rapi"
+MOND = "ganeti-mond"
+MAINTD = "ganeti-maintd"
+WATCHER = "ganeti-watcher"
 #: Start order on a master node; stopping goes the other way round.
 MASTER_DAEMONS = (NODED, MASTERD, CONFD, RAPI)
+#: what a node daemon started with --daemons starts and stops
+MANAGED_DAEMONS = (MOND, CONFD, MASTERD, RAPI, MAINTD, WATCHER)
 
 
 class DaemonError(Exception):
@@ -144,6 +149,17 @@ def start_daemon(root_or_paths, daemon, bind, extra_args=(), env=None):
     The daemon's stdout/stderr go to ``<log dir>/<daemon>.stderr``, where a
     daemon that dies before its logging is set up says why.
     """
+    proc = start_daemon_process(root_or_paths, daemon, bind, extra_args, env)
+    # Popen would warn about a child still running when it is collected;
+    # the daemon is meant to outlive us.
+    proc.returncode = 0
+    return proc.pid
+
+
+def start_daemon_process(root_or_paths, daemon, bind, extra_args=(),
+                         env=None):
+    """As :func:`start_daemon`, but the ``subprocess.Popen``: a parent
+    that stays (the node daemon) learns its child's exit status from it."""
     paths = _paths(root_or_paths)
     paths.ensure_dirs()
     pid = running_pid(paths, daemon)
@@ -176,10 +192,7 @@ def start_daemon(root_or_paths, daemon, bind, extra_args=(), env=None):
     with open(tmp, "w") as f:
         f.write("%d\n" % proc.pid)
     os.rename(tmp, pidfile_path(paths, daemon))
-    # Popen would warn about a child still running when it is collected;
-    # the daemon is meant to outlive us.
-    proc.returncode = 0
-    return proc.pid
+    return proc
 
 
 def stderr_path(paths, daemon):

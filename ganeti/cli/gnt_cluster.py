@@ -736,6 +736,48 @@ def verify(ctx, opts):
     return base.EXIT_SUCCESS
 
 
+@commands.command(
+    "master-failover",
+    opts=[Opt("--no-voting", action="store_true",
+              help="do not ask the other master candidates (a two-node"
+              " cluster whose master is down); dangerous, see the manual"),
+          Opt("--yes-do-it", action="store_true",
+              help="with --no-voting: do not ask for confirmation"),
+          Opt("--ignore-offline-nodes", action="store_true",
+              help="accepted for compatibility (offline nodes are never"
+              " asked)")],
+    help="make this master candidate the master (run it on the node that"
+    " is to become the master)")
+def master_failover(ctx, opts):
+    from ganeti import masterfailover
+    from ganeti.utils.reactor_run import run_in_reactor
+    if opts.no_voting and not opts.yes_do_it:
+        if not ctx.confirm(
+                "Without the vote, this node becomes the master even if the"
+                " other master candidates are only out of reach (a split"
+                " cluster would then have two masters) or hold a newer"
+                " configuration than this node. Use it only when the"
+                " master is down for good and too few candidates are left"
+                " for a vote (a two-node cluster). Continue?"):
+            return base.EXIT_FAILURE
+    name = os.environ.get("GANETI_HOSTNAME") or _default_node_name()
+
+    def work(reactor):
+        return masterfailover.master_failover(
+            reactor, ctx.paths, my_name=name, no_voting=opts.no_voting,
+            report=ctx.out)
+    started = time.monotonic()
+    try:
+        result = run_in_reactor(work)
+    except masterfailover.FailoverError as err:
+        ctx.err("Failure: %s" % err)
+        return base.EXIT_FAILURE
+    ctx.out("Master failover done in %.1f s: %s is the master (it was %s)"
+            % (time.monotonic() - started, result.new_master,
+               result.old_master))
+    return base.EXIT_SUCCESS
+
+
 @commands.command("redist-conf", opts=base.JOB_OPTS,
                   help="push the configuration files to every node again")
 def redist_conf(ctx, opts):

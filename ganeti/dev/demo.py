@@ -34,10 +34,11 @@ from twisted.application.service import IServiceMaker
 from twisted.plugin import getPlugins
 
 from ganeti import constants
-from ganeti import crypto
 from ganeti import objects
 from ganeti import dev
-from ganeti.dev.vcluster import VirtualCluster, node_addresses
+from ganeti import daemon_util
+from ganeti.dev.vcluster import (MANAGED_NODED_ARGS, VirtualCluster,
+                                 node_addresses)
 from ganeti.utils.io import atomic_write
 
 OS_DIR = os.path.join(dev.CHECKOUT_DIR, "etc", "os")
@@ -68,10 +69,11 @@ def available_plugins():
 
 
 def build_cluster(vc, noded_args):
-    """The master first (its config, certificate, noded and masterd), then
-    every other node joins (bootstrap noded, OP_NODE_ADD pinned to its
-    fingerprint).  Returns [(plugin, proc, node, check)] of the daemons
-    started, for the summary."""
+    """The master first (its config, certificate and node daemon, which
+    starts the master's other daemons), then every other node joins
+    (bootstrap noded, OP_NODE_ADD pinned to its fingerprint) and its node
+    daemon starts what its role needs.  Returns [(plugin, process, node,
+    check)] of the daemons, for the summary."""
     store = vc.create_master(
         hypervisors=(constants.HT_FAKE, constants.HT_KVM))
     # kvm's default kernel for direct boot (/boot/vmlinuz-3-kvmU) is not
@@ -81,28 +83,63 @@ def build_cluster(vc, noded_args):
     kvm = dict(store.cluster.hvparams.get(constants.HT_KVM) or {})
     kvm.update(kernel_path="", initrd_path="")
     store.set_cluster_params(hvparams={constants.HT_KVM: kvm})
-    # the remote API's certificate (ganeti-rapi on the master), and a
-    # user who may write
-    crypto.generate_cluster_certificate(
-        os.path.join(vc.master.paths.data_dir, "rapi.pem"),
-        store.cluster.cluster_name)
+    # a user of the remote API who may write
     write_rapi_user(vc.master.paths.rapi_users_file)
-    noded_args = list(noded_args) + ["--file-storage-dir",
-                                     store.cluster.file_storage_dir]
-    vc.start_master(noded_args)
+    noded_args = (list(MANAGED_NODED_ARGS) + list(noded_args)
+                  + ["--file-storage-dir", store.cluster.file_storage_dir])
+    for plugin, _, extra, _ in DAEMONS:
+        if extra and plugin not in ("ganeti-noded",):
+            noded_args += ["--daemon-args", "%s=%s" % (plugin,
+                                                       " ".join(extra))]
+    print("Starting the master's node daemon; it starts the master's other"
+          " daemons (ganeti-noded --daemons process):")
+    vc.start_managed_master(noded_args)
     print("Joining nodes (ganeti-noded --bootstrap, then OP_NODE_ADD pinned"
           " to the fingerprint it logged):")
     jobs = vc.join_nodes(noded_args=noded_args)
     for node in vc.nodes[1:]:
         print("  job %s (%s): success" % (jobs[node.name], node.name))
+    store = vc.load()
     procs = dict(vc.processes)
     started = []
-    for node in vc.nodes:
-        started.append(("ganeti-noded", procs["noded@" + node.name], node,
-                        ("tcp", constants.DEFAULT_NODED_PORT)))
-    started.append(("ganeti-masterd", procs["masterd@" + vc.master.name],
-                    vc.master, ("luxi", vc.master.paths.master_socket)))
+    for plugin, where, _, check in DAEMONS:
+        if plugin == "ganeti-noded":
+            for node in vc.nodes:
+                started.append((plugin, procs["noded@" + node.name], node,
+                                check))
+            continue
+        targets = (vc.nodes if where == "all" else
+                   [n for n in vc.nodes
+                    if store.get_node(n.name).master_candidate]
+                   if where == "candidates" else [vc.master])
+        for node in targets:
+            if check[0] == "luxi":
+                check = ("luxi", node.paths.master_socket)
+            started.append((plugin, SupervisedDaemon(node, plugin), node,
+                            check))
     return started
+
+
+class SupervisedDaemon(object):
+    """A daemon a node daemon started, seen as the demo sees its own
+    processes: a PID, and whether it still runs (its pidfile)."""
+
+    #: seconds a daemon may take until its node daemon has started it
+    START_TIMEOUT = 60.0
+
+    def __init__(self, node, daemon):
+        self.node = node
+        self.daemon = daemon
+        self._deadline = time.monotonic() + self.START_TIMEOUT
+
+    @property
+    def pid(self):
+        return daemon_util.running_pid(self.node.paths, self.daemon) or 0
+
+    def poll(self):
+        if self.pid or time.monotonic() < self._deadline:
+            return None
+        return 1
 
 
 #: the remote API user the demo creates (with a new password each time)
@@ -298,20 +335,22 @@ def print_summary(vc, store, started):
                  os.path.join(vc.master.paths.data_dir, "server.pem")))
     if any(d == "ganeti-rapi" for d, _, _, _ in started):
         print()
-        print("Remote API (HTTPS, anonymous reads; users in %s):"
-              % vc.master.paths.rapi_users_file)
+        rapi_ip = vc.master_ip or vc.master.ip
+        print("Remote API (HTTPS at the cluster's master IP %s, which moves"
+              " with a master failover; anonymous reads; users in %s):"
+              % (rapi_ip, vc.master.paths.rapi_users_file))
         print("  curl -k https://%s:%d/2/instances?bulk=1"
-              % (vc.master.ip, constants.DEFAULT_RAPI_PORT))
+              % (rapi_ip, constants.DEFAULT_RAPI_PORT))
         for user, password, options in rapi_users(
                 vc.master.paths.rapi_users_file):
             print("  user %s, password %s (%s):" % (
                 user, password, options or "read only"))
             print("  curl -k -u %s:%s -X PUT 'https://%s:%d/2/tags?tag=hello'"
-                  % (user, password, vc.master.ip,
+                  % (user, password, rapi_ip,
                      constants.DEFAULT_RAPI_PORT))
         for tool in ("hbal", "hcheck", "hspace"):
             print("  /usr/lib/ganeti/3.0/usr/bin/%s -m https://%s:%d"
-                  % (tool, vc.master.ip, constants.DEFAULT_RAPI_PORT))
+                  % (tool, rapi_ip, constants.DEFAULT_RAPI_PORT))
     monds = [node for d, _, node, _ in started if d == "ganeti-mond"]
     if monds:
         print()
@@ -342,6 +381,14 @@ def print_summary(vc, store, started):
         tool, rest = cmd.split(" ", 1)
         print("  .tox/demo/bin/%s --root %s %s" % (tool, vc.master.root,
                                                    rest))
+    if len(vc.nodes) > 1:
+        other = vc.nodes[1]
+        print()
+        print("Fail the master over to %s (its node daemon then runs the"
+              " master's daemons; the remote API follows the master IP):"
+              % other.name)
+        print("  GANETI_HOSTNAME=%s .tox/demo/bin/gnt-cluster --root %s"
+              " master-failover" % (other.name, other.root))
     missing = [d for d, _, _, _ in DAEMONS if d not in available_plugins()]
     if missing:
         print()
@@ -448,6 +495,12 @@ def main(argv=None):
         node_addresses(args.first_address, args.nodes)
     except ValueError as err:
         parser.error("--first-address: %s" % err)
+    try:
+        node_addresses(args.first_address, args.nodes + 1)
+    except ValueError:
+        parser.error("--first-address: no room for the master IP (the"
+                     " address after the %d nodes' ones) before the end of"
+                     " 127.0.0.0/8" % args.nodes)
     guest = None
     if args.kvm:
         from ganeti.dev import tinyguest
@@ -464,10 +517,13 @@ def main(argv=None):
             return 1
         print("  kernel %s\n  initrd %s" % (guest.kernel, guest.initrd))
 
+    # the master IP: the address after the nodes' (it moves to the new
+    # master at a master failover)
     vc = VirtualCluster(args.base, node_count=args.nodes,
-                        first_address=args.first_address)
+                        first_address=args.first_address,
+                        master_ip=node_addresses(args.first_address,
+                                                 args.nodes + 1)[-1])
 
-    plugins = available_plugins()
     started = []
     failed = []
     try:
@@ -479,22 +535,6 @@ def main(argv=None):
             print("FAILED to build the cluster: %s (see the logs under %s)"
                   % (err, vc.base))
             return 1
-        store = vc.load()
-        for plugin, where, extra, check in DAEMONS:
-            if plugin not in plugins or plugin in ("ganeti-noded",
-                                                   "ganeti-masterd"):
-                continue    # started by build_cluster
-            targets = (vc.nodes if where == "all" else
-                       [n for n in vc.nodes
-                        if store.get_node(n.name).master_candidate]
-                       if where == "candidates" else [vc.master])
-            for node in targets:
-                node_check = check
-                if check[0] == "luxi":
-                    node_check = ("luxi", node.paths.master_socket)
-                proc = vc.start("%s@%s" % (plugin, node.ip),
-                                vc.twistd_command(plugin, node, *extra))
-                started.append((plugin, proc, node, node_check))
         for desc, proc, node, check in started:
             # maintd listens after its vote, which waits (up to a minute)
             # for candidates' confd started alongside it
@@ -532,8 +572,9 @@ def main(argv=None):
         signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
         signal.signal(signal.SIGINT, lambda *a: sys.exit(0))
         try:
-            while all(p.poll() is None for _, p, _, _ in started) \
-                    or not started:
+            # the node daemons keep the others running
+            nodeds = [p for d, p, _, _ in started if d == "ganeti-noded"]
+            while all(p.poll() is None for p in nodeds) or not started:
                 time.sleep(1)
                 if not started:
                     # Nothing to supervise: keep the files, exit.

@@ -24,8 +24,11 @@ import attr
 from ganeti import config
 from ganeti import constants
 from ganeti import crypto
+from ganeti import daemon_util
 from ganeti import dev
 from ganeti import objects
+from ganeti import ssconf
+from ganeti.backend import files
 from ganeti.pathutils import Paths
 from ganeti.utils import io
 
@@ -70,6 +73,11 @@ def node_addresses(first, count):
     return [str(start + i) for i in range(count)]
 
 
+#: how the virtual cluster's node daemons start the other daemons: as
+#: child processes, checked every second
+MANAGED_NODED_ARGS = ("--daemons", "process", "--daemon-check-interval", "1")
+
+
 def wait_for(what, predicate, timeout, interval=0.05, error=RuntimeError):
     """Poll ``predicate`` until it returns something true, and return that;
     ``error`` (tests want AssertionError) once ``timeout`` seconds passed."""
@@ -112,6 +120,9 @@ class VirtualCluster(object):
     processes = attr.ib(factory=list)  # (description, Popen)
     #: the first node's address; the others follow it (node_addresses)
     first_address = attr.ib(default="127.0.0.1")
+    #: the cluster's master IP (None: the first node's address); an
+    #: address of its own moves to the new master at a failover
+    master_ip = attr.ib(default=None)
 
     def __attrs_post_init__(self):
         addresses = node_addresses(self.first_address, self.node_count)
@@ -163,6 +174,8 @@ class VirtualCluster(object):
         store = config.ConfigStore.create(
             m.paths.config_file, self.cluster_name, m.name, m.ip,
             enabled_hypervisors=list(hypervisors), **params)
+        if self.master_ip and self.master_ip != m.ip:
+            store.set_cluster_params(master_ip=self.master_ip)
         crypto.write_hmac_key(m.paths.hmac_key_file)
         cert = crypto.generate_cluster_certificate(
             crypto.server_pem_path(m.paths), self.cluster_name)
@@ -215,6 +228,14 @@ class VirtualCluster(object):
         store.set_cluster_params(candidate_certs={
             store.master_node.uuid: crypto.certificate_digest(
                 cert.certificate, "sha1")})
+        # as gnt-cluster init: the remote API's certificate, and the
+        # master's ssconf saying it is the master
+        # (its node daemon starts the master's daemons from that)
+        rapi_pem = os.path.join(self.master.paths.data_dir, "rapi.pem")
+        if not os.path.exists(rapi_pem):
+            crypto.generate_cluster_certificate(rapi_pem, self.cluster_name)
+        files.write_ssconf_files(self.master.paths,
+                                 ssconf.current_values(store))
         return store
 
     def start_master(self, noded_args=(), timeout=60.0):
@@ -231,6 +252,24 @@ class VirtualCluster(object):
                                    % (proc.returncode, self.base))
             return master_answers(m)
         wait_for("the master daemon", answers, timeout)
+
+    def start_managed_master(self, noded_args=(), timeout=120.0):
+        """Start the master's noded managing the node's daemons
+        (``--daemons process``): it starts masterd, rapi, maintd, confd
+        and mond by the node's role; return once luxi answers."""
+        m = self.master
+        proc = self.start("noded@" + m.name, self.twistd_command(
+            "ganeti-noded", m, "--no-mlock", *(MANAGED_NODED_ARGS
+                                               + tuple(noded_args))))
+
+        def answers():
+            if proc.poll() is not None:
+                raise RuntimeError("ganeti-noded exited with %s; see %s"
+                                   % (proc.returncode, self.base))
+            return master_answers(m)
+        wait_for("the master daemon (started by the node daemon)", answers,
+                 timeout)
+        return proc
 
     def start_bootstrap_noded(self, node, noded_args=(), timeout=60.0):
         """Start ``ganeti-noded --bootstrap`` on a node that is not a
@@ -284,6 +323,31 @@ class VirtualCluster(object):
         return jobs
 
     # --- daemons ---------------------------------------------------------
+
+    def daemon_pid(self, node, daemon):
+        """The PID of a daemon the node daemon of ``node`` started (None:
+        not running)."""
+        return daemon_util.running_pid(node.paths, daemon)
+
+    def kill_node(self, node, sig=signal.SIGKILL):
+        """What a node failure does to the node's daemons: every daemon
+        under its root is killed (its instances too with
+        :meth:`kill_instances`)."""
+        killed = []
+        for desc, proc in self.processes:
+            if desc.endswith("@" + node.name) and proc.poll() is None:
+                proc.send_signal(sig)
+                proc.wait()
+                killed.append(proc.pid)
+        for daemon in daemon_util.MANAGED_DAEMONS:
+            pid = daemon_util.running_pid(node.paths, daemon)
+            if pid is not None:
+                try:
+                    os.kill(pid, sig)
+                except OSError:
+                    pass
+                killed.append(pid)
+        return killed
 
     def twistd_command(self, plugin, node, *args):
         """Run a daemon plugin in the foreground with ``twist``.
@@ -353,6 +417,14 @@ class VirtualCluster(object):
         """
         if instances:
             self.kill_instances()
+        self._stop_processes(timeout)
+        # then the daemons the node daemons started (they outlive them;
+        # stopped once no node daemon is left to start them again)
+        for node in self.nodes:
+            daemon_util.stop_all(node.paths, daemon_util.MANAGED_DAEMONS,
+                                 timeout=timeout)
+
+    def _stop_processes(self, timeout):
         for _, proc in self.processes:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)

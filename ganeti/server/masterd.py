@@ -14,8 +14,10 @@ names the path).
 """
 
 import abc
+import atexit
 import gc
 import os
+import socket
 
 from twisted.application.internet import TimerService
 from twisted.application import service
@@ -32,6 +34,7 @@ from ganeti import crypto
 from ganeti import errors
 from ganeti import jqueue
 from ganeti import luxi
+from ganeti import mastervote
 from ganeti import mcpu
 from ganeti import opcodes
 from ganeti import pathutils
@@ -95,6 +98,9 @@ class Options(usage.Options):
         ["job-archive-age", None, str(DEFAULT_JOB_ARCHIVE_AGE), "Finished"
          " jobs older than this are archived by the master's timer"
          " (seconds; s, m, h, d, w suffixes allowed)."],
+        ["vote-patience", None, 60.0, "While too few master candidates"
+         " answer the start-up vote (the cluster is starting), ask again"
+         " for up to this many seconds before exiting.", float],
         ["job-archive-interval", None, str(DEFAULT_JOB_ARCHIVE_INTERVAL),
          "Seconds between the master's archivings of old finished jobs"
          " (s, m, h suffixes allowed; 0: none, archive with gnt-job"
@@ -103,6 +109,10 @@ class Options(usage.Options):
     optFlags = [
         ["no-query-cache", None, "Compute every query from scratch (no"
          " cached values, rows or live data)."],
+        ["no-voting", None, "Do not ask the master candidates whether this"
+         " node is the master (with --yes-do-it; a two-node cluster whose"
+         " other node is down)."],
+        ["yes-do-it", None, "Confirm --no-voting."],
     ]
 
     def __init__(self):
@@ -128,6 +138,13 @@ class Options(usage.Options):
                                        " limit), got %d" % (name, self[name]))
         for name in ("job-archive-age", "job-archive-interval"):
             self[name] = parse_duration("--" + name, self[name])
+        if self["no-voting"] and not self["yes-do-it"]:
+            raise usage.UsageError(
+                "--no-voting needs --yes-do-it: without the vote a node"
+                " that lost the master role while it was down would run a"
+                " second master on a stale configuration")
+        if self["vote-patience"] < 0:
+            raise usage.UsageError("--vote-patience must not be negative")
         paths = pathutils.Paths(self["root"])
         if not os.path.exists(paths.config_file):
             raise usage.UsageError(
@@ -501,7 +518,7 @@ class MasterService(service.MultiService):
     down)."""
 
     def __init__(self, config_service, jobs, pause=None, query_cache=None,
-                 freeze_start_objects=False):
+                 freeze_start_objects=False, vote=None):
         service.MultiService.__init__(self)
         self.config = config_service
         self.jobs = jobs
@@ -509,9 +526,54 @@ class MasterService(service.MultiService):
         #: kept across queries (None: every query computes everything)
         self.query_cache = query_cache
         self.freeze_start_objects = freeze_start_objects
+        #: ``async vote() -> Verdict`` asked before anything starts (None:
+        #: no start-up vote)
+        self.vote = vote
+
+    def privilegedStartService(self):
+        if self.vote is None:
+            service.MultiService.privilegedStartService(self)
+        # else nothing opens or reads before the vote (startService)
 
     def startService(self):
-        service.MultiService.startService(self)
+        if self.vote is None:
+            service.MultiService.startService(self)
+            self._started()
+            return
+        service.Service.startService(self)
+        from twisted.internet import reactor
+
+        def start():
+            d = defer.Deferred.fromCoroutine(self._start_after_vote())
+            d.addErrback(self._start_failed)
+        # a failure stops the reactor: it must be running by then
+        reactor.callWhenRunning(start)
+
+    async def _start_after_vote(self):
+        verdict = await self.vote()
+        if not verdict.ok:
+            log.error("Not starting: this node is not the master ({reason})."
+                      " If the other master candidates are down for good,"
+                      " start it with --no-voting --yes-do-it",
+                      reason=verdict.reason)
+            _to_stderr("ganeti-masterd: not the master: %s" % verdict.reason)
+            _exit_when_stopped(EXIT_NOTMASTER)
+            return
+        log.info("Start-up vote: {reason}", reason=verdict.reason)
+        for child in list(self):
+            child.privilegedStartService()
+            child.startService()
+        self._started()
+
+    def _start_failed(self, failure):
+        log.failure("The master daemon could not start", failure)
+        # as when the start fails before the reactor runs: the reason on
+        # stderr too, for whoever started it by hand
+        _to_stderr("ganeti-masterd could not start: %s: %s"
+                   % (failure.type.__name__, failure.value))
+        _exit_when_stopped(1)
+
+    def _started(self):
         if self.freeze_start_objects:
             # What the start loaded (modules, the configuration, the jobs
             # found on disk) lives as long as the daemon.  Kept out of the
@@ -573,6 +635,64 @@ class MasterService(service.MultiService):
                 log.failure("stopping {name} failed", name=child.name)
 
 
+#: exit status of a master daemon on a node that is not the master (as
+#: Ganeti's)
+EXIT_NOTMASTER = 11
+
+
+def _to_stderr(message):
+    # the process's own stderr (the log has taken over sys.stderr)
+    try:
+        os.write(2, (message + "\n").encode("utf-8", "replace"))
+    except OSError:
+        pass
+
+
+def _exit_when_stopped(status):
+    from twisted.internet import reactor
+    atexit.register(os._exit, status)
+    reactor.stop()
+
+
+def startup_vote(options, paths, reactor):
+    """The start-up vote of ``options`` (None: --no-voting)."""
+    if options.get("no-voting"):
+        log.warn("Starting without asking the master candidates"
+                 " (--no-voting): make sure no other node runs a master"
+                 " daemon")
+        return None
+
+    async def vote():
+        try:
+            view = mastervote.local_view(
+                paths.config_file, my_address=options.get("bind"),
+                my_name=None if options.get("bind") else
+                os.environ.get("GANETI_HOSTNAME") or socket.getfqdn())
+        except (OSError, ValueError) as err:
+            return mastervote.Verdict(False, True, "cannot read %s: %s"
+                                      % (paths.config_file, err))
+        if view.me is None:
+            return mastervote.Verdict(
+                False, True, "this node (%s) is not in the configuration"
+                % (options.get("bind") or socket.getfqdn()))
+        if view.master != view.me:
+            return mastervote.Verdict(
+                False, True, "the configuration names %s the master, not"
+                " this node (%s)" % (view.master, view.me))
+        if not view.voters:
+            return mastervote.Verdict(True, True, "the only master"
+                                      " candidate")
+        client = mastervote.address_client(
+            reactor, crypto.server_pem_path(paths), view.voters)
+        try:
+            return await mastervote.startup_vote(
+                reactor, view, mastervote.rpc_caller(client),
+                patience=_option(options, "vote-patience", 60.0))
+        finally:
+            await client.close()
+    return vote
+
+
 def makeService(options, reactor=None, writer=None):
     """The master daemon's service tree.  ``writer`` writes config.data,
     job files and ssconf (default: one thread, in the order asked; a test
@@ -609,7 +729,9 @@ def makeService(options, reactor=None, writer=None):
     # freezing the start's objects is for the daemon's process, not for
     # a test's (which passes its reactor)
     top = MasterService(config_service, jobs, pause.pause, cache,
-                        freeze_start_objects=daemon)
+                        freeze_start_objects=daemon,
+                        vote=startup_vote(options, paths, reactor)
+                        if daemon else None)
     # Started in this order, stopped the other way round: a second master
     # stops at the queue lock, before it has read or written anything;
     # the queue is loaded before the socket opens; the writer stops last,

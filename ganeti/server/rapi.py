@@ -10,6 +10,7 @@ and their rights come from ``<data_dir>/rapi/users``, re-read when it
 changes.  Queries and jobs go to the master daemon over its luxi socket.
 """
 
+import ipaddress
 import os
 
 from twisted.application import service, strports
@@ -45,6 +46,9 @@ class Options(usage.Options):
         ["root", None, "/", "Root directory: files are under"
          " ROOT/var/lib/ganeti (virtual cluster mode)."],
         ["bind", "b", "0.0.0.0", "Address to listen on."],
+        ["also-bind", None, None, "A second address to listen on (the"
+         " cluster's master IP; the node daemon passes it on the"
+         " master)."],
         ["port", "p", constants.DEFAULT_RAPI_PORT, "TCP port.", int],
         ["ssl-key", "K", None, "PEM file with the TLS key (default: the"
          " RAPI certificate, ROOT/var/lib/ganeti/rapi.pem)."],
@@ -94,6 +98,12 @@ class Options(usage.Options):
     def postOptions(self):
         # Where it listens is checked in both modes (HTTPS and --no-ssl).
         check_listen(self, lambda: constants.DEFAULT_RAPI_PORT)
+        if self["also-bind"] is not None:
+            try:
+                ipaddress.ip_address(self["also-bind"])
+            except ValueError:
+                raise usage.UsageError("--also-bind: %r is not an IP"
+                                       " address" % self["also-bind"])
         for name in ("max-body-size", "max-connections",
                      "max-client-connections", "request-head-timeout",
                      "request-body-timeout"):
@@ -126,12 +136,13 @@ class Options(usage.Options):
                     % self[what])
 
 
-def listen_description(options):
-    """The server endpoint string for ``--bind``/``--port`` (TCP; TLS, if
-    any, is layered on by :func:`listening_factory`)."""
+def listen_description(options, address=None):
+    """The server endpoint string for ``--bind`` (or ``address``) and
+    ``--port`` (TCP; TLS, if any, is layered on by
+    :func:`listening_factory`)."""
     quote = endpoints.quoteStringArgument
-    return "tcp:port=%d:interface=%s" % (options["port"],
-                                         quote(options["bind"]))
+    return "tcp:port=%d:interface=%s" % (
+        options["port"], quote(address or options["bind"]))
 
 
 def tls_options(options):
@@ -217,4 +228,11 @@ def makeService(options, reactor=None):
                             reactor=reactor)
     http.setName("http")
     http.setServiceParent(top)
+    also = options.get("also-bind")
+    if also and also != options["bind"]:
+        second = strports.service(listen_description(options, also),
+                                  listening_factory(options, site, reactor),
+                                  reactor=reactor)
+        second.setName("http-master-ip")
+        second.setServiceParent(top)
     return top

@@ -43,11 +43,12 @@ from ganeti.server import fallbacklog
 from ganeti.server.noded.blocking import (BlockingPool, DEFAULT_THREADS,
                                           MAX_THREADS)
 from ganeti.server.noded.bootstrap import Membership
+from ganeti.server.noded import daemons
 from ganeti.server.noded.commands import make_command_sets
-from ganeti.server.noded.renewal import ClusterTLS
 from ganeti.server.noded.http import make_site
 from ganeti.server.noded.node import node_file_storage_dirs
 from ganeti.server.noded.procedures import NodeProcedures
+from ganeti.server.noded.renewal import ClusterTLS
 from ganeti.server.options import check_listen, service_port
 
 __all__ = ["Options", "makeService", "NodedService", "make_procedures",
@@ -132,6 +133,12 @@ class Options(usage.Options):
          " work of procedures (so that a slow disk stalls only the calls"
          " that need it); 0 does it on the reactor, for comparisons only"
          " (at most %d)." % MAX_THREADS, int],
+        ["daemons", None, "none", "Start and stop this node's other daemons"
+         " by its role (mond everywhere, confd on master candidates,"
+         " masterd, rapi and maintd on the master): 'process' as child"
+         " processes, 'systemd' through their units, 'none' not at all."],
+        ["daemon-check-interval", None, 10.0, "With --daemons: seconds"
+         " between checks that the role's daemons run.", float],
         ["master-fingerprint", None, None, "With --bootstrap: accept a join"
          " only from a master presenting the cluster certificate with this"
          " SHA-256 fingerprint (on the master: openssl x509 -noout"
@@ -143,6 +150,13 @@ class Options(usage.Options):
         self["os-search-path"] = []
         self["file-storage-dir"] = []
         self["extra-file-dir"] = []
+        self["daemon-args"] = []
+
+    def opt_daemon_args(self, value):
+        """With --daemons process: extra arguments of one daemon, as
+        DAEMON=ARGUMENTS (repeatable; e.g. 'ganeti-maintd=--interval 5').
+        ganeti-watcher runs as a daemon only when given arguments."""
+        self["daemon-args"].append(value)
 
     def opt_extra_file_dir(self, directory):
         """Also accept admin-listed extra files (gnt-cluster redist-conf)
@@ -170,6 +184,17 @@ class Options(usage.Options):
             raise usage.UsageError("--blocking-threads must be from 0 to %d,"
                                    " not %d" % (MAX_THREADS,
                                                 self["blocking-threads"]))
+        if self["daemons"] not in ("none", "process", "systemd"):
+            raise usage.UsageError("--daemons: %r is not one of none,"
+                                   " process, systemd" % self["daemons"])
+        if self["daemon-check-interval"] <= 0:
+            raise usage.UsageError("--daemon-check-interval must be"
+                                   " positive")
+        try:
+            self["daemon-args"] = daemons.parse_daemon_args(
+                self["daemon-args"])
+        except ValueError as err:
+            raise usage.UsageError("--daemon-args: %s" % err)
         paths = pathutils.Paths(self["root"])
         cert_file = self["cert-file"] or crypto.server_pem_path(paths)
         if self["master-fingerprint"] is not None:
@@ -311,6 +336,18 @@ def makeService(options, reactor=None):
         procedures.cluster_tls = tls
         factory = TLSMemoryBIOFactory(tls, False,
                                       make_site(reactor, procedures))
+    if options["daemons"] != "none":
+        if options["daemons"] == "systemd":
+            launcher = daemons.SystemdLauncher(reactor)
+        else:
+            launcher = daemons.ProcessLauncher(procedures.paths, pool.run)
+        supervisor = daemons.DaemonSupervisor(
+            reactor, procedures.paths, options["bind"], launcher, pool.run,
+            extra_args=options["daemon-args"],
+            interval=options["daemon-check-interval"])
+        procedures.supervisor = supervisor
+        procedures.on_ssconf_written = supervisor.ssconf_changed
+        supervisor.setServiceParent(top)
     https = internet.StreamServerEndpointService(endpoint, factory)
     # As strports.service: a port that cannot be bound stops the daemon
     # instead of being only logged.

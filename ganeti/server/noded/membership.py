@@ -66,7 +66,13 @@ class MembershipProcedures(object):
     def write_ssconf_files(self, values):
         """Write ``ssconf_<key>`` files."""
         files.write_ssconf_files(self.paths, values)
+        if self.on_ssconf_written is not None:
+            # the node's role may have changed (its daemons follow)
+            self.reactor.callFromThread(self.on_ssconf_written)
         return True
+
+    #: Called (from any thread) after ssconf files were written.
+    on_ssconf_written = None
 
     #: Standard directories an admin-listed extra file may be written to
     #: (``gnt-cluster redist-conf``); ganeti-noded --extra-file-dir adds more.

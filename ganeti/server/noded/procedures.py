@@ -12,7 +12,7 @@ cluster's secrets).  The work itself is in
 import uuid
 
 from ganeti.server.noded.commands import CommandProcedures
-from ganeti.server.noded.renewal import CryptoProcedures
+from ganeti.server.noded.daemons import DaemonProcedures
 from ganeti.server.noded.disks import DiskProcedures
 from ganeti.server.noded.drbd import DrbdProcedures
 from ganeti.server.noded.instances import InstanceProcedures
@@ -21,6 +21,7 @@ from ganeti.server.noded.migration import MigrationProcedures
 from ganeti.server.noded.node import NodeProcedures as _ThisNode
 from ganeti.server.noded.os_scripts import OsProcedures
 from ganeti.server.noded.procedure import ProcedureTable
+from ganeti.server.noded.renewal import CryptoProcedures
 from ganeti.server.noded.storage_units import StorageUnitProcedures
 
 __all__ = ["NodeProcedures"]
@@ -29,7 +30,8 @@ __all__ = ["NodeProcedures"]
 class NodeProcedures(_ThisNode, InstanceProcedures, DiskProcedures,
                      OsProcedures, MigrationProcedures, DrbdProcedures,
                      StorageUnitProcedures, CommandProcedures,
-                     MembershipProcedures, CryptoProcedures,
+                     MembershipProcedures, DaemonProcedures,
+                     CryptoProcedures,
                      ProcedureTable):
     """The procedures of one node: ``table`` maps each name to its
     argument spec and bound method; :meth:`call` runs one.
