@@ -74,9 +74,6 @@ class Missed(object):
     def add(self, node, what, why):
         self.nodes.setdefault(node, {}).setdefault(what, why)
 
-    def __bool__(self):
-        return bool(self.nodes)
-
 
 def _sleep(clock, seconds):
     return task.deferLater(clock, seconds, lambda: None)
@@ -191,7 +188,8 @@ def _online_nodes(lu, what, missed):
                    key=lambda n: (n.uuid != master.uuid, n.name))
     for node in nodes:
         if node.offline:
-            lu.log_info("Skipping offline node %s", node.name)
+            if node.name not in missed.nodes:   # said once per job
+                lu.log_info("Skipping offline node %s", node.name)
             for item in what:
                 missed.add(node.name, item, "offline")
     return [n.name for n in nodes if not n.offline]
