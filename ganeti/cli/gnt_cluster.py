@@ -778,6 +778,25 @@ def master_failover(ctx, opts):
     return base.EXIT_SUCCESS
 
 
+@commands.command("activate-master-ip", opts=base.JOB_OPTS,
+                  help="take the cluster's master IP on the master node")
+def activate_master_ip(ctx, opts):
+    ctx.run_op(ctx.opcode("OP_CLUSTER_ACTIVATE_MASTER_IP"))
+
+
+@commands.command("deactivate-master-ip",
+                  opts=base.JOB_OPTS + [base.FORCE_OPT],
+                  help="give the master IP up (clients cannot reach the"
+                  " master at it until it is activated again)")
+def deactivate_master_ip(ctx, opts):
+    if not ctx.confirm("Clients of the remote API and other tools reach the"
+                       " master at its master IP; they cannot until"
+                       " activate-master-ip. Continue?",
+                       skip=opts.force):
+        return base.EXIT_FAILURE
+    ctx.run_op(ctx.opcode("OP_CLUSTER_DEACTIVATE_MASTER_IP"))
+
+
 @commands.command("redist-conf", opts=base.JOB_OPTS,
                   help="push the configuration files to every node again")
 def redist_conf(ctx, opts):
