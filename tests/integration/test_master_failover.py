@@ -28,6 +28,7 @@ from ganeti.backend import master_ip
 from ganeti.dev.vcluster import (MANAGED_NODED_ARGS, VirtualCluster,
                                  master_answers)
 
+from tests import ganeti_peer
 from tests.integration.daemons import (ETC_OS, FINAL, PROJECT, command_env,
                                        wait_for)
 from tests.places import random_ips, short_tmpdir
@@ -230,6 +231,16 @@ class MasterFailoverTests(ManagedClusterTestCase):
         self.assertEqual(self.rapi_info()["master"], new.name)
         code, out = self.gnt(new, "gnt-cluster", "master-ping")
         self.assertEqual(code, 0, out)
+        if not ganeti_peer.unavailable_reason():
+            # Ganeti's own tools, on the new master, as on any master
+            code, out = ganeti_peer.run_tool("gnt-cluster", ["getmaster"],
+                                             new.root, new.name)
+            self.assertEqual((code, out.strip()), (0, new.name))
+            code, out = ganeti_peer.run_tool(
+                "gnt-job", ["list", "--no-headers", "-o", "id,status"],
+                new.root, new.name)
+            self.assertEqual(code, 0, out)
+            self.assertIn("%d error" % running, out)
         for daemon in (daemon_util.MASTERD, daemon_util.RAPI,
                        daemon_util.MAINTD):
             self.wait_daemon(new, daemon)
