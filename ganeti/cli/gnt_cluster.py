@@ -205,8 +205,7 @@ def _mac_prefix(text):
 def _wait_for_master(ctx, paths, timeout=MASTER_START_TIMEOUT):
     deadline = time.monotonic() + timeout
     while True:
-        for daemon in daemon_util.MASTER_DAEMONS:
-            daemon_util.check_alive(paths, daemon)
+        daemon_util.check_alive(paths, daemon_util.NODED)
         try:
             with luxi.BlockingClient(paths.master_socket, 5) as c:
                 c.call(luxi.REQ_QUERY_CONFIG_VALUES, ["cluster_name"])
@@ -215,36 +214,60 @@ def _wait_for_master(ctx, paths, timeout=MASTER_START_TIMEOUT):
                 luxi.ConnectionClosedError):
             pass
         if time.monotonic() > deadline:
+            tail = daemon_util.stderr_tail(paths, daemon_util.MASTERD)
             raise daemon_util.DaemonError(
                 "the master daemon did not answer on %s within %d seconds"
-                " (see %s)" % (paths.master_socket, timeout, paths.log_dir))
+                " (see %s)%s" % (paths.master_socket, timeout, paths.log_dir,
+                                 ("; its last output:\n" + tail) if tail
+                                 else ""))
         time.sleep(0.1)
+
+
+#: what the node daemon of a node set up by init starts by role
+#: (docs/master-failover.rst)
+NODED_DAEMONS_ARGS = ["--daemons", "process"]
 
 
 def start_node_daemons(paths, node_ip, os_search_path=(),
                        file_storage_dirs=(), wait=True, ctx=None):
-    """Start noded, masterd and confd of the master node; wait for luxi."""
-    noded_args = []
+    """Start the node daemon, which starts the master's other daemons by
+    the node's role (masterd, confd, rapi, mond, maintd); wait for luxi."""
+    noded_args = list(NODED_DAEMONS_ARGS)
     for directory in os_search_path or ():
         noded_args += ["--os-search-path", directory]
     for directory in file_storage_dirs or ():
         noded_args += ["--file-storage-dir", directory]
-    started = []
     try:
-        for daemon, extra in ((daemon_util.NODED, noded_args),
-                              (daemon_util.MASTERD, []),
-                              (daemon_util.CONFD, []),
-                              (daemon_util.RAPI, [])):
-            pid = daemon_util.start_daemon(paths, daemon, node_ip, extra)
-            started.append(daemon)
-            if ctx is not None:
-                ctx.out("Started %s (pid %d)" % (daemon, pid))
+        pid = daemon_util.start_daemon(paths, daemon_util.NODED, node_ip,
+                                       noded_args)
+        if ctx is not None:
+            ctx.out("Started %s (pid %d); it starts the master's other"
+                    " daemons" % (daemon_util.NODED, pid))
         if wait:
             _wait_for_master(ctx, paths)
+            # then the rest of the master's daemons, started after it
+            deadline = time.monotonic() + 30
+            wanted = (daemon_util.CONFD, daemon_util.RAPI, daemon_util.MOND)
+            while time.monotonic() < deadline and not all(
+                    daemon_util.running_pid(paths, d) for d in wanted):
+                time.sleep(0.1)
+            if ctx is not None:
+                for daemon in daemon_util.MANAGED_DAEMONS:
+                    pid = daemon_util.running_pid(paths, daemon)
+                    if pid:
+                        ctx.out("Started %s (pid %d)" % (daemon, pid))
     except BaseException:
-        daemon_util.stop_all(paths, started)
+        stop_node_daemons(paths)
         raise
-    return started
+    return [daemon_util.NODED]
+
+
+def stop_node_daemons(paths):
+    """Stop the node daemon first (it would start the others again), then
+    every daemon it started; ``{daemon: pid}``."""
+    stopped = daemon_util.stop_all(paths, (daemon_util.NODED,))
+    stopped.update(daemon_util.stop_all(paths, daemon_util.MANAGED_DAEMONS))
+    return stopped
 
 
 def cluster_files(paths):
@@ -499,7 +522,7 @@ def destroy(ctx, opts):
             "Failure: this master daemon does not implement cluster"
             " destruction (OP_CLUSTER_DESTROY); nothing was changed")
     ctx.client.close()
-    stopped = daemon_util.stop_all(ctx.paths)
+    stopped = stop_node_daemons(ctx.paths)
     for daemon, pid in sorted(stopped.items()):
         if pid:
             ctx.out("Stopped %s (pid %d)" % (daemon, pid))
@@ -776,6 +799,25 @@ def master_failover(ctx, opts):
             % (time.monotonic() - started, result.new_master,
                result.old_master))
     return base.EXIT_SUCCESS
+
+
+@commands.command("activate-master-ip", opts=base.JOB_OPTS,
+                  help="take the cluster's master IP on the master node")
+def activate_master_ip(ctx, opts):
+    ctx.run_op(ctx.opcode("OP_CLUSTER_ACTIVATE_MASTER_IP"))
+
+
+@commands.command("deactivate-master-ip",
+                  opts=base.JOB_OPTS + [base.FORCE_OPT],
+                  help="give the master IP up (clients cannot reach the"
+                  " master at it until it is activated again)")
+def deactivate_master_ip(ctx, opts):
+    if not ctx.confirm("Clients of the remote API and other tools reach the"
+                       " master at its master IP; they cannot until"
+                       " activate-master-ip. Continue?",
+                       skip=opts.force):
+        return base.EXIT_FAILURE
+    ctx.run_op(ctx.opcode("OP_CLUSTER_DEACTIVATE_MASTER_IP"))
 
 
 @commands.command("redist-conf", opts=base.JOB_OPTS,

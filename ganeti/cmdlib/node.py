@@ -803,3 +803,50 @@ class LUClusterRedistConf(LogicalUnit):
             self.log_warning("Not every node got every file: %s"
                              % ", ".join(bad))
         return None
+
+
+# --- OP_CLUSTER_ACTIVATE_MASTER_IP / OP_CLUSTER_DEACTIVATE_MASTER_IP --------
+
+class _LUMasterIp(LogicalUnit):
+    """The cluster's master IP on the master node (docs/master-failover.rst):
+    its node daemon adds or removes the address (or runs the external
+    master IP script)."""
+    PROCEDURE = "node_activate_master_ip"
+    WHAT = "Activation"
+
+    def expand_names(self):
+        self.needed_locks[locking.LEVEL_NODE] = [self.cfg.cluster.master_node]
+        self.share_locks[locking.LEVEL_NODE] = True
+
+    def args(self, cluster):
+        return [cluster.master_ip, cluster.master_netmask,
+                cluster.master_netdev,
+                bool(cluster.use_external_mip_script)]
+
+    async def exec_(self):
+        cluster = self.cfg.cluster
+        master = self.cfg.get_node(cluster.master_node)
+        result = await self.ctx.rpc.call(master.name, self.PROCEDURE,
+                                         self.args(cluster))
+        if not result.success:
+            raise errors.OpExecError("%s of %s on %s failed: %s"
+                                     % (self.WHAT, cluster.master_ip,
+                                        master.name, result.fail_msg))
+        self.log_info("%s: master IP %s on %s", self.WHAT,
+                      cluster.master_ip, master.name)
+        return None
+
+
+class LUClusterActivateMasterIp(_LUMasterIp):
+    """gnt-cluster activate-master-ip"""
+    OP_ID = "OP_CLUSTER_ACTIVATE_MASTER_IP"
+
+
+class LUClusterDeactivateMasterIp(_LUMasterIp):
+    """gnt-cluster deactivate-master-ip"""
+    OP_ID = "OP_CLUSTER_DEACTIVATE_MASTER_IP"
+    PROCEDURE = "node_deactivate_master_ip"
+    WHAT = "Deactivation"
+
+    def args(self, cluster):
+        return [bool(cluster.use_external_mip_script)]

@@ -24,9 +24,11 @@ import ssl
 from ganeti import constants
 from ganeti import daemon_util
 from ganeti import luxi
+from ganeti.backend import master_ip
 from ganeti.dev.vcluster import (MANAGED_NODED_ARGS, VirtualCluster,
                                  master_answers)
 
+from tests import ganeti_peer
 from tests.integration.daemons import (ETC_OS, FINAL, PROJECT, command_env,
                                        wait_for)
 from tests.places import random_ips, short_tmpdir
@@ -229,6 +231,16 @@ class MasterFailoverTests(ManagedClusterTestCase):
         self.assertEqual(self.rapi_info()["master"], new.name)
         code, out = self.gnt(new, "gnt-cluster", "master-ping")
         self.assertEqual(code, 0, out)
+        if not ganeti_peer.unavailable_reason():
+            # Ganeti's own tools, on the new master, as on any master
+            code, out = ganeti_peer.run_tool("gnt-cluster", ["getmaster"],
+                                             new.root, new.name)
+            self.assertEqual((code, out.strip()), (0, new.name))
+            code, out = ganeti_peer.run_tool(
+                "gnt-job", ["list", "--no-headers", "-o", "id,status"],
+                new.root, new.name)
+            self.assertEqual(code, 0, out)
+            self.assertIn("%d error" % running, out)
         for daemon in (daemon_util.MASTERD, daemon_util.RAPI,
                        daemon_util.MAINTD):
             self.wait_daemon(new, daemon)
@@ -261,6 +273,16 @@ class MasterFailoverTests(ManagedClusterTestCase):
                        daemon_util.MAINTD):
             self.wait_daemon(old, daemon, running=False)
         self.assertEqual(self.rapi_info()["master"], new.name)
+        # the master IP moved
+        self.assertIsNone(master_ip.held_address(old.paths))
+        self.assertEqual(master_ip.held_address(new.paths), self.master_ip)
+        code, out = self.gnt(new, "gnt-cluster", "deactivate-master-ip",
+                             "-f")
+        self.assertEqual(code, 0, out)
+        self.assertIsNone(master_ip.held_address(new.paths))
+        code, out = self.gnt(new, "gnt-cluster", "activate-master-ip")
+        self.assertEqual(code, 0, out)
+        self.assertEqual(master_ip.held_address(new.paths), self.master_ip)
         c = self.client(new)
         self.run_job(c, {"OP_ID": "OP_TEST_DELAY", "duration": 0})
         # and back again
@@ -277,6 +299,8 @@ class MasterFailoverTests(ManagedClusterTestCase):
         self.run_job(c, {"OP_ID": "OP_NODE_SET_PARAMS",
                          "node_name": self.node(2).name,
                          "master_candidate": False, "auto_promote": False})
+        # a demoted candidate's node daemon stops its confd
+        self.wait_daemon(self.node(2), daemon_util.CONFD, running=False)
         serial = self.serial(self.node(0))
         code, out = self.gnt(self.node(2), "gnt-cluster", "master-failover")
         self.assertNotEqual(code, 0, out)
