@@ -4,7 +4,8 @@ The procedures are grouped by what they act on, one module each:
 :mod:`~ganeti.server.noded.node` (this node), :mod:`~.instances`,
 :mod:`~.disks`, :mod:`~.os_scripts`, :mod:`~.migration`, :mod:`~.drbd`,
 :mod:`~.storage_units`, :mod:`~.commands` (restricted and repair
-commands) and :mod:`~.membership`.  The work itself is in
+commands), :mod:`~.membership` and :mod:`~.merge` (the cluster
+merger).  The work itself is in
 ``ganeti.backend`` and ``ganeti.storage``.
 """
 
@@ -16,6 +17,7 @@ from ganeti.server.noded.disks import DiskProcedures
 from ganeti.server.noded.drbd import DrbdProcedures
 from ganeti.server.noded.instances import InstanceProcedures
 from ganeti.server.noded.membership import MembershipProcedures
+from ganeti.server.noded.merge import MergeProcedures
 from ganeti.server.noded.migration import MigrationProcedures
 from ganeti.server.noded.node import NodeProcedures as _ThisNode
 from ganeti.server.noded.os_scripts import OsProcedures
@@ -29,7 +31,7 @@ class NodeProcedures(_ThisNode, InstanceProcedures, DiskProcedures,
                      OsProcedures, MigrationProcedures, DrbdProcedures,
                      StorageUnitProcedures, CommandProcedures,
                      MembershipProcedures, DaemonProcedures,
-                     ProcedureTable):
+                     MergeProcedures, ProcedureTable):
     """The procedures of one node: ``table`` maps each name to its
     argument spec and bound method; :meth:`call` runs one.
 
