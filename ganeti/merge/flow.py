@@ -173,7 +173,7 @@ class Merger(object):
 
     def __init__(self, reactor, paths, specs, options, report=print,
                  luxi_client=None, caller=None, hooks=None, clock=None,
-                 now=time.time):
+                 now=time.time, confirm=None):
         self.reactor = reactor
         self.clock = clock or reactor
         self.paths = paths
@@ -184,6 +184,9 @@ class Merger(object):
                                                    paths.master_socket)
         self.caller = caller or AddressCaller(reactor)
         self.hooks = hooks or _hooks_noop
+        #: ``confirm(summary)`` -> bool, asked after the checks (None:
+        #: go ahead)
+        self.confirm = confirm
         self.now = now
         self.journal = Journal(report)
         self.others = []
@@ -243,6 +246,9 @@ class Merger(object):
         if self.options.dry_run:
             self.report("Dry run: nothing was changed")
             return self._outcome(dry_run=True)
+        if self.confirm is not None and not await defer.maybeDeferred(
+                self.confirm, self._summary()):
+            raise MergeError("Aborted; nothing was changed")
         try:
             await self._steps()
         except Exception as err:
@@ -261,6 +267,20 @@ class Merger(object):
             raise MergeError(message, manual=manual)
         await self._forget_backups()
         return self._outcome()
+
+    def _summary(self):
+        return ("This merges %s into this cluster (%s: %d node(s), %d"
+                " instance(s)).  Their master daemons stop for good, this"
+                " cluster's for the merge (its clients wait); the instances"
+                " keep running%s." % (
+                    ", ".join("%s: %d node(s), %d instance(s)" % (
+                        o.label(), len(o.store.nodes),
+                        len(o.store.instances)) for o in self.others),
+                    self.ours.cluster.cluster_name, len(self.ours.nodes),
+                    len(self.ours.instances),
+                    "" if not self.options.stop_instances else
+                    " (theirs are stopped and started again:"
+                    " --stop-instances)"))
 
     def _outcome(self, dry_run=False):
         store = self.merged or self.ours
