@@ -180,6 +180,7 @@ class Merger(object):
         self.specs = list(specs)
         self.options = options
         self.report = report
+        self._own_luxi = luxi_client is None
         self.luxi = luxi_client or luxi.LuxiClient(reactor,
                                                    paths.master_socket)
         self.caller = caller or AddressCaller(reactor)
@@ -242,6 +243,13 @@ class Merger(object):
     # --- the whole merge ----------------------------------------------------
 
     async def run(self):
+        try:
+            return await self._run()
+        finally:
+            if self._own_luxi:
+                await self.luxi.close()
+
+    async def _run(self):
         await self._checks()
         if self.options.dry_run:
             self.report("Dry run: nothing was changed")
