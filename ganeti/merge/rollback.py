@@ -61,7 +61,8 @@ class Journal(object):
                 await undo.action()
             except Exception as err:
                 message = str(err) or type(err).__name__
-                log.failure("rollback step failed: {what}", what=undo.what)
+                log.error("Rollback step failed: {what}: {message}",
+                          what=undo.what, message=message)
                 self.report("    FAILED: %s" % message)
                 failures.append(UndoFailure(undo.what, message, undo.manual,
                                             undo.critical))
