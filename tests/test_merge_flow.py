@@ -15,6 +15,7 @@ from ganeti import constants
 from ganeti import crypto
 from ganeti import luxi
 from ganeti import rpc
+from ganeti import ssconf
 from ganeti.config import ConfigStore
 from ganeti.merge import flow
 from ganeti.pathutils import Paths
@@ -248,6 +249,7 @@ class FlowTestCase(unittest.TestCase):
                 add_instance(store, "vm%d-%s" % (i, letter),
                              "node%d.%s.example.com" % (i, letter))
         io.atomic_write(self.paths.config_file, self.a.dumps())
+        ssconf.write_ssconf(self.paths, self.a)
         self.original = self.a.dumps()
         self.luxi = FakeLuxi("node1.a.example.com")
         self.luxi.nodes = ["node1.a.example.com", "node2.a.example.com"]
@@ -592,3 +594,14 @@ class RollbackTests(FlowTestCase):
                       err.manual[0])
 
 
+
+    def test_a_job_started_after_the_checks(self):
+        def submitted():
+            self.luxi.unfinished = [21]
+        self.hooks["reread"] = submitted
+        err = self.refused()
+        self.assertIn("this cluster has unfinished jobs (21)", err.message)
+        self.luxi.unfinished = []
+        self.assertBackAsBefore(err)
+        self.assertEqual([p for _, p, _ in self.changing_calls()
+                          if p.startswith("merge_")], [])

@@ -320,13 +320,7 @@ class Merger(object):
             raise MergeError("the master daemon here says the master is %s,"
                              " its configuration %s" % (master,
                                                         self.master_name))
-        unfinished = [row[0] for row in await self._luxi(
-            "query_jobs", None, ["id", "status"])
-            if row and row[1] not in FINAL_JOB_STATUSES]
-        if unfinished:
-            raise MergeError("this cluster has unfinished jobs (%s): wait"
-                             " for them or cancel them first"
-                             % ", ".join(str(j) for j in sorted(unfinished)))
+        await self._check_no_jobs()
         await self._call(self.cert, self.master_ip, "daemons_status",
                          what="the node daemon of this cluster's master %s"
                          " must start and stop its master daemons"
@@ -346,6 +340,15 @@ class Merger(object):
             "%s: %d node(s), %d instance(s)" % (
                 o.label(), len(o.store.nodes), len(o.store.instances))
             for o in self.others))
+
+    async def _check_no_jobs(self):
+        unfinished = [row[0] for row in await self._luxi(
+            "query_jobs", None, ["id", "status"])
+            if row and row[1] not in FINAL_JOB_STATUSES]
+        if unfinished:
+            raise MergeError("this cluster has unfinished jobs (%s): wait"
+                             " for them or cancel them first"
+                             % ", ".join(str(j) for j in sorted(unfinished)))
 
     async def _check_other(self, spec):
         try:
@@ -482,6 +485,10 @@ class Merger(object):
             self.report("Reading the configuration of %s again"
                         % other.label())
             await self._read_other(other)
+        # nothing changes any more (their masters are stopped, this
+        # cluster's queue drained): what must be the same at the end
+        await self._check_no_jobs()
+        self.before = await self._state_before()
         if self.options.stop_instances:
             for other in self.others:
                 await self._stop_instances(other)
