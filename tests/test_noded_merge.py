@@ -69,6 +69,10 @@ class MergeProcedureTests(unittest.TestCase):
         with open(os.path.join(self.paths.data_dir, "rapi.pem"), "w") as f:
             f.write("old rapi certificate")
         job_file(self.paths.queue_dir, 3, "success")
+        # its master role held (its master daemons were stopped)
+        self.hold = os.path.join(self.paths.run_dir, "master-role.held")
+        with open(self.hold, "w") as f:
+            json.dump({"master": NODE, "reason": "stopped"}, f)
         self.clock = task.Clock()
         self.procs = NodeProcedures(self.clock, self.paths, None, None, None,
                                     run_blocking=proc_mod.INLINE)
@@ -163,6 +167,8 @@ class MergeProcedureTests(unittest.TestCase):
         self.assertTrue(result["restart"])
         self.assertIn("var/lib/ganeti/server.pem", result["moved"])
         self.assertIn("var/lib/ganeti/queue", result["moved"])
+        self.assertIn("var/run/ganeti/master-role.held", result["moved"])
+        self.assertFalse(os.path.exists(self.hold))
         # the new cluster's files
         self.assertEqual(self.served_digest(), self.new_cert.digest())
         with open(self.paths.hmac_key_file) as f:
@@ -206,6 +212,8 @@ class MergeProcedureTests(unittest.TestCase):
         self.assertEqual(snapshot(self.paths.data_dir), self.before)
         self.assertFalse(os.path.exists(noded_merge.backup_path(self.paths)))
         self.assertEqual(self.served_digest(), self.old_cert.digest())
+        with open(self.hold) as f:
+            self.assertEqual(json.load(f)["master"], NODE)
         self.clock.advance(noded_merge.RESTART_DELAY)
         self.assertEqual(self.restarts, [True, True])
 

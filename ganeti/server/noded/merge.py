@@ -10,7 +10,8 @@ Four procedures serve the merger:
   the job queue's unfinished jobs.
 * ``merge_switch_cluster``: the node leaves its cluster for another one.
   Its cluster files (certificate, HMAC key, ssconf, config.data, the
-  ancillary files, the job queue directory) move into a backup directory
+  ancillary files, the job queue directory, the hold of the master role)
+  move into a backup directory
   and the new cluster's certificate, HMAC key, ssconf and (for a master
   candidate) config.data are written.  Then the node daemon restarts in
   place (same PID: it executes itself again) to serve the new
@@ -42,6 +43,7 @@ from ganeti import daemon_util
 from ganeti import errors
 from ganeti import ht
 from ganeti.backend import files
+from ganeti.server.noded.daemons import HOLD_FILE
 from ganeti.server.noded.membership import cluster_file_paths
 from ganeti.server.noded.procedure import Arg, procedure
 from ganeti.utils import io
@@ -132,10 +134,14 @@ def _relative(paths, path):
 
 def _current_files(paths):
     """The cluster's files present on this node (absolute paths), the job
-    queue directory included."""
+    queue directory and the hold of the master role included (both
+    belong to the cluster the node is in)."""
     found = [p for p in cluster_file_paths(paths) if os.path.lexists(p)]
     if os.path.isdir(paths.queue_dir):
         found.append(paths.queue_dir)
+    hold = os.path.join(paths.run_dir, HOLD_FILE)
+    if os.path.lexists(hold):
+        found.append(hold)
     return found
 
 
