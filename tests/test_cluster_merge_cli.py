@@ -2,6 +2,8 @@
 codes, around a stand-in for the merge itself."""
 
 import io
+import os
+import signal
 
 from twisted.trial import unittest
 
@@ -35,6 +37,10 @@ class StandInMerger(object):
 
     async def run(self):
         self.report("Checking this cluster")
+        if self.outcome == "interrupt":
+            # the admin presses Ctrl-C half-way
+            os.kill(os.getpid(), signal.SIGINT)
+            self.outcome = "ok"
         outcome = self.outcome
         if isinstance(outcome, Exception):
             raise outcome
@@ -158,3 +164,12 @@ class CommandTests(unittest.TestCase):
         self.assertEqual(code, cluster_merge.EXIT_FAILURE)
         self.assertIn("Unhandled error: KeyError", err)
         self.assertIn("--debug", err)
+
+    def test_ctrl_c_does_not_stop_it_half_way(self):
+        StandInMerger.outcome = "interrupt"
+        before = signal.getsignal(signal.SIGINT)
+        code, out, err = self.run_command("-f", "a=b")
+        self.assertEqual(code, 0, err)
+        self.assertIn("The merge is not interrupted", err)
+        self.assertIn("Merge done", out)
+        self.assertIs(signal.getsignal(signal.SIGINT), before)

@@ -13,6 +13,7 @@ this tool call every node daemon of that cluster as its master would.
 
 import argparse
 import os
+import signal
 import sys
 import time
 import traceback
@@ -171,6 +172,16 @@ def run(argv=None, stdout=None, stderr=None, stdin=None, env=None,
                                 report=out, confirm=confirm)
         return merger.run()
     from ganeti.utils.reactor_run import run_in_reactor
+
+    def interrupted(signum, frame):
+        # stopping half-way would leave the clusters neither merged nor
+        # rolled back
+        err("The merge is not interrupted: it ends, or rolls back, by"
+            " itself")
+    try:
+        previous = signal.signal(signal.SIGINT, interrupted)
+    except ValueError:          # not the main thread
+        previous = None
     try:
         outcome = run_in_reactor(work, reactor)
     except flow.MergeError as error:
@@ -195,6 +206,9 @@ def run(argv=None, stdout=None, stderr=None, stdin=None, env=None,
         else:
             err("(run with --debug for the traceback)")
         return EXIT_FAILURE
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
     if outcome.dry_run:
         return EXIT_SUCCESS
     out("Merge done in %.1f s: cluster %s has %d node(s) and %d"
