@@ -45,7 +45,9 @@ class StandInMerger(object):
         if isinstance(outcome, Exception):
             raise outcome
         if outcome == "ask" and not self.confirm("Merge b?"):
-            raise flow.MergeError("Aborted; nothing was changed")
+            error = flow.MergeError("Aborted")
+            error.refused = True
+            raise error
         return flow.MergeOutcome("a.example.com", ("n1", "n2", "n3"),
                                  ("i1",), ("a warning",),
                                  outcome == "dry")
@@ -147,7 +149,7 @@ class CommandTests(unittest.TestCase):
         code, out, err = self.run_command("a=b", stdin=Terminal("n\n"))
         self.assertEqual(code, cluster_merge.EXIT_FAILURE)
         self.assertIn("Merge b?\nMerge now? y/[n]:", out)
-        self.assertIn("Aborted; nothing was changed", err)
+        self.assertIn("Failure: Aborted\nNothing was changed.", err)
         code, out, err = self.run_command("a=b", stdin=Terminal("y\n"))
         self.assertEqual(code, cluster_merge.EXIT_SUCCESS, err)
 

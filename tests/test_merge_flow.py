@@ -406,13 +406,19 @@ class SuccessTests(FlowTestCase):
         asked = []
         merger.confirm = lambda text: asked.append(text) or False
         err = self.refused(merger)
-        self.assertEqual(err.message, "Aborted; nothing was changed")
+        self.assertEqual(err.message, "Aborted")
+        self.assertTrue(err.refused)
         self.assertIn("cluster b.example.com (10.0.2.1): 2 node(s), 2"
                       " instance(s)", asked[0])
         self.assertNothingChanged()
 
 
 class CheckTests(FlowTestCase):
+
+    def refused(self, merger=None):
+        err = FlowTestCase.refused(self, merger)
+        self.assertTrue(err.refused, err.message)
+        return err
 
     def test_its_own_certificate(self):
         self.b_cert_file = self.a_cert.path
@@ -499,6 +505,7 @@ class RollbackTests(FlowTestCase):
 
     def assertBackAsBefore(self, err):
         self.assertTrue(err.rolled_back, (err.message, err.manual))
+        self.assertFalse(err.refused)
         store = ConfigStore.load(self.paths.config_file)
         self.assertEqual(sorted(n.name for n in store.nodes.values()),
                          ["node1.a.example.com", "node2.a.example.com"])

@@ -93,6 +93,8 @@ class MergeError(errors.GenericError):
         self.message = message
         self.rolled_back = rolled_back
         self.manual = list(manual)
+        #: refused before anything was changed
+        self.refused = False
 
 
 @attrs.frozen
@@ -250,13 +252,17 @@ class Merger(object):
                 await self.luxi.close()
 
     async def _run(self):
-        await self._checks()
-        if self.options.dry_run:
-            self.report("Dry run: nothing was changed")
-            return self._outcome(dry_run=True)
-        if self.confirm is not None and not await defer.maybeDeferred(
-                self.confirm, self._summary()):
-            raise MergeError("Aborted; nothing was changed")
+        try:
+            await self._checks()
+            if self.options.dry_run:
+                self.report("Dry run: nothing was changed")
+                return self._outcome(dry_run=True)
+            if self.confirm is not None and not await defer.maybeDeferred(
+                    self.confirm, self._summary()):
+                raise MergeError("Aborted")
+        except MergeError as err:
+            err.refused = True
+            raise
         try:
             await self._steps()
         except Exception as err:

@@ -192,7 +192,8 @@ def run(argv=None, stdout=None, stderr=None, stdin=None, env=None,
                 err("  - %s" % text)
         if not error.rolled_back:
             return EXIT_ROLLBACK_INCOMPLETE
-        err("Every cluster is as it was before the merge.")
+        err("Nothing was changed." if error.refused else
+            "Every cluster is as it was before the merge.")
         return EXIT_FAILURE
     except (errors.GenericError, OSError) as error:
         err("Failure: %s" % error)
