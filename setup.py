@@ -39,6 +39,7 @@ setup(
     ],
     entry_points={
         "console_scripts": [
+            "cluster-merge = ganeti.tools.cluster_merge:main",
             "ganeti-confd-client = ganeti.confd.cli:main",
             "gnt-cluster = ganeti.cli.gnt_cluster:main",
             "gnt-debug = ganeti.cli.gnt_debug:main",

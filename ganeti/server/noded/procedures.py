@@ -4,9 +4,9 @@ The procedures are grouped by what they act on, one module each:
 :mod:`~ganeti.server.noded.node` (this node), :mod:`~.instances`,
 :mod:`~.disks`, :mod:`~.os_scripts`, :mod:`~.migration`, :mod:`~.drbd`,
 :mod:`~.storage_units`, :mod:`~.commands` (restricted and repair
-commands), :mod:`~.membership` and :mod:`~.renewal` (renewing the
-cluster's secrets).  The work itself is in
-``ganeti.backend`` and ``ganeti.storage``.
+commands), :mod:`~.membership`, :mod:`~.renewal` (renewing the
+cluster's secrets) and :mod:`~.merge` (the cluster merger).  The work
+itself is in ``ganeti.backend`` and ``ganeti.storage``.
 """
 
 import uuid
@@ -17,6 +17,7 @@ from ganeti.server.noded.disks import DiskProcedures
 from ganeti.server.noded.drbd import DrbdProcedures
 from ganeti.server.noded.instances import InstanceProcedures
 from ganeti.server.noded.membership import MembershipProcedures
+from ganeti.server.noded.merge import MergeProcedures
 from ganeti.server.noded.migration import MigrationProcedures
 from ganeti.server.noded.node import NodeProcedures as _ThisNode
 from ganeti.server.noded.os_scripts import OsProcedures
@@ -31,7 +32,7 @@ class NodeProcedures(_ThisNode, InstanceProcedures, DiskProcedures,
                      OsProcedures, MigrationProcedures, DrbdProcedures,
                      StorageUnitProcedures, CommandProcedures,
                      MembershipProcedures, DaemonProcedures,
-                     CryptoProcedures,
+                     CryptoProcedures, MergeProcedures,
                      ProcedureTable):
     """The procedures of one node: ``table`` maps each name to its
     argument spec and bound method; :meth:`call` runs one.
