@@ -156,10 +156,9 @@ class ProcedureTableTests(unittest.TestCase):
         procs = NodeProcedures(None, None, None, None, None,
                                run_blocking=proc_mod.INLINE)
         self.assertEqual(procs.blocking_names(),
-                         ["jobqueue_purge", "jobqueue_set_drain_flag",
-                          "master_vote_info", "node_demote_from_mc",
-                          "os_diagnose", "set_watcher_pause",
-                          "write_ssconf_files"])
+                         ["jobqueue_set_drain_flag", "master_vote_info",
+                          "node_demote_from_mc", "os_diagnose",
+                          "set_watcher_pause", "write_ssconf_files"])
 
 
 class _LogFile(BytesIO):

@@ -22,9 +22,9 @@ drain flag):
 * a candidate whose call fails (an error, no answer within
   :data:`UPDATE_TIMEOUT`) is *missed*: the failure is logged and counted
   (:attr:`ReplicaStatus.failures`), nobody waits for it any more, and it
-  gets a full copy -- purge, every file of the queue directory read from
-  the disk after a checkpoint, the archived jobs it missed, the drain
-  flag -- before any further change; the copy is tried again after
+  gets a full copy -- the files the master does not have removed, every
+  file of the queue directory read from the disk after a checkpoint, the
+  archived jobs it missed, the drain flag -- before any further change; the copy is tried again after
   :data:`RETRY_MIN` seconds, then twice as long each time, up to
   :data:`RETRY_MAX`;
 * candidates follow the configuration: a new one (promoted, back online,
@@ -121,6 +121,7 @@ class _NodeWorker(object):
         self.renames = []        # pending job ids to move into the archive
         self.drain = None        # pending drain flag
         self.waiters = []        # Deferreds of what is pending
+        self.sending = []        # those of what is in flight
         # job ids archived while this node missed changes: their archived
         # files are part of its next full copy
         self.missed_archive = {}
@@ -236,7 +237,8 @@ class _NodeWorker(object):
         batches, self.batches = self.batches, []
         renames, self.renames = self.renames, []
         drain, self.drain = self.drain, None
-        waiters, self.waiters = self.waiters, []
+        waiters = self.sending = self.waiters
+        self.waiters = []
         try:
             if batches:
                 if len(batches) == 1:
@@ -258,6 +260,7 @@ class _NodeWorker(object):
             self.missed_archive.update(dict.fromkeys(renames))
             raise
         finally:
+            self.sending = []
             _fire(waiters)
 
     async def _full_copy(self):
@@ -265,18 +268,20 @@ class _NodeWorker(object):
         self.status.state = RESYNCING
         self.resync_wanted = False
         self._copy_waiters, self.resync_waiters = self.resync_waiters, []
-        await self._call("jobqueue_purge", [], RESYNC_TIMEOUT)
         try:
             # every change committed so far is in its file
             await rep.journal.checkpoint()
-        except Exception as err:
-            raise _CallFailed("the master's queue could not be flushed: %s"
-                              % (err,))
-        try:
             names = await rep.run_blocking(list_queue_files, rep.queue_dir)
         except Exception as err:
-            raise _CallFailed("the master's queue directory cannot be read:"
-                              " %s" % (err,))
+            raise _CallFailed("the master's queue cannot be read: %s"
+                              % (err,))
+        # What the master does not have goes first (a journal or spare
+        # files a master on that node left, jobs archived meanwhile); the
+        # rest is replaced file by file: should the master die during the
+        # copy, the node still holds every job, some of them older.
+        await self._call("jobqueue_purge",
+                         [[layout.standard_path(n) for n in names]],
+                         RESYNC_TIMEOUT)
         # Jobs archived since this node last had the queue: their archived
         # files, and those of moves still to be sent (which then find them
         # there).  Taken after the listing: archiving runs in the same
@@ -374,7 +379,8 @@ class _NodeWorker(object):
         """No longer sent anything (an answer still coming is ignored)."""
         self.dropped = True
         self._cancel_retry()
-        waiting = self.waiters + self._copy_waiters + self.resync_waiters
+        waiting = (self.sending + self.waiters + self._copy_waiters +
+                   self.resync_waiters)
         self.waiters, self._copy_waiters, self.resync_waiters = [], [], []
         self.batches, self.renames, self.drain = [], [], None
         _fire(waiting, msg)
@@ -533,6 +539,13 @@ class QueueReplicator(object):
             w.status.name: error for w, error in zip(workers, results)
             if error is not None})
 
+    def status_of(self, name):
+        """The ReplicaStatus of the candidate named ``name``, or None."""
+        for status in self.status.values():
+            if status.name == name:
+                return status
+        return None
+
     def missed(self):
         """``{node name: error}`` of the candidates whose copy is not in
         step because a call failed."""
@@ -579,12 +592,13 @@ def _read(path):
         return None
 
 
-def read_files(queue_dir, names, start, max_files=CHUNK_FILES,
-               max_bytes=CHUNK_BYTES):
+def read_files(queue_dir, names, start, max_files=None, max_bytes=None):
     """``([[standard path, encoded content], ...], next index)``: the
-    files ``names[start:]`` up to ``max_files`` or ``max_bytes``.  A job
-    file archived since it was listed is taken from the archive; a file
-    gone is left out."""
+    files ``names[start:]`` up to ``max_files`` or ``max_bytes`` (default
+    :data:`CHUNK_FILES`, :data:`CHUNK_BYTES`).  A job file archived since
+    it was listed is taken from the archive; a file gone is left out."""
+    max_files = CHUNK_FILES if max_files is None else max_files
+    max_bytes = CHUNK_BYTES if max_bytes is None else max_bytes
     files = []
     size = 0
     index = start

@@ -137,11 +137,22 @@ class QueueReplicaProcedures(object):
         await self.run_ordered(_rename, self.paths.queue_dir, moves)
         return True
 
-    @procedure(blocking=True, ordered=True)
-    def jobqueue_purge(self):
-        """Remove every file of the queue directory but the lock file (the
-        archive stays); the number of files removed."""
-        return _purge(self.paths.queue_dir)
+    @procedure(Arg("keep", ht.list_of(ht.NESTR), []))
+    async def jobqueue_purge(self, keep):
+        """Remove every file of the queue directory but the lock file and
+        those named in ``keep`` (standard paths of job files, ``serial``,
+        ``version``: a full copy keeps what it is about to replace, so the
+        copy is never emptier than before); the archive stays.  The
+        number of files removed."""
+        names = set()
+        for index, path in enumerate(keep):
+            name = check_update_name(path, "keep item %d" % index)
+            if "/" in name:
+                raise errors.ParameterError(
+                    "keep item %d" % index, "keep item %d: %s is in the"
+                    " archive, which a purge leaves alone" % (index, path))
+            names.add(name)
+        return await self.run_ordered(_purge, self.paths.queue_dir, names)
 
     @procedure(Arg("flag", ht.BOOL), blocking=True, ordered=True)
     def jobqueue_set_drain_flag(self, flag):
@@ -233,11 +244,11 @@ def _rename(queue_dir, job_ids):
                queue_dir))
 
 
-def _purge(queue_dir):
+def _purge(queue_dir, keep=frozenset()):
     removed = 0
     with queue_locked(queue_dir):
         for entry in os.scandir(queue_dir):
-            if entry.name == layout.LOCK_FILE or \
+            if entry.name == layout.LOCK_FILE or entry.name in keep or \
                     entry.is_dir(follow_symlinks=False):
                 continue
             os.unlink(entry.path)
