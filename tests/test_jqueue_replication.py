@@ -518,6 +518,11 @@ class InStepTests(ReplicationTestCase):
         self.successResultOf(stopped)
         self.successResultOf(job)
         self.assertSameQueue(NODE2)
+        # what comes after the stop goes to the journal alone
+        calls = len(self.rpc.calls)
+        path = os.path.join(self.dir, "job-9")
+        self.successResultOf(self.rep.commit(path, b"late"))
+        self.assertEqual(len(self.rpc.calls), calls)
 
 
 class NoCandidateTests(ReplicationTestCase):

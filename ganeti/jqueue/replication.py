@@ -51,7 +51,7 @@ log = Logger()
 
 #: seconds a candidate may take to answer a change; jobs wait that long
 #: at most for a node that does not answer (then it is missed)
-UPDATE_TIMEOUT = 15.0
+UPDATE_TIMEOUT = 10.0
 #: seconds each call of a full copy may take (nobody waits for these)
 RESYNC_TIMEOUT = 60.0
 #: seconds before a missed node's full copy is tried again; doubled after
@@ -490,7 +490,10 @@ class QueueReplicator(object):
         candidate gets a full copy, in the background."""
         self.drained = bool(drained)
         self.started = True
-        self._update_targets()
+        # once the reactor runs (the daemon's start may not be over)
+        if self._targets_call is None:
+            self._targets_call = self.clock.callLater(0,
+                                                      self._update_targets)
 
     def config_written(self, store=None):
         """A configuration write listener: candidates may have changed
@@ -565,8 +568,11 @@ class QueueReplicator(object):
 
         def done(_):
             self.stopped = True
-            for worker in self._workers.values():
+            workers, self._workers = self._workers, {}
+            for worker in workers.values():
                 worker.drop("the master daemon is stopping")
+            # anything committed from now on goes to the journal alone
+            self._flush()
         return d.addCallback(done)
 
 
