@@ -8,12 +8,15 @@ Every daemon is stopped by PID when the test ends (VirtualCluster.
 stop_all), whatever happened."""
 
 import os
+import shutil
 import signal
 import time
 
+from twisted.internet import task
 from twisted.trial import unittest
 
 from ganeti import constants
+from ganeti import jqueue
 from ganeti import luxi
 from ganeti.dev.vcluster import VirtualCluster, port_open
 
@@ -144,6 +147,24 @@ class QueueReplicationTests(GntCommandsMixin, unittest.TestCase):
         self.assertIn(b'"status":"running"',
                       copy["job-%d" % running[0]])
         self.assertIn(b'"status":"queued"', copy["job-%d" % queued[0]])
+
+        # what a new master would make of a copy (after a failover): the
+        # queued jobs run, the running ones end as after an unclean stop
+        taken_over = os.path.join(self.mktemp(), "queue")
+        shutil.copytree(candidates[0].paths.queue_dir, taken_over)
+        queue = jqueue.JobQueue(taken_over, executor=None,
+                                clock=task.Clock())
+        self.addCleanup(queue._store.unlock)
+        report = queue.load()
+        self.assertEqual(sorted(report.requeued), queued)
+        self.assertEqual(sorted(report.failed), running)
+        # (the jobs that added the nodes, set the parameters, and ran)
+        rows = self.client.call("QueryJobs", None, ["status"])
+        self.assertEqual(report.finalized, sum(row[0] in FINAL
+                                               for row in rows))
+        self.assertEqual(queue.query_jobs(finished[1:], ["status"]),
+                         [["success"], ["success"]])
+        self.assertEqual(queue._serial, queued[-1])
 
         # a run slot for the jobs to come: the queued jobs are canceled,
         # one running job is killed
