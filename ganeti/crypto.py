@@ -15,6 +15,13 @@ only a holder of the key can do.  OpenSSL also checks the certificate itself
 (signature, validity dates) against our certificate as the only trust root,
 and the client checks with service-identity that the server's certificate is
 issued for the cluster name; those are sanity checks, the pin is the proof.
+
+Renewing the certificate without stopping anything (``gnt-cluster
+renew-crypto``, docs/crypto.rst) needs a while in which two certificates
+are good: both ends may then trust a *set* of pinned certificates.  Next to
+``server.pem`` a node may hold ``server.pem.new`` (staged: trusted, not yet
+presented) and ``server.pem.old`` (the one just replaced: still trusted);
+:func:`load_node_credentials` reads all three.
 """
 
 import binascii
@@ -45,7 +52,9 @@ from ganeti.utils import io
 
 __all__ = [
     "SERVER_PEM", "DEFAULT_VALIDITY_DAYS", "ClusterCertificate",
-    "server_pem_path", "generate_cluster_certificate", "load_cluster_certificate",
+    "server_pem_path", "generate_cluster_certificate", "new_cluster_certificate",
+    "load_cluster_certificate", "NodeCredentials", "load_node_credentials",
+    "STAGED_SUFFIX", "PREVIOUS_SUFFIX",
     "certificate_digest", "format_candidate_certs", "parse_candidate_certs",
     "server_context_factory", "ClientPolicy", "AnyServerPolicy",
     "parse_fingerprint",
@@ -115,16 +124,14 @@ def _check_cluster_name(cluster_name):
                                    " %s" % (cluster_name, err))
 
 
-def generate_cluster_certificate(path, cluster_name,
-                                 validity_days=DEFAULT_VALIDITY_DAYS,
-                                 key_type="rsa", now=None):
-    """Create the cluster certificate and write it to ``path`` (mode 0400).
-
-    An existing file is replaced atomically (certificate renewal).  Returns
-    the :class:`ClusterCertificate`.
-    """
+def new_cluster_certificate(cluster_name,
+                            validity_days=DEFAULT_VALIDITY_DAYS,
+                            key_type="rsa", now=None):
+    """A new cluster certificate (key included), in memory only: a
+    :class:`ClusterCertificate` without a path."""
     _check_cluster_name(cluster_name)
-    if not isinstance(validity_days, int) or validity_days < 1:
+    if isinstance(validity_days, bool) or \
+            not isinstance(validity_days, int) or validity_days < 1:
         raise errors.X509CertError("validity_days must be a positive integer,"
                                    " not %r" % (validity_days,))
     if now is None:
@@ -136,10 +143,22 @@ def generate_cluster_certificate(path, cluster_name,
         serialization.PrivateFormat.TraditionalOpenSSL,
         serialization.NoEncryption()) + cert.public_bytes(
             serialization.Encoding.PEM)
+    return ClusterCertificate.from_pem(pem)
+
+
+def generate_cluster_certificate(path, cluster_name,
+                                 validity_days=DEFAULT_VALIDITY_DAYS,
+                                 key_type="rsa", now=None):
+    """Create the cluster certificate and write it to ``path`` (mode 0400).
+
+    An existing file is replaced atomically.  Returns the
+    :class:`ClusterCertificate`.
+    """
+    cert = new_cluster_certificate(cluster_name, validity_days, key_type, now)
     os.makedirs(os.path.dirname(os.path.abspath(path)), mode=0o750,
                 exist_ok=True)
-    io.atomic_write(path, pem, mode=0o400)
-    return ClusterCertificate.from_pem(pem, path=path)
+    io.atomic_write(path, cert.pem, mode=0o400)
+    return attr.evolve(cert, path=path)
 
 
 def certificate_digest(cert, algorithm="sha256"):
@@ -220,6 +239,11 @@ class ClusterCertificate(object):
                    certificate=cert, path=path)
 
     @property
+    def pem(self):
+        """Key and certificate as ``server.pem`` holds them."""
+        return self.key_pem + self.cert_pem
+
+    @property
     def cluster_name(self):
         names = self.certificate.subject.get_attributes_for_oid(
             NameOID.COMMON_NAME)
@@ -228,6 +252,10 @@ class ClusterCertificate(object):
     @property
     def not_valid_after(self):
         return self.certificate.not_valid_after_utc
+
+    @property
+    def not_valid_before(self):
+        return self.certificate.not_valid_before_utc
 
     def digest(self, algorithm="sha256"):
         return certificate_digest(self.certificate, algorithm)
@@ -265,38 +293,95 @@ def load_cluster_certificate(path, cluster_name=None):
     return cert
 
 
+#: Beside server.pem during a renewal: the staged certificate (trusted,
+#: not yet presented) and the one just replaced (still trusted).
+STAGED_SUFFIX = ".new"
+PREVIOUS_SUFFIX = ".old"
+
+
+@attr.s(frozen=True)
+class NodeCredentials(object):
+    """The certificate a node presents and every one it trusts (the
+    presented one first)."""
+    cert = attr.ib()
+    trusted = attr.ib(converter=tuple)
+
+    def digests(self):
+        return [c.digest() for c in self.trusted]
+
+
+def load_node_credentials(path, problems=None):
+    """``server.pem`` at ``path`` and, when a renewal left them there, the
+    staged and the previous certificate beside it.  A missing or broken
+    ``server.pem`` is an error; a broken companion is left out (trusting
+    less is the safe side) and logged, or added to the list ``problems``
+    (in a worker thread, which must not log)."""
+    cert = load_cluster_certificate(path)
+    trusted = [cert]
+    for suffix in (STAGED_SUFFIX, PREVIOUS_SUFFIX):
+        other = path + suffix
+        if not os.path.exists(other):
+            continue
+        try:
+            extra = load_cluster_certificate(other)
+        except errors.X509CertError as err:
+            if problems is None:
+                log.warn("Not trusting {path}: {err}", path=other, err=err)
+            else:
+                problems.append("Not trusting %s: %s" % (other, err))
+            continue
+        if extra.digest() not in [c.digest() for c in trusted]:
+            trusted.append(extra)
+    return NodeCredentials(cert, trusted)
+
+
 # ---------------------------------------------------------------------------
 # TLS contexts
 
-def _pinned_verifier(pinned_digest, role, check_name=None):
-    """An OpenSSL verify callback accepting only the pinned certificate.
+def _utcnow():
+    return datetime.datetime.now(datetime.timezone.utc)
 
-    OpenSSL calls it once per certificate of the peer's chain, root first;
-    only the leaf (depth 0) is what the peer proved it holds the key of.
+
+def _pinned_verifier(pinned, role, names=None, now=_utcnow):
+    """An OpenSSL verify callback accepting only the pinned certificates.
+
+    ``pinned()`` returns a dict of SHA-256 digests to the certificates
+    (cryptography x509) we trust, asked at each handshake; ``names`` maps some of them to the cluster name the
+    peer's certificate must be issued for.  OpenSSL calls the callback once
+    per certificate of the peer's chain, root first; only the leaf (depth
+    0) is what the peer proved it holds the key of.  OpenSSL's own verdict
+    on the leaf is not used: with two trusted certificates of one subject
+    (during a renewal) it picks one as the issuer of both and fails the
+    other.  The leaf is one of ours byte for byte, so what is left to check
+    is its validity dates, done here.
     """
     def verify(conn, x509cert, errno, depth, ok):
         if depth != 0:
             return bool(ok)
         try:
             digest = certificate_digest(x509cert)
-            if digest != pinned_digest:
+            cert = pinned().get(digest)
+            if cert is None:
                 log.warn("TLS: refusing {role} certificate {digest}: it is"
                          " not the cluster certificate", role=role,
                          digest=digest[:23])
                 return False
-            if not ok:
-                # Ours, but OpenSSL found it unusable (expired, not yet valid).
+            moment = now()
+            if not (cert.not_valid_before_utc <= moment <=
+                    cert.not_valid_after_utc):
                 log.warn("TLS: the {role} presented the cluster certificate"
-                         " but it fails verification (OpenSSL error {errno})",
-                         role=role, errno=errno)
+                         " but it is not valid now (valid {start} to {end})",
+                         role=role, start=cert.not_valid_before_utc,
+                         end=cert.not_valid_after_utc)
                 return False
-            if check_name is not None:
+            name = (names or {}).get(digest)
+            if name is not None:
                 verify_service_identity(extract_patterns(x509cert),
-                                        [DNS_ID(check_name)], [])
+                                        [DNS_ID(name)], [])
             return True
         except VerificationError as err:
             log.warn("TLS: {role} certificate is not for cluster {name}:"
-                     " {err}", role=role, name=check_name, err=err)
+                     " {err}", role=role, name=name, err=err)
             return False
         except Exception:
             # An exception escaping an OpenSSL callback is lost; log it here.
@@ -306,9 +391,17 @@ def _pinned_verifier(pinned_digest, role, check_name=None):
     return verify
 
 
+def _pins(cert, trusted):
+    """{digest: x509 certificate} of ``cert`` and ``trusted``."""
+    pins = {cert.digest(): cert.certificate}
+    for other in trusted:
+        pins[other.digest()] = other.certificate
+    return pins
+
+
 def _options(cert):
-    # Our own certificate is the only trust root: OpenSSL then checks the
-    # peer's signature and dates; the verify callback enforces the pin.
+    # Our own certificate as the trust root makes OpenSSL ask the peer for
+    # its certificate; the verify callback decides (see _pinned_verifier).
     private = cert.private_certificate()
     return ssl.CertificateOptions(
         privateKey=private.privateKey.original,
@@ -318,18 +411,26 @@ def _options(cert):
         raiseMinimumTo=ssl.TLSVersion.TLSv1_2)
 
 
-def server_context_factory(cert):
-    """Context factory for a server demanding the cluster certificate.
+def server_context_factory(cert, trusted=(), pins=None):
+    """Context factory for a server presenting ``cert`` and demanding it
+    (or one of ``trusted``, during a renewal) from its clients; or, given
+    ``pins``, whatever ``pins()`` returns at each handshake ({SHA-256
+    digest: x509 certificate}).
 
     A client without a certificate, or with any other certificate, fails the
     handshake; the listening server is not affected.
     """
     options = _options(cert)
     ctx = options.getContext()  # CertificateOptions caches its context
+    if pins is None:
+        fixed = _pins(cert, trusted)
+
+        def pins():
+            return fixed
     ctx.set_verify(
         SSL.VERIFY_PEER | SSL.VERIFY_FAIL_IF_NO_PEER_CERT |
         SSL.VERIFY_CLIENT_ONCE,
-        _pinned_verifier(cert.digest(), "client"))
+        _pinned_verifier(pins, "client"))
     return options
 
 
@@ -352,16 +453,20 @@ class ClientPolicy(object):
     """HTTPS policy for the master's RPC client (and anything else calling
     node daemons): presents the cluster certificate and accepts only a
     server presenting the same one, issued for ``cluster_name`` (by default
-    the name in our own certificate).  The host name we connect to (an IP
-    address) plays no part, see the module docstring.
+    the name in our own certificate), or one of ``trusted`` (during a
+    renewal; each issued for the name it carries).  The host name we
+    connect to (an IP address) plays no part, see the module docstring.
     """
 
-    def __init__(self, cert, cluster_name=None):
+    def __init__(self, cert, cluster_name=None, trusted=()):
         self.cert = cert
-        name = cluster_name or cert.cluster_name
+        self.trusted = tuple(trusted)
+        names = {other.digest(): other.cluster_name for other in trusted}
+        names[cert.digest()] = cluster_name or cert.cluster_name
+        pins = _pins(cert, trusted)
         self._creator = _PinnedClientCreator(
             _options(cert).getContext(),
-            _pinned_verifier(cert.digest(), "server", check_name=name))
+            _pinned_verifier(lambda: pins, "server", names=names))
 
     def creatorForNetloc(self, hostname, port):
         return self._creator

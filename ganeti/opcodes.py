@@ -348,7 +348,16 @@ _op("OP_CLUSTER_RENEW_CRYPTO", None,
     P("ssh_key_type", maybe(SSH_KEY_TYPE)),
     P("ssh_key_bits", maybe(POS_INT)),
     P("verbose", BOOL, False),
-    P("debug", BOOL, False))
+    P("debug", BOOL, False),
+    # What Ganeti's client renews itself, by ssh with the daemons stopped,
+    # this project's opcode does without stopping anything
+    # (docs/crypto.rst); the PEM and the secret never reach the disk.
+    X("new_cluster_certificate", maybe(BOOL)),
+    X("new_rapi_certificate", maybe(BOOL)),
+    X("rapi_certificate", maybe(secret(NESTR))),
+    X("new_confd_hmac_key", maybe(BOOL)),
+    X("new_cluster_domain_secret", maybe(BOOL)),
+    X("cluster_domain_secret", maybe(secret(NESTR))))
 _ext("OP_CLUSTER_REPAIR_CANCEL", "incident_id",
     R("incident_id", NESTR))
 _op("OP_CLUSTER_REPAIR_DISK_SIZES", None,

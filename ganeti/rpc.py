@@ -189,24 +189,47 @@ class RpcClient(object):
 
     def __init__(self, reactor, cert_path, resolver, clock=None,
                  cert=None, connect_timeout=10,
-                 max_parallel=DEFAULT_MAX_PARALLEL):
+                 max_parallel=DEFAULT_MAX_PARALLEL, trusted=()):
         if max_parallel < 1:
             raise ValueError("max_parallel must be at least 1, not %r"
                              % (max_parallel,))
         self._reactor = reactor
         self._clock = clock or reactor
         self._resolver = resolver
+        self._connect_timeout = connect_timeout
         self.max_parallel = max_parallel
-        self.cert = cert or crypto.load_cluster_certificate(cert_path)
-        self._pool = web_client.HTTPConnectionPool(reactor, persistent=True)
+        if cert is None:
+            # a renewal under way leaves the next certificate (or the
+            # previous one) beside server.pem: nodes may present either
+            creds = crypto.load_node_credentials(cert_path)
+            cert, trusted = creds.cert, creds.trusted
+        self._pool = None
+        self._old_pools = []
+        self.use_certificate(cert, trusted)
+
+    def use_certificate(self, cert, trusted=()):
+        """Present ``cert`` from now on and accept node daemons presenting
+        it or one of ``trusted`` (a certificate renewal).  Requests under
+        way finish on their connections; new ones get new connections."""
+        if self._pool is not None:
+            self._pool.closeCachedConnections()
+            self._old_pools.append(self._pool)
+        self.cert = cert
+        self.trusted = tuple(t for t in trusted
+                             if t.digest() != cert.digest())
+        self._pool = web_client.HTTPConnectionPool(self._reactor,
+                                                   persistent=True)
         self._pool.maxPersistentPerHost = 4
         self._agent = web_client.Agent(
-            reactor, contextFactory=crypto.ClientPolicy(self.cert),
-            connectTimeout=connect_timeout, pool=self._pool)
+            self._reactor, contextFactory=crypto.ClientPolicy(
+                cert, trusted=self.trusted),
+            connectTimeout=self._connect_timeout, pool=self._pool)
 
     def close(self):
         """Drop pooled connections; Deferred."""
-        return self._pool.closeCachedConnections()
+        pools, self._old_pools = [self._pool] + self._old_pools, []
+        return defer.gatherResults([p.closeCachedConnections()
+                                    for p in pools])
 
     def call(self, node, procedure, args=(), timeout=None):
         """Deferred[RpcResult]; never errbacks (except on cancel)."""

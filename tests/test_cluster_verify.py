@@ -640,3 +640,67 @@ class ManyNodesVerifyTests(VerifyTestCase):
                          sorted(n.name for n in self.cfg.nodes.values()))
         # every node was asked everything, not just its version
         self.assertEqual(len(self.rpc.calls_of("os_diagnose")), 12)
+
+
+class CryptoStateVerifyTests(VerifyTestCase):
+    """What a renewal of the cluster's secrets left on the nodes."""
+
+    KEY = b"0123456789abcdef0123456789abcdef01234567\n"
+
+    def setUp(self):
+        VerifyTestCase.setUp(self)
+        from ganeti import pathutils
+        from ganeti.backend import rotation
+        from ganeti.utils import io
+        from tests.test_crypto import cluster_cert
+        paths = pathutils.Paths(os.path.abspath(self.mktemp()))
+        paths.ensure_dirs()
+        io.atomic_write(paths.hmac_key_file, self.KEY, mode=0o400)
+        cert = cluster_cert(self.mktemp())
+        io.atomic_write(crypto.server_pem_path(paths), cert.pem, mode=0o400)
+        self.ctx.paths = paths
+        self.digest = rotation.key_digest(self.KEY)
+        self.states = {}
+        self.rpc.answers["crypto_state"] = lambda node: self.states.get(
+            node, {"cluster_certificate": {"current": "C", "staged": None,
+                                           "previous": None},
+                   "hmac_key": {"current": self.digest, "staged": None,
+                                "previous": None}})
+
+    def test_nothing_left(self):
+        self.assertEqual(self.verify_group(), (True, []))
+        self.assertEqual(sorted(c[0] for c in
+                                self.rpc.calls_of("crypto_state")),
+                         [NODE1, NODE2])
+
+    def test_an_unfinished_renewal_and_another_key(self):
+        self.states[NODE2] = {
+            "cluster_certificate": {"current": "C", "staged": "N",
+                                    "previous": None},
+            "hmac_key": {"current": "other", "staged": None,
+                         "previous": None}}
+        self.states[NODE1] = {
+            "cluster_certificate": {"current": "C", "staged": None,
+                                    "previous": "O"},
+            "hmac_key": {"current": self.digest, "staged": None,
+                         "previous": "old"}}
+        result, findings = self.verify_group()
+        self.assertFalse(result)
+        self.assertEqual(sorted(findings), sorted([
+            "  - WARNING: node %s: the node still trusts a staged cluster"
+            " certificate beside its own: a renewal did not finish; run"
+            " 'gnt-cluster renew-crypto --new-cluster-certificate' again"
+            % NODE2,
+            "  - ERROR: node %s: the node's HMAC key is not the master's"
+            " ('gnt-cluster redist-conf' copies it)" % NODE2,
+            "  - WARNING: node %s: the node still trusts a previous cluster"
+            " certificate beside its own: a renewal did not finish; run"
+            " 'gnt-cluster renew-crypto --new-cluster-certificate' again"
+            % NODE1,
+            "  - WARNING: node %s: the node still accepts a second HMAC"
+            " key: a renewal did not finish; run 'gnt-cluster renew-crypto"
+            " --new-confd-hmac-key' again" % NODE1]))
+
+    def test_node_without_the_procedure(self):
+        del self.rpc.answers["crypto_state"]
+        self.assertEqual(self.verify_group(), (True, []))

@@ -195,6 +195,9 @@ def shared_cert(testcase):
 
 class MembershipTestCase(ClockTestCase):
 
+    #: the fake node daemons (subclasses simulate more procedures)
+    NODES = FakeNodes
+
     def setUp(self):
         ClockTestCase.setUp(self)
         self.root = os.path.abspath(self.mktemp())
@@ -208,7 +211,7 @@ class MembershipTestCase(ClockTestCase):
         with open(self.paths.hmac_key_file, "w") as f:
             f.write("0123456789abcdef0123456789abcdef01234567\n")
         self.glm = mcpu.make_lock_manager(self.cfg, self.clock)
-        self.nodes = FakeNodes(self.cfg, self.cert)
+        self.nodes = self.NODES(self.cfg, self.cert)
         self.nodes.member("127.0.0.1")
         self.ctx = mcpu.MasterContext(cfg=self.cfg, glm=self.glm,
                                       clock=self.clock, rpc=self.nodes,

@@ -303,7 +303,8 @@ class RoundTripTests(unittest.TestCase):
     def test_which_opcodes_may_hold_secrets(self):
         holders = sorted(op_id for op_id in opcodes.ALL_OP_IDS
                          if opcodes.opcode_class(op_id).may_hold_secrets())
-        self.assertEqual(holders, ["OP_INSTANCE_CREATE",
+        self.assertEqual(holders, ["OP_CLUSTER_RENEW_CRYPTO",
+                                   "OP_INSTANCE_CREATE",
                                    "OP_INSTANCE_MULTI_ALLOC",
                                    "OP_INSTANCE_REINSTALL",
                                    "OP_TEST_OS_PARAMS"])

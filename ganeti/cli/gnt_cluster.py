@@ -826,6 +826,152 @@ def redist_conf(ctx, opts):
     ctx.run_op(ctx.opcode("OP_CLUSTER_REDIST_CONF"))
 
 
+# --- renew-crypto and rename -------------------------------------------------
+
+def _read_file(path, option):
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as err:
+        raise errors.ParameterError(option, "cannot read %s: %s"
+                                    % (path, err.strerror))
+    try:
+        return data.decode("ascii")
+    except UnicodeDecodeError:
+        raise errors.ParameterError(option, "%s is not a text (PEM) file"
+                                    % path)
+
+
+def _refused(opts):
+    """What renew-crypto refuses, with the reason (None: nothing)."""
+    spice = [name for name, given in (
+        ("--new-spice-certificate", opts.new_spice_cert),
+        ("--spice-certificate", opts.spice_cert),
+        ("--spice-ca-certificate", opts.spice_cacert)) if given]
+    if spice:
+        return ("%s: this cluster manager has no SPICE consoles, so there is"
+                " no SPICE certificate to renew" % ", ".join(spice))
+    if opts.new_ssh_keys or opts.ssh_key_type or opts.ssh_key_bits:
+        return ("--new-ssh-keys: this cluster manager keeps no SSH keys (its"
+                " nodes trust each other by the cluster certificate), so"
+                " there are none to renew")
+    if opts.new_rapi_cert and opts.rapi_cert:
+        return ("Only one of the --new-rapi-certificate and"
+                " --rapi-certificate options can be specified at the same"
+                " time.")
+    if opts.new_cluster_domain_secret and opts.cluster_domain_secret:
+        return ("Only one of the --new-cluster-domain-secret and"
+                " --cluster-domain-secret options can be specified at the"
+                " same time.")
+    return None
+
+
+@commands.command(
+    "renew-crypto",
+    opts=[Opt("--new-cluster-certificate", dest="new_cluster_cert",
+              action="store_true",
+              help="generate a new cluster certificate (what every node"
+              " daemon presents) and roll it out to every node"),
+          Opt("--new-node-certificates", dest="new_node_cert",
+              action="store_true",
+              help="nodes present the cluster certificate here: the same as"
+              " --new-cluster-certificate"),
+          Opt("--new-rapi-certificate", dest="new_rapi_cert",
+              action="store_true",
+              help="generate a new certificate for the remote API"),
+          Opt("--rapi-certificate", dest="rapi_cert", metavar="FILE",
+              help="use this certificate (with its key, PEM) for the remote"
+              " API"),
+          Opt("--new-confd-hmac-key", action="store_true",
+              help="generate a new HMAC key (confd, self-diagnosis"
+              " reports)"),
+          Opt("--new-cluster-domain-secret", action="store_true",
+              help="generate a new cluster domain secret"),
+          Opt("--cluster-domain-secret", metavar="FILE",
+              help="use the cluster domain secret in this file"),
+          Opt("--new-spice-certificate", dest="new_spice_cert",
+              action="store_true", help="refused: there are no SPICE"
+              " consoles here"),
+          Opt("--spice-certificate", dest="spice_cert", metavar="FILE",
+              help="refused: there are no SPICE consoles here"),
+          Opt("--spice-ca-certificate", dest="spice_cacert", metavar="FILE",
+              help="refused: there are no SPICE consoles here"),
+          Opt("--new-ssh-keys", action="store_true",
+              help="refused: this cluster manager keeps no SSH keys"),
+          Opt("--ssh-key-type", metavar="TYPE",
+              help="refused with --new-ssh-keys"),
+          Opt("--ssh-key-bits", type=int, metavar="BITS",
+              help="refused with --new-ssh-keys"),
+          Opt("--no-ssh-key-check", action="store_true",
+              help="accepted for compatibility; no effect"),
+          base.VERBOSE_OPT, base.FORCE_OPT] + base.JOB_OPTS,
+    help="renew the cluster's certificates, keys and secrets on every node,"
+    " without stopping daemons or instances")
+def renew_crypto(ctx, opts):
+    refused = _refused(opts)
+    if refused:
+        raise base.CommandFailed(refused)
+    params = {}
+    if opts.new_cluster_cert:
+        params["new_cluster_certificate"] = True
+    if opts.new_node_cert:
+        ctx.out("Nodes present the cluster certificate here:"
+                " --new-node-certificates renews it.")
+        params["node_certificates"] = True
+    if opts.new_rapi_cert:
+        params["new_rapi_certificate"] = True
+    if opts.rapi_cert:
+        params["rapi_certificate"] = _read_file(opts.rapi_cert,
+                                                "--rapi-certificate")
+    if opts.new_confd_hmac_key:
+        params["new_confd_hmac_key"] = True
+    if opts.new_cluster_domain_secret:
+        params["new_cluster_domain_secret"] = True
+    if opts.cluster_domain_secret:
+        params["cluster_domain_secret"] = _read_file(
+            opts.cluster_domain_secret, "--cluster-domain-secret")
+    if not params:
+        raise base.CommandFailed(
+            "Nothing to renew: give at least one of --new-cluster-certificate"
+            " (or --new-node-certificates), --new-confd-hmac-key,"
+            " --new-rapi-certificate, --rapi-certificate,"
+            " --new-cluster-domain-secret, --cluster-domain-secret")
+    if opts.verbose:
+        params["verbose"] = True
+    op = ctx.opcode("OP_CLUSTER_RENEW_CRYPTO", **params)
+    ctx.confirm("This renews the cluster's secrets on every node; daemons and"
+                " instances keep running. Continue?", skip=opts.force)
+    ctx.out("Updating certificates now. Running \"gnt-cluster verify\" is"
+            " recommended after this operation.")
+    ctx.run_op(op)
+    if opts.submit_only:
+        return base.EXIT_SUCCESS
+    ctx.out("All requested certificates and keys have been replaced."
+            " Running \"gnt-cluster verify\" now is recommended.")
+    return base.EXIT_SUCCESS
+
+
+@commands.command(
+    "rename", opts=[base.FORCE_OPT, base.DRY_RUN_OPT] + base.JOB_OPTS,
+    args=[Opt("new_name", metavar="NEW_NAME",
+              help="the cluster's new name")],
+    help="rename the cluster (its certificate is renewed for the new name"
+    " on every node; the master IP stays)")
+def rename(ctx, opts):
+    try:
+        op = ctx.opcode("OP_CLUSTER_RENAME", name=opts.new_name)
+    except errors.OpPrereqError as err:
+        raise errors.ParameterError("NEW_NAME", err.args[0])
+    old_name = ctx.client.query_config_values(["cluster_name"])[0]
+    ctx.confirm("This will rename the cluster from '%s' to '%s' and renew"
+                " the cluster certificate, which carries the name, on every"
+                " node. Continue?" % (old_name, op.name), skip=opts.force)
+    result = ctx.run_op(op)
+    if result:
+        ctx.out("Cluster renamed from '%s' to '%s'" % (old_name, result))
+    return base.EXIT_SUCCESS
+
+
 # --- modify -----------------------------------------------------------------
 
 def _os_mods(text, option):

@@ -7,16 +7,16 @@ new logical unit is found once its module is listed in ``_MODULES``.
 
 from ganeti import errors
 from ganeti.cmdlib import (
-    cluster, group, group_evacuate, instance, instance_create,
-    instance_migration, instance_move, instance_multi_alloc,
+    cluster, cluster_crypto, group, group_evacuate, instance,
+    instance_create, instance_migration, instance_move, instance_multi_alloc,
     instance_set_params, instance_storage, node, node_commands,
     node_evacuate, node_oob, operating_system, storage, tags, test, verify)
 from ganeti.cmdlib.base import LogicalUnit
 
 __all__ = ["LOGICAL_UNITS", "logical_units"]
 
-_MODULES = (cluster, verify, group, group_evacuate, node, node_evacuate,
-            node_oob, node_commands,
+_MODULES = (cluster, cluster_crypto, verify, group, group_evacuate, node,
+            node_evacuate, node_oob, node_commands,
             instance, instance_create, instance_multi_alloc,
             instance_set_params, instance_storage, instance_migration,
             instance_move, operating_system, storage, tags, test)

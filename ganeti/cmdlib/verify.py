@@ -35,6 +35,7 @@ from ganeti import objects
 from ganeti import opcodes
 from ganeti import rpc
 from ganeti import user_shutdown
+from ganeti.backend import rotation
 from ganeti.cmdlib import instance_disks
 from ganeti.cmdlib import node_calls
 from ganeti.cmdlib.base import LogicalUnit
@@ -131,6 +132,8 @@ class NodeImage(object):
         #: the answer of verify_node_files (None: not asked or failed)
         self.files = None
         self.files_msg = None
+        #: the answer of crypto_state (None: not asked or failed)
+        self.crypto = None
 
 
 class _Reporter(object):
@@ -260,6 +263,9 @@ class LUClusterVerifyGroup(LogicalUnit):
         else:
             image.files_msg = files.fail_msg or "invalid answer %r" % (
                 files.payload,)
+        state = await self._call(image, "crypto_state", [])
+        if state.success and isinstance(state.payload, dict):
+            image.crypto = state.payload
         if not image.vm_capable:
             return
         image.hv_verify = await self._call(image, "hypervisor_verify",
@@ -582,6 +588,44 @@ class LUClusterVerifyGroup(LogicalUnit):
                       " configuration (serial %s) but is not a master"
                       " candidate", serial, code=ETYPE_WARNING)
 
+    def _verify_node_crypto(self, rep, image, hmac_digest):
+        """What a renewal of the cluster's secrets left on the node
+        (docs/crypto.rst): a renewal that did not finish, an HMAC key that
+        is not the master's.  (A node holding another cluster certificate
+        cannot be asked at all.)"""
+        state = image.crypto
+        if state is None:
+            return
+        name = image.name
+        cert = state.get("cluster_certificate") or {}
+        extra = [what for what, key in (("staged", "staged"),
+                                         ("previous", "previous"))
+                 if cert.get(key)]
+        rep.error_if(extra, CV_ENODEFILECHECK, name, "the node still trusts"
+                     " a %s cluster certificate beside its own: a renewal"
+                     " did not finish; run 'gnt-cluster renew-crypto"
+                     " --new-cluster-certificate' again", " and a ".join(
+                         extra), code=ETYPE_WARNING)
+        key = state.get("hmac_key") or {}
+        if hmac_digest is not None and key.get("current") != hmac_digest:
+            rep.error(CV_ENODEFILECHECK, name, "the node's HMAC key is not"
+                      " the master's ('gnt-cluster redist-conf' copies it)")
+        elif key.get("staged") or key.get("previous"):
+            rep.error(CV_ENODEFILECHECK, name, "the node still accepts a"
+                      " second HMAC key: a renewal did not finish; run"
+                      " 'gnt-cluster renew-crypto --new-confd-hmac-key'"
+                      " again", code=ETYPE_WARNING)
+
+    def _master_hmac_digest(self):
+        paths = self.ctx.paths
+        if paths is None:
+            return None
+        try:
+            with open(paths.hmac_key_file, "rb") as f:
+                return rotation.key_digest(f.read())
+        except OSError:
+            return None
+
     def _verify_orphan_volumes(self, rep, images):
         """Disk files and LVs in the nodes' storage that no disk of any
         instance owns: warnings, as Ganeti's orphan volumes.  A file of the
@@ -684,6 +728,7 @@ class LUClusterVerifyGroup(LogicalUnit):
             rpc.DEFAULT_MAX_PARALLEL)
 
         self.log_info("* Verifying node status")
+        hmac_digest = self._master_hmac_digest()
         by_name = {i.name: i for i in cfg.instances.values() if i.name}
         group_uuids = set(n.uuid for n in self.nodes)
         for node in self.nodes:
@@ -700,6 +745,7 @@ class LUClusterVerifyGroup(LogicalUnit):
             if self._verify_node(rep, image) and image.vm_capable:
                 self._verify_node_instances(rep, image, by_name)
             self._verify_node_config(rep, image, settled, missed)
+            self._verify_node_crypto(rep, image, hmac_digest)
         for uuid, image in images.items():
             if uuid not in group_uuids and image.rpc_fail:
                 rep.error(CV_ENODERPC, image.name, "while contacting node:"

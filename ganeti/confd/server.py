@@ -39,6 +39,7 @@ from twisted.logger import Logger
 
 from ganeti import errors
 from ganeti.confd import guards
+from ganeti.confd import keys
 from ganeti.confd import queries
 from ganeti.confd import wire
 
@@ -79,8 +80,9 @@ class ConfdProcessor(object):
                  replay_cache=None, max_clock_skew=wire.MAX_CLOCK_SKEW,
                  log_throttle=None):
         # (replay_cache must use the same window as max_clock_skew)
-        self.hmac_key = hmac_key
-        self.signer = wire.Signer(hmac_key)
+        # hmac_key: the key, or keys.HmacKeys following the key files
+        self.keys = keys.as_keys(hmac_key)
+        self._signers = {}
         self.config = config
         self.clock = clock
         self.max_clock_skew = max_clock_skew
@@ -91,6 +93,41 @@ class ConfdProcessor(object):
         self.log_throttle = (log_throttle if log_throttle is not None
                              else guards.LogThrottle(clock))
         self.counters = collections.Counter()
+
+    @property
+    def hmac_key(self):
+        return self.keys.signing()
+
+    @property
+    def signer(self):
+        return self._signer(self.keys.signing())
+
+    def _signer(self, key):
+        signer = self._signers.get(key)
+        if signer is None:
+            if len(self._signers) > 8:   # keys of renewals long gone
+                self._signers.clear()
+            signer = self._signers[key] = wire.Signer(key)
+        return signer
+
+    def _verify(self, data):
+        """(signer of the key that signed ``data``, msg, salt, digest).
+
+        Every accepted key is tried, the current one first: during a key
+        renewal a request may come signed with the old or the new key, and
+        its answer is signed with the same key, which the asker has."""
+        accepted = self.keys.accepted()
+        signer = self._signer(accepted[0])
+        try:
+            return (signer,) + tuple(signer.verify(data))
+        except errors.SignatureError as err:
+            for key in accepted[1:]:
+                other = self._signer(key)
+                try:
+                    return (other,) + tuple(other.verify(data))
+                except errors.SignatureError:
+                    continue
+            raise err
 
     # --- entry point --------------------------------------------------------
 
@@ -137,7 +174,7 @@ class ConfdProcessor(object):
             raise _Dropped("rate_limited", "over %g requests/s"
                            % self.rate_limiter.rate)
         try:
-            msg, salt, digest = self.signer.verify(data)
+            signer, msg, salt, digest = self._verify(data)
         except errors.ConfdMagicError:
             raise _Dropped("bad_magic", "first bytes %r" % data[:4])
         except wire.EnvelopeError as err:
@@ -180,11 +217,11 @@ class ConfdProcessor(object):
             raise _Dropped("bad_protocol", "protocol %r is not %d"
                            % (protocol, wire.PROTOCOL_VERSION))
 
-        reply = self.signer.pack(rsalt, self._answer(inner, source))
+        reply = signer.pack(rsalt, self._answer(inner, source))
         if len(reply) > _MAX_REPLY_SIZE:
             self._note_error("reply_too_large", source, "%d bytes"
                              % len(reply))
-            reply = self.signer.pack(rsalt, wire.encode_reply(
+            reply = signer.pack(rsalt, wire.encode_reply(
                 wire.STATUS_ERROR, "answer too large for one datagram"
                 " (%d bytes, at most %d)" % (len(reply), _MAX_REPLY_SIZE),
                 0))

@@ -13,6 +13,8 @@ from twisted.internet import defer
 from twisted.logger import Logger
 from twisted.web.client import Agent, readBody
 
+from ganeti.confd import keys
+
 log = Logger()
 
 #: the collector's name (Ganeti 3.1's)
@@ -24,7 +26,8 @@ class MondDiagnoseSource(object):
     def __init__(self, reactor, hmac_key, port, max_age=60.0, agent=None,
                  timeout=5.0):
         self.reactor = reactor
-        self.hmac_key = hmac_key
+        # the key, or keys.HmacKeys following the key files
+        self.keys = keys.as_keys(hmac_key)
         self.port = port
         self.max_age = max_age
         self.agent = agent or Agent(reactor, connectTimeout=timeout)
@@ -61,7 +64,8 @@ class MondDiagnoseSource(object):
             self._count("missing")
             return None
         try:
-            return diagnose.open_report(found[0].get("data"), self.hmac_key,
+            return diagnose.open_report(found[0].get("data"),
+                                        list(self.keys.accepted()),
                                         self.reactor.seconds(), self.max_age)
         except diagnose.BadReport as err:
             self._count(err.reason)

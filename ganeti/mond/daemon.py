@@ -25,6 +25,7 @@ from twisted.logger import Logger
 from ganeti import constants
 from ganeti import errors
 from ganeti.confd import client as confd_client
+from ganeti.confd import keys
 from ganeti.confd import wire
 from ganeti.mond import base
 
@@ -241,7 +242,8 @@ class ConfdSettings(object):
         self._ssconf = vote.read_ssconf
         self._this_node = vote.this_node
         self.reactor = reactor
-        self.hmac_key = hmac_key
+        # the key, or keys.HmacKeys following the key files
+        self.keys = keys.as_keys(hmac_key)
         self.paths = paths
         self.my_address = my_address
         self.port = port
@@ -257,9 +259,14 @@ class ConfdSettings(object):
 
     async def _ask(self, req_type, query=None):
         peers = self._peers()
+        key = self.keys.signing()
+        if self._client is not None and self._client.hmac_key != key:
+            # the cluster key was renewed: ask with the new one
+            old, self._client = self._client, None
+            old.close()
         if self._client is None:
             self._client = confd_client.ConfdClient(
-                self.hmac_key, peers, port=self.port, reactor=self.reactor,
+                key, peers, port=self.port, reactor=self.reactor,
                 timeout=self.timeout)
         else:
             self._client.update_peers(peers)

@@ -47,6 +47,7 @@ from zope.interface import implementer
 from ganeti import constants
 from ganeti.backend import process
 from ganeti.backend import restricted
+from ganeti.confd import keys
 from ganeti.confd import wire
 from ganeti.mond import base
 from ganeti.mond import builtin_diagnose
@@ -134,6 +135,9 @@ def sign(hmac_key, diagnosis, seconds):
 def open_report(data, hmac_key, now, max_age):
     """The checked diagnosis in a report's ``data`` (a signed envelope).
 
+    ``hmac_key`` is the cluster key, or a list of keys any of which may
+    have signed (during a key renewal: the new and the old one).
+
     ``now`` is the consumer's clock (seconds); a report signed more than
     ``max_age`` seconds from it (either way: clocks drift) is stale.
     Raises BadReport with reason ``unsigned`` (no envelope), ``bad-signature``
@@ -145,11 +149,16 @@ def open_report(data, hmac_key, now, max_age):
             isinstance(data.get(k), str) for k in ("msg", "salt", "hmac")):
         raise BadReport(UNSIGNED, "the report is not a signed envelope"
                         " (msg, salt, hmac)")
+    candidates = hmac_key if isinstance(hmac_key, (list, tuple)) \
+        else [hmac_key]
+    given = data["hmac"].lower()
     try:
-        expected = wire.sign(hmac_key, data["salt"], data["msg"])
+        good = any(hmac.compare_digest(wire.sign(key, data["salt"],
+                                                 data["msg"]), given)
+                   for key in candidates)
     except UnicodeEncodeError:   # lone surrogates, legal in JSON strings
         raise BadReport(MALFORMED, "the envelope is not valid Unicode")
-    if not hmac.compare_digest(expected, data["hmac"].lower()):
+    if not good:
         raise BadReport(BAD_SIGNATURE, "the HMAC does not match the"
                         " cluster key")
     try:
@@ -189,7 +198,8 @@ class DiagnoseCollector(base.CollectorBase):
                  owner=None, builtin=None):
         self.reactor = reactor
         self.clock = clock
-        self.hmac_key = hmac_key
+        # the key, or keys.HmacKeys following the key files
+        self.keys = keys.as_keys(hmac_key)
         self.directory = directory
         self.timeout = timeout
         self.bus_address = bus_address
@@ -244,7 +254,7 @@ class DiagnoseCollector(base.CollectorBase):
     async def _collect(self):
         started = self.clock.seconds()
         diagnosis = await self.diagnose()
-        return sign(self.hmac_key, diagnosis, started)
+        return sign(self.keys.signing(), diagnosis, started)
 
     def collect(self):
         return defer.Deferred.fromCoroutine(self._collect())

@@ -14,6 +14,7 @@ from twisted.python import usage
 
 from ganeti import pathutils
 from ganeti.confd import guards
+from ganeti.confd import keys
 from ganeti.confd import pacing
 from ganeti.confd import reloader
 from ganeti.confd import server
@@ -76,6 +77,7 @@ class Options(usage.Options):
         if not self["hmac-key"]:
             raise usage.UsageError("the cluster HMAC key %s is empty"
                                    % key_file)
+        self["hmac-key-file"] = key_file
         self["config-file"] = paths.config_file
 
 
@@ -161,8 +163,9 @@ def makeService(options, reactor=None):
         runner=reloader.ThreadRunner(reactor),
         pace=lambda: pacing.Pacer(yield_to=pacing.ReactorTurn(reactor)),
         collector=reloader.CollectorFreeze())
+    # the key files are followed: a key renewal needs no restart
     processor = server.ConfdProcessor(
-        options["hmac-key"], watcher, reactor,
+        keys.HmacKeys(options["hmac-key-file"], reactor), watcher, reactor,
         rate_limiter=guards.RateLimiter(reactor, rate=options["rate-limit"],
                                         burst=options["rate-burst"]),
         replay_cache=guards.ReplayCache(

@@ -21,6 +21,7 @@ from twisted.web import server as web_server
 from ganeti import constants
 from ganeti import luxi
 from ganeti import pathutils
+from ganeti.confd import keys
 from ganeti.confd import wire
 from ganeti.maintd import daemon as mdaemon
 from ganeti.maintd import status as mstatus
@@ -178,8 +179,10 @@ def makeService(options, reactor=None):
     from ganeti.maintd import diagnose_source
     paths = pathutils.Paths(options["root"])
     client = luxi.LuxiClient(reactor, paths.master_socket)
+    # the key files are followed: reports signed with a renewed key count
     source = diagnose_source.MondDiagnoseSource(
-        reactor, options["hmac-key"], port=options["mond-port"],
+        reactor, keys.HmacKeys(paths.hmac_key_file, reactor),
+        port=options["mond-port"],
         max_age=options["report-max-age"])
     from ganeti.maintd import load as mload
     # balancing with load data reads the same monitoring daemons

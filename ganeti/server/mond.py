@@ -16,6 +16,7 @@ from ganeti import constants
 from ganeti import hypervisor
 from ganeti import pathutils
 from ganeti.backend import process
+from ganeti.confd import keys
 from ganeti.confd import wire
 from ganeti.server.options import check_listen, service_port
 
@@ -63,6 +64,7 @@ class Options(usage.Options):
             raise usage.UsageError("cannot read the cluster HMAC key %s (it"
                                    " signs the self-diagnosis): %s"
                                    % (key_file, err.strerror))
+        self["hmac-key-file"] = key_file
 
 
 class _DaemonService(service.Service):
@@ -92,7 +94,7 @@ def make_collectors(reactor, options, paths, settings):
         lv.LvCollector(runner),
         drbd.DrbdCollector(runner),
         diagnose.DiagnoseCollector(
-            reactor, reactor, options["hmac-key"],
+            reactor, reactor, settings.keys,
             paths.diagnose_commands_dir,
             timeout=options["diagnose-timeout"],
             bus_address=options["dbus-address"]),
@@ -110,7 +112,9 @@ def makeService(options, reactor=None):
     from ganeti.mond import daemon as mdaemon
     from ganeti.mond import web
     paths = pathutils.Paths(options["root"])
-    settings = mdaemon.ConfdSettings(reactor, options["hmac-key"], paths,
+    # the key files are followed: a key renewal needs no restart
+    hmac_keys = keys.HmacKeys(options["hmac-key-file"], reactor)
+    settings = mdaemon.ConfdSettings(reactor, hmac_keys, paths,
                                      options["bind"],
                                      port=options["confd-port"])
     daemon = mdaemon.MonitoringDaemon(

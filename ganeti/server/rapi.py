@@ -2,7 +2,8 @@
 
 Serves the Klein app of :mod:`ganeti.rapi.app` with the cluster's RAPI
 certificate (``<data_dir>/rapi.pem``, key and certificate in one file,
-created by ``gnt-cluster init``); plain HTTP only with ``--no-ssl``.  The
+created by ``gnt-cluster init``, followed on disk: a renewed one is served
+from the next connection on); plain HTTP only with ``--no-ssl``.  The
 HTTP front (:mod:`ganeti.rapi.front`) bounds connections and requests
 before the app sees them.  Users
 and their rights come from ``<data_dir>/rapi/users``, re-read when it
@@ -16,13 +17,13 @@ from twisted.application import service, strports
 from twisted.internet import endpoints
 from twisted.logger import Logger
 from twisted.python import usage
-from twisted.internet import ssl
 from twisted.protocols.tls import TLSMemoryBIOFactory
 
 from ganeti import constants
 from ganeti import pathutils
 from ganeti.rapi import app as rapi_app
 from ganeti.rapi import auth
+from ganeti.rapi import certificate
 from ganeti.rapi import front
 from ganeti.rapi import ratelimit
 from ganeti.rapi.master import LuxiPool
@@ -146,13 +147,7 @@ def listen_description(options, address=None):
 
 def tls_options(options):
     """The TLS server options of the certificate and key files."""
-    with open(options["ssl-cert"], "rb") as f:
-        cert_pem = f.read()
-    with open(options["ssl-key"], "rb") as f:
-        key_pem = f.read()
-    private = ssl.PrivateCertificate.loadPEM(cert_pem + b"\n" + key_pem)
-    return ssl.CertificateOptions(privateKey=private.privateKey.original,
-                                  certificate=private.original)
+    return certificate.load_options(options["ssl-cert"], options["ssl-key"])
 
 
 def limits(options):
@@ -170,8 +165,10 @@ def listening_factory(options, site, reactor):
     them costs no TLS work."""
     factory = site
     if not options["no-ssl"]:
-        factory = TLSMemoryBIOFactory(tls_options(options), False, site,
-                                      clock=reactor)
+        # a renewed certificate is served from the next connection on
+        served = certificate.ServedCertificate(
+            options["ssl-cert"], options["ssl-key"], reactor)
+        factory = TLSMemoryBIOFactory(served, False, site, clock=reactor)
     return front.ConnectionLimiter(factory, site.limits, reactor)
 
 

@@ -48,6 +48,7 @@ from ganeti.server.noded.commands import make_command_sets
 from ganeti.server.noded.http import make_site
 from ganeti.server.noded.node import node_file_storage_dirs
 from ganeti.server.noded.procedures import NodeProcedures
+from ganeti.server.noded.renewal import ClusterTLS
 from ganeti.server.options import check_listen, service_port
 
 __all__ = ["Options", "makeService", "NodedService", "make_procedures",
@@ -207,11 +208,15 @@ class Options(usage.Options):
             if not directory.startswith("/"):
                 raise usage.UsageError("--extra-file-dir: %r is not an"
                                        " absolute path" % directory)
+        self["cert-file"] = cert_file
         try:
-            self["certificate"] = crypto.load_cluster_certificate(cert_file)
+            # with what a certificate renewal under way left beside it
+            self["credentials"] = crypto.load_node_credentials(cert_file)
+            self["certificate"] = self["credentials"].cert
         except errors.X509CertError as err:
             if self["bootstrap"] and not os.path.exists(cert_file):
                 self["certificate"] = None  # not a member yet
+                self["credentials"] = None
             else:
                 raise usage.UsageError("ganeti-noded cannot start: %s" % err)
 
@@ -311,23 +316,26 @@ def makeService(options, reactor=None):
     # first child: started before the port opens, stopped (its threads
     # joined) after it closed
     pool.setServiceParent(top)
+    endpoint = endpoints.TCP4ServerEndpoint(
+        reactor, options["port"], interface=options["bind"])
     if options["bootstrap"]:
         membership = Membership(procedures.paths, procedures,
                                 options["certificate"],
-                                options["master-fingerprint"])
-        endpoint = endpoints.TCP4ServerEndpoint(
-            reactor, options["port"], interface=options["bind"])
+                                options["master-fingerprint"],
+                                credentials=options["credentials"])
+        membership.tls.path = options["cert-file"]
         factory = TLSMemoryBIOFactory(
             membership, False,
             make_site(reactor, procedures, membership.procedures_for))
     else:
         # a node that leaves the cluster stops its daemon (as Ganeti's)
         procedures.on_leave = reactor.stop
-        endpoint = endpoints.SSL4ServerEndpoint(
-            reactor, options["port"],
-            crypto.server_context_factory(options["certificate"]),
-            interface=options["bind"])
-        factory = make_site(reactor, procedures)
+        # the TLS context is chosen per connection: a certificate renewal
+        # changes what is presented and trusted (docs/crypto.rst)
+        tls = ClusterTLS(options["cert-file"], options["credentials"])
+        procedures.cluster_tls = tls
+        factory = TLSMemoryBIOFactory(tls, False,
+                                      make_site(reactor, procedures))
     if options["daemons"] != "none":
         if options["daemons"] == "systemd":
             launcher = daemons.SystemdLauncher(reactor)

@@ -12,6 +12,7 @@ from twisted.logger import Logger
 from zope.interface import implementer
 
 from ganeti import crypto
+from ganeti.server.noded.renewal import ClusterTLS
 from ganeti.server.noded.membership import BootstrapProcedures
 
 log = Logger()
@@ -94,19 +95,23 @@ class Membership(object):
     with a new one-time certificate.
     """
 
-    def __init__(self, paths, procedures, certificate, master_digest=None):
+    def __init__(self, paths, procedures, certificate, master_digest=None,
+                 credentials=None):
         self.paths = paths
         self.procedures = procedures
         self.master_digest = master_digest
         self.context = None
-        self.cluster_context = None
-        self._cluster_contexts = {}
+        self.member = False
+        # the cluster side, as a daemon started without --bootstrap has it
+        # (certificate renewals included)
+        self.tls = ClusterTLS(crypto.server_pem_path(paths))
+        procedures.cluster_tls = self.tls
         self.fingerprint = None
         procedures.on_leave = self.left
         if certificate is None:
             self.bootstrap()
         else:
-            self.joined(certificate)
+            self.joined(certificate, credentials)
 
     @property
     def fingerprint_file(self):
@@ -120,7 +125,7 @@ class Membership(object):
         self.fingerprint = crypto.format_fingerprint(digest)
         self.context = bootstrap_context(key_pem, cert_pem,
                                          self.master_digest)
-        self.cluster_context = None
+        self.member = False
         try:
             os.makedirs(self.paths.run_dir, mode=0o750, exist_ok=True)
             with open(self.fingerprint_file + ".new", "w") as f:
@@ -134,15 +139,15 @@ class Membership(object):
                  " add --primary-ip <this node's IP> --join-fingerprint {fp}"
                  " <node name>", fp=self.fingerprint)
 
-    def joined(self, cert):
-        # one context per certificate: connections made before a
-        # node_leave are good again once it joins the same cluster
-        digest = cert.digest()
-        if digest not in self._cluster_contexts:
-            self._cluster_contexts[digest] = crypto.server_context_factory(
-                cert).getContext()
-        self.cluster_context = self._cluster_contexts[digest]
-        self.context = self.cluster_context
+    def joined(self, cert, credentials=None):
+        # the cluster side keeps one context per certificate: connections
+        # made before a node_leave are good again once it joins the same
+        # cluster
+        if credentials is None:
+            credentials = crypto.NodeCredentials(cert, [cert])
+        self.tls.use(credentials)
+        self.member = True
+        self.context = None
         self.fingerprint = None
         try:
             os.unlink(self.fingerprint_file)
@@ -156,14 +161,15 @@ class Membership(object):
         self.bootstrap()
 
     def serverConnectionForTLS(self, tlsProtocol):
+        if self.member:
+            return self.tls.serverConnectionForTLS(tlsProtocol)
         return SSL.Connection(self.context, None)
 
     def procedures_for(self, request):
         conn = _tls_connection(request)
         if conn is None:
             return self.procedures
-        if self.cluster_context is not None and \
-                conn.get_context() is self.cluster_context:
+        if self.tls.is_cluster_context(conn.get_context()):
             return self.procedures
         peer = conn.get_peer_certificate()
         digest = crypto.certificate_digest(peer) if peer is not None else None

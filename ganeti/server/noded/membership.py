@@ -16,6 +16,7 @@ from ganeti import crypto
 from ganeti import errors
 from ganeti import ht
 from ganeti.backend import files
+from ganeti.backend import rotation
 from ganeti.utils import io
 from ganeti.server.noded.procedure import Arg, procedure
 from ganeti.server.noded.procedure import ProcedureTable
@@ -175,6 +176,9 @@ def cluster_file_paths(paths):
               for p in sorted(files.ALLOWED_UPLOADS)]
     result += [os.path.join(paths.data_dir, name) for name in
                ("server.pem", "config.data.bak", "redist-extra-files")]
+    # what a renewal of the certificate or the HMAC key keeps beside them
+    for path in (crypto.server_pem_path(paths), paths.hmac_key_file):
+        result += [path + rotation.STAGED, path + rotation.PREVIOUS]
     try:
         names = sorted(os.listdir(paths.data_dir))
     except OSError:

@@ -4,8 +4,9 @@ The procedures are grouped by what they act on, one module each:
 :mod:`~ganeti.server.noded.node` (this node), :mod:`~.instances`,
 :mod:`~.disks`, :mod:`~.os_scripts`, :mod:`~.migration`, :mod:`~.drbd`,
 :mod:`~.storage_units`, :mod:`~.commands` (restricted and repair
-commands), :mod:`~.membership` and :mod:`~.queue_replica` (a master
-candidate's copy of the job queue).  The work itself is in
+commands), :mod:`~.membership`, :mod:`~.renewal` (renewing the
+cluster's secrets) and :mod:`~.queue_replica` (a master candidate's copy
+of the job queue).  The work itself is in
 ``ganeti.backend`` and ``ganeti.storage``.
 """
 
@@ -22,6 +23,7 @@ from ganeti.server.noded.node import NodeProcedures as _ThisNode
 from ganeti.server.noded.os_scripts import OsProcedures
 from ganeti.server.noded.procedure import ProcedureTable
 from ganeti.server.noded.queue_replica import QueueReplicaProcedures
+from ganeti.server.noded.renewal import CryptoProcedures
 from ganeti.server.noded.storage_units import StorageUnitProcedures
 
 __all__ = ["NodeProcedures"]
@@ -31,7 +33,7 @@ class NodeProcedures(_ThisNode, InstanceProcedures, DiskProcedures,
                      OsProcedures, MigrationProcedures, DrbdProcedures,
                      StorageUnitProcedures, CommandProcedures,
                      MembershipProcedures, DaemonProcedures,
-                     QueueReplicaProcedures,
+                     CryptoProcedures, QueueReplicaProcedures,
                      ProcedureTable):
     """The procedures of one node: ``table`` maps each name to its
     argument spec and bound method; :meth:`call` runs one.
