@@ -15,6 +15,7 @@ from ganeti import constants
 from ganeti import crypto
 from ganeti import errors
 from ganeti import luxi
+from ganeti import opcodes
 from ganeti.dev.vcluster import VirtualCluster
 from ganeti.rapi.front import ConnectionLimiter
 from ganeti.server import masterd
@@ -71,6 +72,23 @@ class MasterdServiceTests(unittest.TestCase):
         # the node checks, the audit and the archiving ran on the
         # master's clock and stopped with it
         self.assertEqual(reactor.getDelayedCalls(), [])
+
+    def test_job_queue_copies_wired_and_free_without_candidates(self):
+        reactor = MemoryReactorClock()
+        top = self.make(reactor)
+        top.startService()
+        replicator = top.jobs.replicator
+        self.assertIs(top.queue._journal, replicator)
+        self.assertIs(top.ctx.queue_replicator, replicator)
+        self.assertIn(replicator.config_written, top.cfg.write_listeners)
+        self.assertTrue(replicator.started)
+        # one node: no candidate to copy to, nothing waits for one
+        self.assertEqual(replicator.status, {})
+        job = top.queue.submit_job([opcodes.OpTestDelay(duration=0)])
+        self.assertEqual(self.successResultOf(job), 1)
+        self.assertEqual(reactor.tcpClients, [])
+        self.successResultOf(top.stopService())
+        self.assertTrue(replicator.stopped)
 
     def test_ssconf_files_once_per_burst_of_changes(self):
         from ganeti.backend import files

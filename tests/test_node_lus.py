@@ -760,6 +760,28 @@ class RedistConfTests(MembershipTestCase):
         self.assertIn("WARNING: Not every node got every file: %s" % NODE2,
                       self.log)
 
+    def test_the_job_queue_is_copied_too(self):
+        self.add()
+        asked = []
+
+        class QueueCopies(object):
+            # the master's QueueReplicator (tests/test_jqueue_replication.py)
+            def resync(self):
+                asked.append(True)
+                return defer.succeed({NODE2: "node %s: refused" % NODE2})
+        self.ok({"OP_ID": "OP_CLUSTER_REDIST_CONF"})
+        self.assertNotIn("Copying the job queue to the master candidates",
+                         self.log)
+        self.ctx.queue_replicator = QueueCopies()
+        self.ok({"OP_ID": "OP_CLUSTER_REDIST_CONF"})
+        self.assertEqual(asked, [True])
+        self.assertIn("Copying the job queue to the master candidates",
+                      self.log)
+        self.assertIn("WARNING: Node %s did not get a copy of the job queue:"
+                      " node %s: refused" % (NODE2, NODE2), self.log)
+        self.assertIn("WARNING: Not every node got every file: %s" % NODE2,
+                      self.log)
+
     def test_bad_extra_files_list(self):
         self.write("/var/lib/ganeti/redist-extra-files", "relative/path\n")
         err = self.fails({"OP_ID": "OP_CLUSTER_REDIST_CONF"})

@@ -772,7 +772,7 @@ class LUClusterRedistConf(LogicalUnit):
     """gnt-cluster redist-conf: config.data to the master candidates,
     ssconf to every node, then the ancillary files (HMAC key, RAPI
     certificate and users, VNC password files in use, the admin's extra
-    files)."""
+    files), and a full copy of the job queue to the master candidates."""
     OP_ID = "OP_CLUSTER_REDIST_CONF"
 
     def expand_names(self):
@@ -798,11 +798,26 @@ class LUClusterRedistConf(LogicalUnit):
         failures = await replication.upload_files(self)
         for path, _ in replication.ancillary_files(cfg, self.ctx.paths):
             self.log_info("  %s", path)
-        bad = sorted(set(missed) | {name for name, _, _ in failures})
+        queue_missed = await self._copy_queue()
+        bad = sorted(set(missed) | {name for name, _, _ in failures} |
+                     set(queue_missed))
         if bad:
             self.log_warning("Not every node got every file: %s"
                              % ", ".join(bad))
         return None
+
+    async def _copy_queue(self):
+        """A full copy of the job queue to every master candidate; the
+        names of those it failed on."""
+        replicator = getattr(self.ctx, "queue_replicator", None)
+        if replicator is None:
+            return {}
+        self.log_info("Copying the job queue to the master candidates")
+        failed = await replicator.resync()
+        for name in sorted(failed):
+            self.log_warning("Node %s did not get a copy of the job queue:"
+                             " %s" % (name, failed[name]))
+        return failed
 
 
 # --- OP_CLUSTER_ACTIVATE_MASTER_IP / OP_CLUSTER_DEACTIVATE_MASTER_IP --------

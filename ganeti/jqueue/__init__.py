@@ -6,6 +6,9 @@
 * :mod:`ganeti.jqueue.queue`: submitting, scheduling, running, cancel,
   archive, drain
 * :mod:`ganeti.jqueue.budget`: the budget of query jobs, per client
+* :mod:`ganeti.jqueue.replication`: the queue's copies on the master
+  candidates (:mod:`ganeti.jqueue.layout`: the directory's names, shared
+  with the node daemon)
 
 See docs/jobs.rst for statuses, files and crash behaviour.
 """

@@ -373,6 +373,23 @@ class WriterJournal(object):
         the journal empty."""
         return self._writer.call(self._store.checkpoint)
 
+    def archived(self, job_ids):
+        """The queue moved ``job_ids`` into the archive: nothing to do here
+        (a wrapper copying the queue elsewhere does more, see
+        :mod:`ganeti.jqueue.replication`)."""
+        return _done()
+
+    def drain_flag_changed(self, flag):
+        """The queue's drain flag file changed: nothing to do here."""
+        return _done()
+
+
+def _done():
+    # Twisted only where the master uses this: the journal helper imports
+    # this module without it
+    from twisted.internet import defer
+    return defer.succeed(None)
+
 
 def _flush_file(path):
     try:

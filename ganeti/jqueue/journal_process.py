@@ -97,6 +97,14 @@ class JournalProcess(service.Service):
         self._flush()
         return self._request(CHECKPOINT, b"")
 
+    def archived(self, job_ids):
+        """Nothing to do when jobs were archived (the queue's journal
+        interface, see :mod:`ganeti.jqueue.replication`)."""
+        return defer.succeed(None)
+
+    def drain_flag_changed(self, flag):
+        return defer.succeed(None)
+
     def _flush(self):
         if self._flush_call is not None:
             if self._flush_call.active():

@@ -1308,11 +1308,16 @@ class JobQueue(object):
                 waiting.callback([] if isinstance(result, Failure)
                                  else result)
             return result
+        def copied(ids):
+            # the master candidates' copies of the queue move them too
+            if not ids:
+                return ids
+            return self._journal.archived(ids).addCallback(lambda _: ids)
         # the journal must not bring an archived file back after a crash
         d = self._journal.checkpoint()
         d.addCallback(lambda _: self._writer.call(self._store.archive_jobs,
                                                   job_ids))
-        return d.addCallback(moved).addBoth(ended)
+        return d.addCallback(moved).addCallback(copied).addBoth(ended)
 
     # ------------------------------------------------------------------
     # Drain flag
@@ -1324,9 +1329,11 @@ class JobQueue(object):
     def set_drain_flag(self, drain_flag):
         """SetDrainFlag: persisted as the ``drain`` file; a Deferred firing
         with True once it is.  New jobs are refused (or accepted) at once."""
-        self._drained = bool(drain_flag)
-        return self._writer.call(self._store.write_drain_flag,
-                                 self._drained).addCallback(lambda _: True)
+        self._drained = drained = bool(drain_flag)
+        d = self._writer.call(self._store.write_drain_flag, drained)
+        # and the master candidates' copies of the queue
+        d.addCallback(lambda _: self._journal.drain_flag_changed(drained))
+        return d.addCallback(lambda _: True)
 
     # ------------------------------------------------------------------
     # Queries

@@ -29,7 +29,6 @@ queue is loaded (:meth:`JobStore.tighten_modes`).
 import fcntl
 import json
 import os
-import re
 import stat
 import time
 
@@ -39,56 +38,26 @@ from ganeti import errors
 from ganeti.daemon_util import pid_alive
 from ganeti.utils.io import atomic_write, fsync_dir
 from ganeti.jqueue.journal import Journal
+from ganeti.jqueue.layout import (DIR_MODE, FILE_MODE, JOB_FILE_RE,
+                                  JOBS_PER_ARCHIVE_DIR, lock_holder,
+                                  replica_writing)
 from ganeti.jqueue.model import QueuedJob
 
 log = Logger()
 
 QUEUE_VERSION = 1
-#: every file of the queue directory (the journal helper is given it too)
-FILE_MODE = 0o600
-#: the queue directory and the archive's directories
-DIR_MODE = 0o700
-JOBS_PER_ARCHIVE_DIR = 10000
 CORRUPT_SUFFIX = ".corrupt"
 
-_JOB_FILE_RE = re.compile(r"^job-(\d+)$")
+_JOB_FILE_RE = JOB_FILE_RE
 
 
 def encode_job(job):
     return json.dumps(job.to_dict(), separators=(",", ":")).encode("utf-8")
 
 
-def _lock_holder(fd):
-    """The pid holding the flock on ``fd``'s file, or None if unknown.
-
-    Linux's /proc/locks names it; the pid the holder wrote into the file
-    covers the cases where /proc/locks cannot (no /proc, a device number
-    that stat reports differently, a holder in another pid namespace).
-    """
-    st = os.fstat(fd)
-    wanted = "%02x:%02x:%d" % (os.major(st.st_dev), os.minor(st.st_dev),
-                               st.st_ino)
-    try:
-        with open("/proc/locks") as f:
-            for line in f:
-                # "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF";
-                # processes waiting for a lock have "->" after the number
-                fields = line.split()
-                if (len(fields) > 5 and fields[1] == "FLOCK"
-                        and fields[5] == wanted and fields[4].isdigit()
-                        and int(fields[4]) > 0):
-                    return int(fields[4])
-    except OSError:
-        pass
-    try:
-        pid = int(os.pread(fd, 32, 0).strip() or 0)
-    except (OSError, ValueError):
-        return None
-    return pid if pid > 0 else None
-
-
 #: seconds a new master waits for the journal helper of a master that
-#: died to finish (it holds the queue's lock until then)
+#: died to finish (it holds the queue's lock until then), or for a node
+#: daemon writing its copy of the queue
 HELPER_EXIT_WAIT = 10.0
 
 
@@ -96,17 +65,21 @@ def _flock_after_helpers(fd, wait=None, clock=time.monotonic,
                          sleep=time.sleep):
     """Lock ``fd``'s file; while the holder named in the lock is a process
     that no longer exists (the lock is held by the helper it left, which
-    ends on its own), wait for it up to ``wait`` seconds.  Raises
-    BlockingIOError if the lock stays taken."""
+    ends on its own) or a node daemon writing a copy of the queue, wait
+    for it up to ``wait`` seconds.  Raises BlockingIOError if the lock
+    stays taken."""
     deadline = clock() + (HELPER_EXIT_WAIT if wait is None else wait)
     while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             return
         except BlockingIOError:
-            holder = _lock_holder(fd)
-            if holder is None or pid_alive(holder) or clock() >= deadline:
+            if clock() >= deadline:
                 raise
+            if not replica_writing(fd):
+                holder = lock_holder(fd)
+                if holder is None or pid_alive(holder):
+                    raise
         sleep(0.05)
 
 
@@ -172,7 +145,7 @@ class JobStore(object):
         try:
             _flock_after_helpers(fd)
         except BlockingIOError:
-            holder = _lock_holder(fd)
+            holder = lock_holder(fd)
             os.close(fd)
             raise errors.JobQueueLocked(
                 "The job queue %s is in use by another process (%s holds"

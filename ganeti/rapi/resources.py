@@ -908,7 +908,7 @@ async def _node_role_set(req):
     if role == "master":
         raise BadRequest("Invalid body: the role 'master' cannot be set;"
                          " use a master failover")
-    if role not in _ROLE_FLAGS:
+    if not isinstance(role, str) or role not in _ROLE_FLAGS:
         raise BadRequest("Invalid body: expected a role (one of %s) as a"
                          " JSON string, got %r"
                          % (", ".join(sorted(_ROLE_FLAGS)), role))

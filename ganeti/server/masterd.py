@@ -46,7 +46,9 @@ from ganeti.cmdlib.cluster import cluster_info
 from ganeti.iallocator import allocators
 from ganeti.backend import files as backend_files
 from ganeti.jqueue import budget
+from ganeti.jqueue.journal import WriterJournal
 from ganeti.jqueue.journal_process import JournalProcess
+from ganeti.jqueue.replication import QueueReplicator
 from ganeti.jqueue.store import FILE_MODE as QUEUE_FILE_MODE, JobStore
 from ganeti.query import livecache
 from ganeti.query.cache import QueryCache
@@ -334,6 +336,8 @@ class ConfigService(_StartStep):
         self.allocator_timeout = allocator_timeout
         self.cfg = None
         self.ctx = None
+        #: the RPC client of the node daemons (None: no cluster certificate)
+        self.node_rpc = None
 
     def start_step(self):
         self.paths.ensure_dirs()
@@ -359,7 +363,7 @@ class ConfigService(_StartStep):
         cfg.write_listeners.append(self._ssconf_changed)
         self._write_ssconf(cfg)
         glm = mcpu.make_lock_manager(cfg, self.reactor)
-        node_rpc = self._rpc_client()
+        node_rpc = self.node_rpc = self._rpc_client()
         ctx = mcpu.MasterContext(
             cfg=cfg, glm=glm, clock=self.reactor, paths=self.paths,
             rpc=None if node_rpc is None else mcpu.ConfigFirstRpc(node_rpc,
@@ -434,7 +438,8 @@ class WatcherPauseService(_StartStep):
 
 class JobQueueService(_StartStep):
     """The opcode processor and the job queue, loaded with what an unclean
-    stop left (docs/jobs.rst); shut down when the daemon stops."""
+    stop left (docs/jobs.rst), its changes copied to the master candidates
+    (:mod:`ganeti.jqueue.replication`); shut down when the daemon stops."""
 
     name = "jobs"
 
@@ -449,26 +454,48 @@ class JobQueueService(_StartStep):
         self.query_budget = query_budget
         self.processor = None
         self.queue = None
+        self.replicator = None
 
     def start_step(self):
         ctx = self.config.ctx
+        cfg = self.config.cfg
         self.processor = mcpu.Processor(ctx, cmdlib.LOGICAL_UNITS)
         max_running = (self.max_running_jobs
-                       or self.config.cfg.cluster.max_running_jobs)
+                       or cfg.cluster.max_running_jobs)
+        journal = self.journal
+        if self.config.node_rpc is not None:
+            # while there is no other master candidate, commits go
+            # straight to the journal
+            if journal is None:
+                journal = WriterJournal(self.store, self.writer)
+            journal = self.replicator = QueueReplicator(
+                journal, self.store.queue_dir, cfg, self.config.node_rpc,
+                self.reactor, self.writer.call)
         self.queue = jqueue.JobQueue(self.store.queue_dir, self.processor,
                                      clock=self.reactor,
                                      max_running=max_running,
                                      store=self.store, writer=self.writer,
-                                     journal=self.journal,
+                                     journal=journal,
                                      query_budget=self.query_budget)
         ctx.queue = self.queue
         report = self.queue.load()
         log.info("job queue loaded: {report}", report=report)
+        if self.replicator is not None:
+            # full copies to the candidates, in the background
+            self.replicator.start(self.queue.drained)
+            cfg.write_listeners.append(self.replicator.config_written)
+            ctx.queue_replicator = self.replicator
 
     def stopService(self):
         service.Service.stopService(self)
-        if self.queue is not None:
-            return defer.maybeDeferred(self.queue.shutdown)
+        if self.queue is None:
+            return None
+        d = defer.maybeDeferred(self.queue.shutdown)
+        if self.replicator is not None:
+            # the last changes to the candidates too
+            d.addBoth(lambda result: self.replicator.stop().addCallback(
+                lambda _: result))
+        return d
 
 
 class MasterSocketError(Exception):

@@ -142,7 +142,7 @@ class ManagedClusterTestCase(unittest.TestCase):
                 "import sys, json\n"
                 "from ganeti.utils.reactor_run import run_in_reactor\n"
                 "from ganeti.confd import client as c, wire\n"
-                "key = open(sys.argv[1], 'rb').read().strip()\n"
+                "key = wire.read_hmac_key(sys.argv[1])\n"
                 "async def ask(reactor):\n"
                 "    cl = c.ConfdClient(key, [sys.argv[2]], reactor=reactor,"
                 " timeout=5)\n"
@@ -217,7 +217,8 @@ class MasterFailoverTests(ManagedClusterTestCase):
                              ["status", "opresult"])
         self.assertEqual([r[0] for r in rows[:3]], ["success"] * 3)
         self.assertEqual(rows[3][0], "error")
-        self.assertIn("Unclean master daemon shutdown", str(rows[3][1]))
+        self.assertIn("The master daemon stopped while this opcode was"
+                      " running", str(rows[3][1]))
         # instances: still running, same processes
         for name, node in (("web1.example.com", new),
                            ("db1.example.com", other)):
