@@ -183,3 +183,20 @@ class FilterQueueTests(QueueTestCase):
         self.submit(op())
         self.turn()
         self.assertEqual(self.started(), [1])
+
+    def test_rules_apply_to_jobs_found_after_a_restart(self):
+        self.queue.set_filters(rules(rule("p", "PAUSE")))
+        self.submit(op())
+        self.turn()
+        # the master restarts: the rules come from config.data before the
+        # queue loads its jobs
+        queue = self.make_queue()
+        queue.set_filters(rules(rule("p", "PAUSE")))
+        queue.load()
+        self.turn()
+        self.assertEqual(self.started(), [])
+        self.assertEqual(queue.query_jobs([1], ["status"]),
+                         [[jq_model.STATUS_QUEUED]])
+        queue.set_filters({})
+        self.turn()
+        self.assertEqual(self.started(), [1])
