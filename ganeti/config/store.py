@@ -37,6 +37,7 @@ from ganeti.utils.io import BACKUP_SUFFIX, atomic_write
 from ganeti.config.accounting import Accounting
 from ganeti.config.encoding import CLUSTER, MAINTENANCE, EncodedConfig
 from ganeti.config.instances import InstanceMutators
+from ganeti.config.filters import FilterMutators
 from ganeti.config.maintenance import MaintenanceMutators
 from ganeti.config.upgrade import Upgrader
 from ganeti.config.verify import Checks, Verifier
@@ -74,7 +75,8 @@ class _Tracking(object):
         self.checks = checks
 
 
-class ConfigStore(InstanceMutators, MaintenanceMutators, Accounting):
+class ConfigStore(InstanceMutators, MaintenanceMutators, FilterMutators,
+                  Accounting):
     """config.data, loaded, with named mutators that persist every change."""
 
     #: After every change, compare what is kept up to date (encoded

@@ -45,6 +45,7 @@ from twisted.python.failure import Failure
 from twisted.logger import Logger
 
 from ganeti import errors
+from ganeti import jobfilter
 from ganeti import opcodes
 from ganeti.jqueue import model
 from ganeti.jqueue.budget import QueryBudget
@@ -68,6 +69,7 @@ LOG_FLUSH_DELAY = 1.0
 
 MSG_CANCELED = "Job canceled by request"
 MSG_PREVIOUS_FAILED = "Error in previous opcode"
+MSG_REJECTED = "Job canceled: rejected by job filter rule %s"
 MSG_UNCLEAN = ("The master daemon stopped while this opcode was running;"
                " its outcome is unknown")
 MSG_UNCLEAN_LATER = ("Not run: the master daemon stopped while an earlier"
@@ -99,6 +101,7 @@ def _low_water(limit):
 _READY = "ready"        # in the run heap (status queued, or waiting after deps)
 _DEPWAIT = "depwait"    # parked until a dependency finishes
 _ACTIVE = "active"      # holds a run slot (its coroutine is running)
+_HELD = "held"          # kept back by a filter rule (PAUSE, RATE_LIMIT)
 
 # Outcomes of a dependency check
 _DEP_OK, _DEP_WAIT, _DEP_ERROR, _DEP_CANCEL = range(4)
@@ -297,6 +300,11 @@ class JobQueue(object):
         self._reserved = 0
         # the archive started past the high-water mark, while it runs
         self._background_archive = None
+        # job filter rules, in the order they apply (docs/filters.rst)
+        self._rules = []
+        # queued jobs a rule keeps back: id -> the action (PAUSE waits
+        # for the rules to change, RATE_LIMIT for a matching job to end)
+        self._held = {}
 
     @property
     def query_budget(self):
@@ -846,6 +854,8 @@ class JobQueue(object):
                     if (job is None or run.state != _READY
                             or prio != job.priority):
                         continue  # stale heap entry
+                    if not self._apply_filters(job, run):
+                        continue
                     run.state = _ACTIVE
                     self._active.add(job_id)
                     d = defer.Deferred.fromCoroutine(self._run_job(job, run))
@@ -853,6 +863,63 @@ class JobQueue(object):
                 again = self._reschedule
         finally:
             self._scheduling = False
+
+    @property
+    def highest_job_id(self):
+        """The highest job id handed out (a new filter rule's watermark)."""
+        return self._serial
+
+    def set_filters(self, filters):
+        """Apply config.data's job filter rules (``{uuid: rule}``) from now
+        on; jobs they kept back are looked at again.  Returns the problems
+        of rules that could not be used."""
+        self._rules, problems = jobfilter.compile_rules(filters)
+        for problem in problems:
+            log.error("Job filter rule ignored: {problem}", problem=problem)
+        self._release_held()
+        self._schedule()
+        return problems
+
+    def _release_held(self, action=None):
+        """Put the held jobs (of ``action``, or all) back in the run heaps."""
+        for job_id, held in list(self._held.items()):
+            if action is not None and held != action:
+                continue
+            del self._held[job_id]
+            run = self._runs.get(job_id)
+            if run is not None and run.state == _HELD:
+                run.state = _READY
+                self._push_ready(self._jobs[job_id])
+
+    def _filter_verdict(self, job):
+        """What the filter rules say of a job about to start."""
+        if not self._rules or any(op.status != STATUS_QUEUED
+                                  for op in job.ops):
+            # rules apply only to jobs not started yet
+            return jobfilter.RUN
+        ops = [op.input for op in job.ops]
+
+        def running(rule):
+            return sum(1 for job_id in self._active
+                       if job_id in self._jobs and rule.matches(
+                           job_id, [o.input for o in self._jobs[job_id].ops]))
+        return jobfilter.decide(self._rules, job.id, ops, running)
+
+    def _apply_filters(self, job, run):
+        """True if the job may start now; otherwise it is held back or (a
+        REJECT) canceled."""
+        verdict = self._filter_verdict(job)
+        if verdict.action == jobfilter.ACCEPT:
+            return True
+        if verdict.action == jobfilter.REJECT:
+            run.state = None
+            log.info("Job {job} rejected by filter rule {rule}", job=job.id,
+                     rule=verdict.rule.uuid)
+            self._finish_canceled(job, MSG_REJECTED % verdict.rule.uuid)
+            return False
+        run.state = _HELD
+        self._held[job.id] = verdict.action
+        return False
 
     def query_slots(self):
         """Run slots query jobs may hold at once: half of them, rounded
@@ -883,6 +950,8 @@ class JobQueue(object):
             await self._run_ops(job, run)
         finally:
             self._active.discard(job.id)
+            # a rate limit may allow another job now
+            self._release_held(jobfilter.RATE_LIMIT)
             self._schedule()
 
     async def _run_ops(self, job, run):
@@ -971,13 +1040,13 @@ class JobQueue(object):
             errors.OpExecError(MSG_PREVIOUS_FAILED)))
         self._finalize(job)
 
-    def _finish_canceled(self, job):
+    def _finish_canceled(self, job, message=MSG_CANCELED):
         now = self._now()
         for op in job.ops:
             if not op.finalized and op.start_timestamp is not None \
                     and op.end_timestamp is None:
                 op.end_timestamp = now
-        job.mark_unfinished(STATUS_CANCELED, MSG_CANCELED)
+        job.mark_unfinished(STATUS_CANCELED, message)
         self._finalize(job)
 
     def _finalize(self, job):

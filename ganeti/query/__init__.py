@@ -27,6 +27,7 @@ from ganeti.query.networks import NetworkResource
 from ganeti.query.cluster import ClusterResource
 from ganeti.query.locks import LockResource
 from ganeti.query.jobs import JobResource
+from ganeti.query.filters import FilterResource
 
 __all__ = [
     "RS_NORMAL", "RS_UNKNOWN", "RS_NODATA", "RS_UNAVAIL", "RS_OFFLINE",
@@ -45,6 +46,7 @@ QR_NETWORK = "network"
 QR_CLUSTER = "cluster"
 QR_LOCK = "lock"
 QR_JOB = "job"
+QR_FILTER = "filter"
 
 RESOURCES = {
     QR_INSTANCE: InstanceResource(),
@@ -54,6 +56,7 @@ RESOURCES = {
     QR_CLUSTER: ClusterResource(),
     QR_LOCK: LockResource(),
     QR_JOB: JobResource(),
+    QR_FILTER: FilterResource(),
 }
 
 #: Resources of luxi's QueryNodes / QueryInstances / QueryGroups /

@@ -275,6 +275,25 @@ class MasterLuxiHandler(object):
         # the daemon relies on it across its own crashes
         return self.cfg.flushed().addCallback(lambda _: True)
 
+    # job filter rules (docs/filters.rst): kept in config.data, applied
+    # by the queue; answered once the change is on disk
+    def query_filters(self, uuids, fields):
+        return self.master.query_context().old_style_wire(
+            "filter", uuids, fields)
+
+    def replace_filter(self, uuid, priority, predicates, action, reason):
+        uuid = self.cfg.replace_filter(uuid, priority, predicates, action,
+                                       reason, self.queue.highest_job_id)
+        return self._filters_changed(uuid)
+
+    def delete_filter(self, uuid):
+        self.cfg.delete_filter(uuid)
+        return self._filters_changed(None)
+
+    def _filters_changed(self, answer):
+        self.queue.set_filters(self.cfg.filters)
+        return self.cfg.flushed().addCallback(lambda _: answer)
+
     def query_implemented_opcodes(self):
         return sorted(self.master.processor.logical_units)
 
@@ -478,6 +497,7 @@ class JobQueueService(_StartStep):
                                      journal=journal,
                                      query_budget=self.query_budget)
         ctx.queue = self.queue
+        self.queue.set_filters(cfg.filters)
         report = self.queue.load()
         log.info("job queue loaded: {report}", report=report)
         if self.replicator is not None:
