@@ -45,6 +45,7 @@ from ganeti.server.noded.blocking import (BlockingPool, DEFAULT_THREADS,
 from ganeti.server.noded.bootstrap import Membership
 from ganeti.server.noded import daemons
 from ganeti.server.noded import merge
+from ganeti.server.noded import powercycle
 from ganeti.server.noded.commands import make_command_sets
 from ganeti.server.noded.http import make_site
 from ganeti.server.noded.node import node_file_storage_dirs
@@ -340,6 +341,7 @@ def makeService(options, reactor=None):
     # the cluster merger switches a node to another certificate this way
     procedures.restart_in_place = lambda: merge.reexec_daemon(reactor,
                                                               procedures)
+    procedures.powercycle = powercycle.make_powercycle(reactor, procedures)
     if options["daemons"] != "none":
         if options["daemons"] == "systemd":
             launcher = daemons.SystemdLauncher(reactor)

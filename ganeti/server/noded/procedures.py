@@ -5,8 +5,9 @@ The procedures are grouped by what they act on, one module each:
 :mod:`~.disks`, :mod:`~.os_scripts`, :mod:`~.migration`, :mod:`~.drbd`,
 :mod:`~.storage_units`, :mod:`~.commands` (restricted and repair
 commands), :mod:`~.membership`, :mod:`~.renewal` (renewing the
-cluster's secrets), :mod:`~.merge` (the cluster merger) and
-:mod:`~.queue_replica` (a master candidate's copy of the job queue).  The
+cluster's secrets), :mod:`~.merge` (the cluster merger),
+:mod:`~.queue_replica` (a master candidate's copy of the job queue) and
+:mod:`~.powercycle` (``gnt-node powercycle``).  The
 work itself is in ``ganeti.backend`` and ``ganeti.storage``.
 """
 
@@ -22,6 +23,7 @@ from ganeti.server.noded.merge import MergeProcedures
 from ganeti.server.noded.migration import MigrationProcedures
 from ganeti.server.noded.node import NodeProcedures as _ThisNode
 from ganeti.server.noded.os_scripts import OsProcedures
+from ganeti.server.noded.powercycle import PowercycleProcedures
 from ganeti.server.noded.procedure import ProcedureTable
 from ganeti.server.noded.queue_replica import QueueReplicaProcedures
 from ganeti.server.noded.renewal import CryptoProcedures
@@ -35,7 +37,7 @@ class NodeProcedures(_ThisNode, InstanceProcedures, DiskProcedures,
                      StorageUnitProcedures, CommandProcedures,
                      MembershipProcedures, DaemonProcedures,
                      CryptoProcedures, MergeProcedures,
-                     QueueReplicaProcedures,
+                     QueueReplicaProcedures, PowercycleProcedures,
                      ProcedureTable):
     """The procedures of one node: ``table`` maps each name to its
     argument spec and bound method; :meth:`call` runs one.
