@@ -48,6 +48,7 @@ setup(
             "gnt-group = ganeti.cli.gnt_group:main",
             "gnt-job = ganeti.cli.gnt_job:main",
             "gnt-os = ganeti.cli.gnt_os:main",
+            "gnt-storage = ganeti.cli.gnt_storage:main",
             "hbal = ganeti.htools.hbal:main",
             "hail = ganeti.htools.hail:main",
             "harep = ganeti.watcher.autorepair.harep:main",

@@ -7,7 +7,7 @@ new logical unit is found once its module is listed in ``_MODULES``.
 
 from ganeti import errors
 from ganeti.cmdlib import (
-    cluster, cluster_crypto, group, group_evacuate, instance,
+    cluster, cluster_crypto, extstorage, group, group_evacuate, instance,
     instance_create, instance_migration, instance_move, instance_multi_alloc,
     instance_set_params, instance_storage, node, node_commands,
     node_evacuate, node_oob, node_powercycle, operating_system, storage,
@@ -21,7 +21,8 @@ _MODULES = (cluster, cluster_crypto, verify, verify_disks, group,
             node_evacuate, node_oob, node_commands, node_powercycle,
             instance, instance_create, instance_multi_alloc,
             instance_set_params, instance_storage, instance_migration,
-            instance_move, operating_system, storage, tags, test)
+            instance_move, operating_system, extstorage, storage, tags,
+            test)
 
 
 def logical_units(modules=_MODULES):

@@ -150,6 +150,7 @@ class Options(usage.Options):
     def __init__(self):
         usage.Options.__init__(self)
         self["os-search-path"] = []
+        self["extstorage-search-path"] = []
         self["file-storage-dir"] = []
         self["extra-file-dir"] = []
         self["daemon-args"] = []
@@ -170,6 +171,11 @@ class Options(usage.Options):
         """Also look for OS definitions in this directory (repeatable; after
         ROOT/srv/ganeti/os and Ganeti's other standard directories)."""
         self["os-search-path"].append(directory)
+
+    def opt_extstorage_search_path(self, directory):
+        """Also look for ExtStorage providers in this directory (repeatable;
+        after ROOT/srv/ganeti/extstorage)."""
+        self["extstorage-search-path"].append(directory)
 
     def opt_file_storage_dir(self, directory):
         """Also allow file disks in this directory (repeatable)."""
@@ -308,6 +314,7 @@ def makeService(options, reactor=None):
         run_blocking=pool.run,
         restricted_commands=not options["no-restricted-commands"],
         restricted_command_timeout=options["restricted-command-timeout"])
+    procedures.extstorage_dirs = tuple(options["extstorage-search-path"])
     if options["extra-file-dir"]:
         procedures.extra_file_dirs = (tuple(procedures.extra_file_dirs)
                                       + tuple(options["extra-file-dir"]))

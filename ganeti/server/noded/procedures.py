@@ -6,8 +6,9 @@ The procedures are grouped by what they act on, one module each:
 :mod:`~.storage_units`, :mod:`~.commands` (restricted and repair
 commands), :mod:`~.membership`, :mod:`~.renewal` (renewing the
 cluster's secrets), :mod:`~.merge` (the cluster merger),
-:mod:`~.queue_replica` (a master candidate's copy of the job queue) and
-:mod:`~.powercycle` (``gnt-node powercycle``).  The
+:mod:`~.queue_replica` (a master candidate's copy of the job queue),
+:mod:`~.powercycle` (``gnt-node powercycle``) and :mod:`~.extstorage`
+(ExtStorage providers).  The
 work itself is in ``ganeti.backend`` and ``ganeti.storage``.
 """
 
@@ -17,6 +18,7 @@ from ganeti.server.noded.commands import CommandProcedures
 from ganeti.server.noded.daemons import DaemonProcedures
 from ganeti.server.noded.disks import DiskProcedures
 from ganeti.server.noded.drbd import DrbdProcedures
+from ganeti.server.noded.extstorage import ExtStorageProcedures
 from ganeti.server.noded.instances import InstanceProcedures
 from ganeti.server.noded.membership import MembershipProcedures
 from ganeti.server.noded.merge import MergeProcedures
@@ -38,7 +40,7 @@ class NodeProcedures(_ThisNode, InstanceProcedures, DiskProcedures,
                      MembershipProcedures, DaemonProcedures,
                      CryptoProcedures, MergeProcedures,
                      QueueReplicaProcedures, PowercycleProcedures,
-                     ProcedureTable):
+                     ExtStorageProcedures, ProcedureTable):
     """The procedures of one node: ``table`` maps each name to its
     argument spec and bound method; :meth:`call` runs one.
 
