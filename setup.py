@@ -49,6 +49,7 @@ setup(
             "gnt-filter = ganeti.cli.gnt_filter:main",
             "gnt-job = ganeti.cli.gnt_job:main",
             "gnt-os = ganeti.cli.gnt_os:main",
+            "gnt-storage = ganeti.cli.gnt_storage:main",
             "hbal = ganeti.htools.hbal:main",
             "hail = ganeti.htools.hail:main",
             "harep = ganeti.watcher.autorepair.harep:main",

@@ -525,3 +525,92 @@ class MaintenanceCommandTests(unittest.TestCase):
                          "  evacuated nodes: node3.example.com",
                          "  recent balancing moves: 2"]:
             self.assertIn(expected, lines)
+
+
+class VerifyDisksCommandTests(unittest.TestCase):
+    """gnt-cluster verify-disks follows the group jobs the master submits
+    and activates the disks they found inactive."""
+
+    def setUp(self):
+        self.client = FakeClient()
+
+    def groups(self, *results):
+        """The master's answer: one finished group job per result."""
+        jobs = []
+        for result in results:
+            self.client.results["OP_GROUP_VERIFY_DISKS"] = result
+            jobs.append(self.client._make_job(
+                [{"OP_ID": "OP_GROUP_VERIFY_DISKS"}]))
+        self.client.results["OP_CLUSTER_VERIFY_DISKS"] = {
+            "jobs": [[True, j] for j in jobs]}
+
+    def submitted(self, op_id):
+        return [ops[0] for ops in (j.ops for j in self.client.jobs.values())
+                if ops[0]["OP_ID"] == op_id]
+
+    def test_nothing_to_do(self):
+        self.groups([{}, [], {}], [{}, [], {}])
+        code, out, _ = gnt(self.client, "verify-disks")
+        self.assertEqual(code, 0)
+        self.assertEqual(out.count("No disks need to be activated."), 2)
+        (op,) = self.submitted("OP_CLUSTER_VERIFY_DISKS")
+        self.assertIsNone(op.get("group_name"))
+        self.assertEqual(self.submitted("OP_INSTANCE_ACTIVATE_DISKS"), [])
+
+    def test_one_group_activates_inactive_disks(self):
+        self.groups([{}, ["inst1.example.com"], {}])
+        code, out, _ = gnt(self.client, "verify-disks", "--node-group",
+                           "rack2")
+        self.assertEqual(code, 0)
+        self.assertEqual(self.submitted("OP_CLUSTER_VERIFY_DISKS")[0]
+                         ["group_name"], "rack2")
+        self.assertIn("Activating disks for instance 'inst1.example.com'",
+                      out)
+        self.assertNotIn("No disks need", out)
+        (op,) = self.submitted("OP_INSTANCE_ACTIVATE_DISKS")
+        self.assertEqual(op["instance_name"], "inst1.example.com")
+
+    def test_failed_activation_fails_the_command(self):
+        self.groups([{}, ["inst1.example.com"], {}])
+        self.client.errors["OP_INSTANCE_ACTIVATE_DISKS"] = encoded(
+            errors.OpExecError("Cannot activate block device"))
+        code, _, err = gnt(self.client, "verify-disks")
+        self.assertEqual(code, 1)
+        self.assertIn("Error activating disks for instance"
+                      " inst1.example.com: ", err)
+        self.assertIn("Cannot activate block device", err)
+
+    def test_missing_volumes_and_broken_nodes(self):
+        self.groups([
+            {"node3.example.com": "connection refused"},
+            ["inst1.example.com", "inst2.example.com"],
+            {"inst1.example.com": [["node2.example.com", "xenvg/d1"],
+                                   ["node3.example.com", "xenvg/d1"]],
+             "inst3.example.com": [["node3.example.com", "/srv/f/d0"]]}])
+        code, out, _ = gnt(self.client, "verify-disks")
+        self.assertEqual(code, 1)
+        self.assertEqual(out.splitlines(), [
+            "Error gathering data on node node3.example.com: connection"
+            " refused",
+            "Activating disks for instance 'inst2.example.com'",
+            "Instance inst1.example.com has missing logical volumes:",
+            "\tnode2.example.com /dev/xenvg/d1",
+            "\tbroken node node3.example.com /dev/xenvg/d1",
+            "Instance inst3.example.com cannot be verified as it lives on"
+            " broken nodes",
+            "You need to replace or recreate disks for all the above"
+            " instances if this message persists after fixing broken"
+            " nodes."])
+        # an instance with missing volumes is not activated
+        self.assertEqual([op["instance_name"] for op in
+                          self.submitted("OP_INSTANCE_ACTIVATE_DISKS")],
+                         ["inst2.example.com"])
+
+    def test_failed_group_job(self):
+        self.client.errors["OP_GROUP_VERIFY_DISKS"] = encoded(
+            errors.OpPrereqError("Group 'x' not found", "unknown_entity"))
+        self.groups(None)
+        code, out, _ = gnt(self.client, "verify-disks")
+        self.assertEqual(code, 1)
+        self.assertIn("Job failed: ", out)
+        self.assertIn("Group 'x' not found", out)

@@ -156,7 +156,8 @@ class ProcedureTableTests(unittest.TestCase):
         procs = NodeProcedures(None, None, None, None, None,
                                run_blocking=proc_mod.INLINE)
         self.assertEqual(procs.blocking_names(),
-                         ["jobqueue_set_drain_flag", "master_vote_info",
+                         ["extstorage_diagnose", "jobqueue_set_drain_flag",
+                          "master_vote_info",
                           "merge_forget_backup", "merge_info",
                           "node_demote_from_mc", "os_diagnose",
                           "set_watcher_pause", "write_ssconf_files"])

@@ -20,6 +20,7 @@ from ganeti import errors
 from ganeti.backend import files
 from ganeti.pathutils import Paths
 from ganeti.server.noded import merge as noded_merge
+from ganeti.server.noded import restart as noded_restart
 from ganeti.server.noded import procedure as proc_mod
 from ganeti.server.noded.procedures import NodeProcedures
 
@@ -289,12 +290,12 @@ class RestartInPlaceTests(unittest.TestCase):
 
     def test_stops_then_executes_itself_again(self):
         executed = []
-        self.patch(noded_merge.os, "execv",
+        self.patch(noded_restart.os, "execv",
                    lambda path, argv: executed.append((path, argv)))
         stopped = []
-        self.patch(noded_merge.daemon_util, "stop_daemon",
+        self.patch(noded_restart.daemon_util, "stop_daemon",
                    lambda paths, daemon: stopped.append(daemon))
-        self.patch(noded_merge.sys, "orig_argv",
+        self.patch(noded_restart.sys, "orig_argv",
                    ["python3", "-m", "twisted", "ganeti-noded", "--root",
                     "/x"])
 
@@ -315,9 +316,9 @@ class RestartInPlaceTests(unittest.TestCase):
             "/x"])])
 
     def test_without_a_supervisor_no_daemon_is_touched(self):
-        self.patch(noded_merge.os, "execv", lambda path, argv: None)
+        self.patch(noded_restart.os, "execv", lambda path, argv: None)
         stopped = []
-        self.patch(noded_merge.daemon_util, "stop_daemon",
+        self.patch(noded_restart.daemon_util, "stop_daemon",
                    lambda paths, daemon: stopped.append(daemon))
         procs = type("P", (), {"paths": Paths("/x"), "supervisor": None})()
         reactor = self.Reactor()

@@ -124,6 +124,10 @@ class FakeMaster(object):
             result.append([True, self.next_id])
         return defer.succeed(result)
 
+    def archive_job(self, job_id):
+        self.calls.append("ArchiveJob:%s" % job_id)
+        return defer.succeed(True)
+
     def query_jobs(self, ids, fields):
         self.calls.append("QueryJobs")
         rows = []
@@ -172,12 +176,16 @@ class WatcherTestCase(ClockTestCase):
         self.probes = FakeProbes()
         self.ignore_pause = False
         self.job_wait = 0
+        # VerifyDisksTests turn it on: the others count the jobs of their
+        # own checks
+        self.verify_disks = False
 
     def watcher(self):
         return wwatcher.Watcher(self.master, self.paths, self.clock,
                                 probes=self.probes, job_wait=self.job_wait,
                                 ignore_pause=self.ignore_pause,
-                                time_ns=lambda: 42)
+                                time_ns=lambda: 42,
+                                verify_disks=self.verify_disks)
 
     def run_pass(self, advance=300):
         """One pass, ``advance`` seconds after the previous one."""
@@ -528,6 +536,105 @@ class RebootTests(WatcherTestCase):
         self.run_pass()
         self.master.nodes["node2"].update(bootid=None)
         self.master.nodes["node1"].update(bootid="boot-9", offline=True)
+        self.run_pass()
+        self.assertEqual(self.master.ops(), [])
+
+
+class VerifyDisksTests(WatcherTestCase):
+
+    def setUp(self):
+        WatcherTestCase.setUp(self)
+        self.verify_disks = True
+        self.master.add_instance("drbd1", pnode="node1", snodes=["node2"])
+        self.master.add_instance("plain2", pnode="node2")
+        self.master.add_instance("down3", pnode="node2",
+                                 status="ERROR_nodedown")
+        self.verdict = [{}, [], {}]
+        submit = self.master.submit_many_jobs
+
+        def submit_many_jobs(jobs):
+            d = submit(jobs)
+            job_id = self.master.next_id
+            if jobs[0][0]["OP_ID"] == "OP_GROUP_VERIFY_DISKS":
+                self.master.outcome[job_id] = ("success", [self.verdict])
+            return d
+        self.master.submit_many_jobs = submit_many_jobs
+        self.settle_boot_ids()
+
+    def test_clean_group_only_verified(self):
+        self.run_pass()
+        (op,) = self.master.ops()
+        self.assertEqual((op["OP_ID"], op["group_name"], op["priority"]),
+                         ("OP_GROUP_VERIFY_DISKS", "default", 10))
+        self.assertEqual(op["reason"][0][0], "gnt:watcher")
+        # the verification job is archived once read
+        self.assertIn("ArchiveJob:%d" % self.master.next_id,
+                      self.master.calls)
+
+    def test_inactive_disks_activated(self):
+        self.verdict = [{}, ["drbd1", "down3", "gone"], {}]
+        report = self.run_pass()
+        self.assertEqual(self.master.targets("OP_INSTANCE_ACTIVATE_DISKS"),
+                         ["drbd1"])
+        self.assertIn("Verify-disks found inactive disks; activating the"
+                      " disks of instance drbd1", report.texts("info"))
+        self.assertEqual([a.instance for a in report.jobs(
+            wwatcher.ACTIVATE_DISKS)], ["drbd1"])
+
+    def test_offline_node_and_busy_instances_left_alone(self):
+        self.verdict = [{"node3": "connection refused"},
+                        ["drbd1", "plain2"], {}]
+        self.master.nodes["node1"]["offline"] = True
+        self.master.jobs = [{"id": 3, "status": "running", "ops": [
+            {"OP_ID": "OP_INSTANCE_MIGRATE", "instance_name": "plain2"}]}]
+        report = self.run_pass()
+        self.assertEqual(self.master.targets("OP_INSTANCE_ACTIVATE_DISKS"),
+                         [])
+        self.assertIn("Verifying disks: node node3 could not be asked:"
+                      " connection refused", report.texts("warn"))
+
+    def test_no_double_activation_after_a_reboot(self):
+        self.verdict = [{}, ["plain2"], {}]
+        self.master.nodes["node2"]["bootid"] = "boot-2"
+        self.run_pass()
+        self.assertEqual(self.master.targets("OP_INSTANCE_ACTIVATE_DISKS"),
+                         ["drbd1", "plain2"])
+
+    def test_failed_verification_is_reported(self):
+        submit = self.master.submit_many_jobs
+
+        def failing(jobs):
+            d = submit(jobs)
+            if jobs[0][0]["OP_ID"] == "OP_GROUP_VERIFY_DISKS":
+                self.master.outcome[self.master.next_id] = (
+                    "error", [["OpPrereqError", ["no such group"]]])
+            return d
+        self.master.submit_many_jobs = failing
+        report = self.run_pass()
+        self.assertEqual(self.master.targets("OP_INSTANCE_ACTIVATE_DISKS"),
+                         [])
+        self.assertTrue(any("ended error" in t and "no such group" in t
+                            for t in report.texts("warn")), report.messages)
+
+    def test_slow_verification_is_not_waited_for_forever(self):
+        submit = self.master.submit_many_jobs
+
+        def slow(jobs):
+            d = submit(jobs)
+            self.master.outcome[self.master.next_id] = ("running", None)
+            return d
+        self.master.submit_many_jobs = slow
+        self.clock.advance(300)
+        d = self.watcher().run_pass()
+        self.assertNoResult(d)
+        self.clock.pump([wwatcher.JOB_POLL_INTERVAL] * int(
+            wwatcher.VERIFY_DISKS_WAIT + 2))
+        report = self.successResultOf(d)
+        self.assertTrue(any("Not waiting longer for the disk verification"
+                            in t for t in report.texts("info")))
+
+    def test_switched_off(self):
+        self.verify_disks = False
         self.run_pass()
         self.assertEqual(self.master.ops(), [])
 

@@ -331,15 +331,16 @@ class Context(object):
         return self._client
 
     # confirmation
-    def confirm(self, question, skip=False):
+    def confirm(self, question, skip=False, option="--force"):
         """Ask a yes/no question on a terminal (unless ``skip``, the value
-        of the option that says not to ask); without a terminal, refuse."""
+        of the option that says not to ask, named ``option``); without a
+        terminal, refuse."""
         if skip:
             return True
         isatty = getattr(self.stdin, "isatty", lambda: False)
         if not isatty():
             raise CommandFailed("%s\nNot a terminal, cannot ask: use"
-                                " --force to go ahead." % question,
+                                " %s to go ahead." % (question, option),
                                 EXIT_CONFIRMATION)
         self.stdout.write("%s y/[n]: " % question)
         self.stdout.flush()

@@ -18,6 +18,16 @@ EXIT_NOTCLUSTER = 5
 EXIT_NOTMASTER = 11
 
 _UNIT_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*$")
+_DIGITS_RE = re.compile(r"([0-9]+)")
+
+
+def nice_sort(names):
+    """Names sorted with their numbers compared as numbers (``node2``
+    before ``node10``), as Ganeti's listings are."""
+    def key(name):
+        return [(0, int(part), "") if part.isdigit() else (1, 0, part)
+                for part in _DIGITS_RE.split(str(name)) if part]
+    return sorted(names, key=key)
 
 
 def parse_unit(text):

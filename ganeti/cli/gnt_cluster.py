@@ -701,6 +701,75 @@ def master_ping(ctx, opts):
     return base.EXIT_SUCCESS
 
 
+def _volume_text(volume):
+    """A missing volume as the admin looks for it: ``/dev/vg/lv`` for a
+    logical volume, a file disk's path as it is."""
+    return volume if volume.startswith("/") else "/dev/%s" % volume
+
+
+@commands.command(
+    "verify-disks",
+    opts=[Opt("-g", "--node-group", metavar="GROUP",
+              help="verify only the disks of this node group")]
+    + base.JOB_OPTS,
+    help="find instances whose disks are not active or missing; activate"
+    " the disks of the first")
+def verify_disks(ctx, opts):
+    # As Ganeti: the master submits one job per node group; this command
+    # follows them and activates the disks each one found inactive.
+    result = ctx.run_op(ctx.opcode("OP_CLUSTER_VERIFY_DISKS",
+                                   group_name=opts.node_group))
+    if result is None and opts.submit_only:
+        return base.EXIT_SUCCESS
+    code = base.EXIT_SUCCESS
+    for ok, job_id in (result or {}).get("jobs", []):
+        if not ok:
+            ctx.out("Job failed: %s" % job_id)
+            code = base.EXIT_FAILURE
+            continue
+        try:
+            ((bad_nodes, instances, missing),) = ctx.poll_job(job_id)
+        except errors.GenericError as err:
+            msg, _ = common.format_error(err)
+            ctx.out("Job failed: %s" % msg)
+            code = base.EXIT_FAILURE
+            continue
+        for node in sorted(bad_nodes):
+            ctx.out("Error gathering data on node %s: %s"
+                    % (node, bad_nodes[node][-400:]))
+        for name in instances:
+            if name in missing:
+                continue
+            ctx.out("Activating disks for instance '%s'" % name)
+            try:
+                ctx.run_op(ctx.opcode("OP_INSTANCE_ACTIVATE_DISKS",
+                                      instance_name=name))
+            except errors.GenericError as err:
+                msg, _ = common.format_error(err)
+                ctx.err("Error activating disks for instance %s: %s"
+                        % (name, msg))
+                code = base.EXIT_FAILURE
+        if missing:
+            for name in sorted(missing):
+                volumes = sorted(missing[name])
+                if all(node in bad_nodes for node, _ in volumes):
+                    ctx.out("Instance %s cannot be verified as it lives on"
+                            " broken nodes" % name)
+                    continue
+                ctx.out("Instance %s has missing logical volumes:" % name)
+                for node, volume in volumes:
+                    where = ("broken node %s" % node if node in bad_nodes
+                             else node)
+                    ctx.out("\t%s %s" % (where, _volume_text(volume)))
+            ctx.out("You need to replace or recreate disks for all the above"
+                    " instances if this message persists after fixing"
+                    " broken nodes.")
+            code = base.EXIT_FAILURE
+        elif not instances:
+            ctx.out("No disks need to be activated.")
+    return code
+
+
 @commands.command(
     "verify",
     opts=[Opt("--error-codes", action="store_true",

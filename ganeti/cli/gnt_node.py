@@ -191,6 +191,25 @@ def _confirm_fingerprint(ctx, address):
     return fingerprint
 
 
+@commands.command(
+    "powercycle",
+    opts=[Opt("--yes", dest="confirm", action="store_true",
+              help="do not ask for confirmation"),
+          Opt("-f", "--force", action="store_true",
+              help="power-cycle the master node too"),
+          base.DRY_RUN_OPT] + base.JOB_OPTS,
+    args=[Opt("node", metavar="NODE")],
+    help="hard reboot a node through its node daemon (the master node only"
+    " with --force)")
+def powercycle(ctx, opts):
+    ctx.confirm("Are you sure you want to hard powercycle node %s?"
+                % opts.node, skip=opts.confirm, option="--yes")
+    result = ctx.run_op(ctx.opcode("OP_NODE_POWERCYCLE",
+                                   node_name=opts.node, force=opts.force))
+    if result:
+        ctx.err(str(result))
+
+
 @commands.command("remove", opts=base.JOB_OPTS,
                   args=[Opt("node", metavar="NODE")],
                   help="remove a node (it must have no instances)")

@@ -52,6 +52,8 @@ class Options(usage.Options):
          " (gnt-cluster watcher pause)."],
         ["no-daemon-checks", None, "Do not check that this node's daemons"
          " answer."],
+        ["no-verify-disks", None, "Do not verify the disks of each node"
+         " group (OP_GROUP_VERIFY_DISKS) nor activate the inactive ones."],
         ["no-auto-repair", None, "Do not make an auto-repair pass on the"
          " master (docs/autorepair.rst; harep makes one too)."],
     ]
@@ -320,7 +322,8 @@ def makeService(options, reactor=None):
                                 job_age=options["job-age"],
                                 job_wait=options["job-wait"],
                                 ignore_pause=options["ignore-pause"],
-                                autorepair=autorepair)
+                                autorepair=autorepair,
+                                verify_disks=not options["no-verify-disks"])
 
     def close(watcher):
         return watcher.client.close()

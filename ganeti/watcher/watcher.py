@@ -26,6 +26,11 @@ A pass on any node:
    * the disks of instances with a node that rebooted since the last pass
      (its boot id changed) and whose disks should be active are activated
      again (``OP_INSTANCE_ACTIVATE_DISKS``);
+   * the group's disks are verified (``OP_GROUP_VERIFY_DISKS``, at low
+     priority, as ``gnt-cluster verify-disks`` does; unless told not to):
+     the disks of the instances it finds inactive are activated, except
+     for instances in a helpless state, with an offline node, busy, or
+     already handled in this pass;
 
    the pass then waits (at most ``job_wait`` seconds) for its jobs and
    logs how they ended, and auto-repair (:mod:`ganeti.watcher.autorepair`,
@@ -64,6 +69,9 @@ DEFAULT_JOB_AGE = 6 * 3600
 DEFAULT_JOB_WAIT = 300
 #: Seconds between two looks at the jobs a pass waits for.
 JOB_POLL_INTERVAL = 1.0
+
+#: Seconds a pass waits for the disk verification of a group.
+VERIFY_DISKS_WAIT = 300
 
 #: Statuses the watcher can do nothing about (the primary node is away).
 HELPLESS_STATES = frozenset([constants.INSTST_NODEDOWN,
@@ -209,8 +217,10 @@ class Watcher(object):
 
     def __init__(self, client, paths, clock, probes=None,
                  job_age=DEFAULT_JOB_AGE, job_wait=DEFAULT_JOB_WAIT,
-                 ignore_pause=False, time_ns=None, autorepair=None):
+                 ignore_pause=False, time_ns=None, autorepair=None,
+                 verify_disks=True):
         self.client = client
+        self.verify_disks = verify_disks
         self.autorepair = autorepair
         self.paths = paths
         self.clock = clock
@@ -436,6 +446,11 @@ class Watcher(object):
         jobs.extend(self._check_reboots(report, notes, instances, nodes,
                                         started, busy, group_name))
         await self._submit(report, notes, jobs, now)
+        if self.verify_disks:
+            handled = set(action.instance for action, _ in jobs)
+            jobs = await self._verify_disks(report, group_name, instances,
+                                            nodes, handled, busy)
+            await self._submit(report, notes, jobs, now)
         try:
             notes.save(path)
         except OSError as err:
@@ -576,6 +591,99 @@ class Watcher(object):
                               " {old} -> {new})", node=node.name, old=old,
                               new=node.bootid)
         return jobs
+
+    async def _verify_disks(self, report, group, instances, nodes, handled,
+                            busy):
+        """Run OP_GROUP_VERIFY_DISKS for the group and wait for it (at most
+        :data:`VERIFY_DISKS_WAIT` seconds); the (Action, opcode) pairs
+        activating the disks it found inactive."""
+        op = {"OP_ID": "OP_GROUP_VERIFY_DISKS", "group_name": group,
+              "priority": opcodes.OP_PRIO_LOW,
+              "reason": self._reason("Verifying the disks of group %s"
+                                     % group)}
+        try:
+            ((ok, job_id),) = await self.client.submit_many_jobs([[op]])
+        except errors.GenericError as err:
+            ok, job_id = False, _describe(err)
+        if not ok:
+            self._say(report, "warn", "Submitting the disk verification of"
+                      " group {g} failed: {err}", g=group, err=job_id)
+            return []
+        status, result = await self._wait_for_job(job_id, VERIFY_DISKS_WAIT)
+        if status is None:
+            self._say(report, "info", "Not waiting longer for the disk"
+                      " verification of group {g} (job {job})", g=group,
+                      job=job_id)
+            return []
+        if status != opcodes.JOB_STATUS_SUCCESS:
+            self._say(report, "warn", "The disk verification of group {g}"
+                      " (job {job}) ended {status}: {why}", g=group,
+                      job=job_id, status=status, why=_job_error(result))
+            return []
+        try:
+            await self.client.archive_job(job_id)
+        except errors.GenericError as err:
+            self._say(report, "debug", "Archiving job {job} failed: {err}",
+                      job=job_id, err=_describe(err))
+        try:
+            ((bad_nodes, inactive, _),) = result
+            inactive = [str(name) for name in inactive]
+        except (TypeError, ValueError):
+            self._say(report, "warn", "The disk verification of group {g}"
+                      " gave an answer of another shape: {r!r}", g=group,
+                      r=result)
+            return []
+        for node in sorted(bad_nodes or {}):
+            self._say(report, "warn", "Verifying disks: node {node} could"
+                      " not be asked: {err}", node=node, err=bad_nodes[node])
+        if not inactive:
+            self._say(report, "debug", "Group {g}: every disk is as it"
+                      " should be", g=group)
+            return []
+        by_name = {inst.name: inst for inst in instances}
+        offline = set(n.name for n in nodes if n.offline)
+        jobs = []
+        for name in sorted(inactive):
+            inst = by_name.get(name)
+            if inst is None or name in handled:
+                continue
+            if inst.status in HELPLESS_STATES or \
+                    offline.intersection(inst.nodes):
+                self._say(report, "info", "Not activating the disks of"
+                          " {name}: it is {status} or has an offline node",
+                          name=name, status=inst.status)
+                continue
+            why = busy.why(inst)
+            if why:
+                self._say(report, "info", "Not activating the disks of"
+                          " {name} yet: {why}", name=name, why=why)
+                continue
+            self._say(report, "info", "Verify-disks found inactive disks;"
+                      " activating the disks of instance {name}", name=name)
+            op = {"OP_ID": "OP_INSTANCE_ACTIVATE_DISKS",
+                  "instance_name": inst.name, "instance_uuid": inst.uuid,
+                  "reason": self._reason("Activating the disks of"
+                                         " instance %s" % inst.name)}
+            jobs.append((Action(ACTIVATE_DISKS, inst.name, group),
+                         _strip(op)))
+        return jobs
+
+    async def _wait_for_job(self, job_id, limit):
+        """(status, opresult) of a job once it ended; (None, None) if it
+        did not end within ``limit`` seconds."""
+        deadline = self._now() + limit
+        while True:
+            rows = await self.client.query_jobs([job_id],
+                                                ["status", "opresult"])
+            if not rows or rows[0] is None:
+                return "unknown", None
+            status, result = rows[0]
+            if status in opcodes.JOBS_FINALIZED:
+                return status, result
+            if self._now() >= deadline:
+                return None, None
+            await task.deferLater(self.clock, JOB_POLL_INTERVAL,
+                                  lambda: None)
 
     async def _submit(self, report, notes, jobs, now):
         if not jobs:

@@ -181,12 +181,14 @@ class DaemonTests(RapiDaemonTestCase):
         # yet gets a 501 (whatever it is on this tree), real ones do not
         ops = set(self.client.call("QueryImplementedOpcodes"))
         self.assertIn("OP_TAGS_SET", ops)
-        if "OP_NODE_POWERCYCLE" not in ops:
-            resp, value = self.http("POST", "/2/nodes/%s/powercycle"
-                                    % self.vc.master.name,
+        self.assertIn("OP_NODE_POWERCYCLE", ops)
+        if "OP_NETWORK_ADD" not in ops:
+            resp, value = self.http("POST", "/2/networks",
+                                    body={"name": "net1",
+                                          "network": "10.0.0.0/24"},
                                     user=(USER, PASSWORD))
             self.assertEqual(resp.status, 501, value)
-            self.assertIn("OP_NODE_POWERCYCLE", value["message"])
+            self.assertIn("OP_NETWORK_ADD", value["message"])
 
     def test_users_file_reloaded(self):
         resp, _ = self.http("PUT", "/2/tags?tag=t2", user=("late", "pw"))

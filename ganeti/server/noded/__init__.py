@@ -45,6 +45,7 @@ from ganeti.server.noded.blocking import (BlockingPool, DEFAULT_THREADS,
 from ganeti.server.noded.bootstrap import Membership
 from ganeti.server.noded import daemons
 from ganeti.server.noded import merge
+from ganeti.server.noded import powercycle
 from ganeti.server.noded.commands import make_command_sets
 from ganeti.server.noded.http import make_site
 from ganeti.server.noded.node import node_file_storage_dirs
@@ -149,6 +150,7 @@ class Options(usage.Options):
     def __init__(self):
         usage.Options.__init__(self)
         self["os-search-path"] = []
+        self["extstorage-search-path"] = []
         self["file-storage-dir"] = []
         self["extra-file-dir"] = []
         self["daemon-args"] = []
@@ -169,6 +171,11 @@ class Options(usage.Options):
         """Also look for OS definitions in this directory (repeatable; after
         ROOT/srv/ganeti/os and Ganeti's other standard directories)."""
         self["os-search-path"].append(directory)
+
+    def opt_extstorage_search_path(self, directory):
+        """Also look for ExtStorage providers in this directory (repeatable;
+        after ROOT/srv/ganeti/extstorage)."""
+        self["extstorage-search-path"].append(directory)
 
     def opt_file_storage_dir(self, directory):
         """Also allow file disks in this directory (repeatable)."""
@@ -307,6 +314,7 @@ def makeService(options, reactor=None):
         run_blocking=pool.run,
         restricted_commands=not options["no-restricted-commands"],
         restricted_command_timeout=options["restricted-command-timeout"])
+    procedures.extstorage_dirs = tuple(options["extstorage-search-path"])
     if options["extra-file-dir"]:
         procedures.extra_file_dirs = (tuple(procedures.extra_file_dirs)
                                       + tuple(options["extra-file-dir"]))
@@ -340,6 +348,7 @@ def makeService(options, reactor=None):
     # the cluster merger switches a node to another certificate this way
     procedures.restart_in_place = lambda: merge.reexec_daemon(reactor,
                                                               procedures)
+    procedures.powercycle = powercycle.make_powercycle(reactor, procedures)
     if options["daemons"] != "none":
         if options["daemons"] == "systemd":
             launcher = daemons.SystemdLauncher(reactor)

@@ -30,8 +30,6 @@ import base64
 import json
 import os
 import shutil
-import subprocess
-import sys
 import time
 import zlib
 
@@ -45,6 +43,7 @@ from ganeti import ht
 from ganeti.backend import files
 from ganeti.server.noded.daemons import HOLD_FILE
 from ganeti.server.noded.membership import cluster_file_paths
+from ganeti.server.noded import restart
 from ganeti.server.noded.procedure import Arg, procedure
 from ganeti.utils import io
 
@@ -257,52 +256,11 @@ def forget_backup(paths):
 
 # --- restarting in place ------------------------------------------------------
 
-def _restart_argv():
-    """How this process was started: the interpreter and its arguments."""
-    argv = getattr(sys, "orig_argv", None)
-    if argv:
-        return [sys.executable] + list(argv[1:])
-    # Python < 3.10: ``python -m twisted`` shows as twisted/__main__.py
-    first = sys.argv[0]
-    if first.endswith(os.path.join("twisted", "__main__.py")):
-        return [sys.executable, "-m", "twisted"] + sys.argv[1:]
-    return [sys.executable] + sys.argv
-
-
-def _stop_daemons_now(paths, supervisor):
-    """Stop the daemons that hold the old HMAC key, once the reactor is
-    down (blocking is fine then); the restarted node daemon starts them
-    again.  Nothing without a supervisor: someone else runs them."""
-    if supervisor is None:
-        return
-    from ganeti.server.noded import daemons
-    launcher = supervisor.launcher
-    for daemon in RESTARTED_DAEMONS:
-        try:
-            if isinstance(launcher, daemons.SystemdLauncher):
-                subprocess.run([launcher.systemctl, "stop",
-                                daemon + ".service"], timeout=60,
-                               stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
-            else:
-                daemon_util.stop_daemon(paths, daemon)
-        except Exception as err:      # the restart matters more
-            sys.stderr.write("stopping %s failed: %s\n" % (daemon, err))
-
-
 def reexec_daemon(reactor, procedures):
-    """Stop the reactor (the services stop: the port closes, the thread
-    pool drains), then execute this program again with the same PID."""
-    argv = _restart_argv()
-
-    def execute():
-        _stop_daemons_now(procedures.paths, procedures.supervisor)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os.execv(argv[0], argv)
-    log.info("Restarting in place to serve another cluster certificate")
-    reactor.addSystemEventTrigger("after", "shutdown", execute)
-    reactor.stop()
+    """Restart in place (the same PID) serving the new certificate; the
+    daemons holding the old HMAC key stop first."""
+    restart.reexec_daemon(reactor, procedures, RESTARTED_DAEMONS,
+                          "to serve another cluster certificate")
 
 
 class MergeProcedures(object):

@@ -5,8 +5,10 @@ The procedures are grouped by what they act on, one module each:
 :mod:`~.disks`, :mod:`~.os_scripts`, :mod:`~.migration`, :mod:`~.drbd`,
 :mod:`~.storage_units`, :mod:`~.commands` (restricted and repair
 commands), :mod:`~.membership`, :mod:`~.renewal` (renewing the
-cluster's secrets), :mod:`~.merge` (the cluster merger) and
-:mod:`~.queue_replica` (a master candidate's copy of the job queue).  The
+cluster's secrets), :mod:`~.merge` (the cluster merger),
+:mod:`~.queue_replica` (a master candidate's copy of the job queue),
+:mod:`~.powercycle` (``gnt-node powercycle``) and :mod:`~.extstorage`
+(ExtStorage providers).  The
 work itself is in ``ganeti.backend`` and ``ganeti.storage``.
 """
 
@@ -16,12 +18,14 @@ from ganeti.server.noded.commands import CommandProcedures
 from ganeti.server.noded.daemons import DaemonProcedures
 from ganeti.server.noded.disks import DiskProcedures
 from ganeti.server.noded.drbd import DrbdProcedures
+from ganeti.server.noded.extstorage import ExtStorageProcedures
 from ganeti.server.noded.instances import InstanceProcedures
 from ganeti.server.noded.membership import MembershipProcedures
 from ganeti.server.noded.merge import MergeProcedures
 from ganeti.server.noded.migration import MigrationProcedures
 from ganeti.server.noded.node import NodeProcedures as _ThisNode
 from ganeti.server.noded.os_scripts import OsProcedures
+from ganeti.server.noded.powercycle import PowercycleProcedures
 from ganeti.server.noded.procedure import ProcedureTable
 from ganeti.server.noded.queue_replica import QueueReplicaProcedures
 from ganeti.server.noded.renewal import CryptoProcedures
@@ -35,8 +39,8 @@ class NodeProcedures(_ThisNode, InstanceProcedures, DiskProcedures,
                      StorageUnitProcedures, CommandProcedures,
                      MembershipProcedures, DaemonProcedures,
                      CryptoProcedures, MergeProcedures,
-                     QueueReplicaProcedures,
-                     ProcedureTable):
+                     QueueReplicaProcedures, PowercycleProcedures,
+                     ExtStorageProcedures, ProcedureTable):
     """The procedures of one node: ``table`` maps each name to its
     argument spec and bound method; :meth:`call` runs one.
 
