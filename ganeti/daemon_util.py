@@ -31,6 +31,10 @@ WATCHER = "ganeti-watcher"
 MASTER_DAEMONS = (NODED, MASTERD, CONFD, RAPI)
 #: what a node daemon started with --daemons starts and stops
 MANAGED_DAEMONS = (MOND, CONFD, MASTERD, RAPI, MAINTD, WATCHER)
+#: every daemon of a node, in the order stop_all wants them: stopping goes
+#: the other way round, so the node daemon goes first (it would start the
+#: others again)
+ALL_DAEMONS = MANAGED_DAEMONS + (NODED,)
 
 
 class DaemonError(Exception):
@@ -250,7 +254,7 @@ def _signal(pid, signum):
         pass
 
 
-def stop_all(root_or_paths, daemons=MASTER_DAEMONS, timeout=10.0):
+def stop_all(root_or_paths, daemons=ALL_DAEMONS, timeout=10.0):
     """Stop the given daemons in reverse start order; ``{daemon: pid}``."""
     paths = _paths(root_or_paths)
     stopped = {}
