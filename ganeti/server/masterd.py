@@ -657,7 +657,8 @@ class MasterService(service.MultiService):
         return query.QueryContext(self.cfg, live=live, jobs=self._job_rows,
                                   locks=self.ctx.glm,
                                   cluster_state=self._cluster_state,
-                                  cache=self.query_cache)
+                                  cache=self.query_cache,
+                                  root=self.paths.root)
 
     def _job_rows(self, job_ids, field_names):
         names = ["id"] + [f for f in field_names if f != "id"]
