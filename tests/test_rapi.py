@@ -1336,7 +1336,7 @@ class OtherWriteTests(WriteTestCase):
         answer = yield self.ok("GET", "/2/instances/%s/console" % I1,
                                auth=READER)
         self.assertEqual(answer, {
-            "instance": I1, "kind": "message",
+            "instance": I1, "kind": "msg",
             "message": "Console not available for fake hypervisor",
             "host": None, "port": None, "user": None, "command": None,
             "display": None})

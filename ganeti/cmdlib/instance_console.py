@@ -8,7 +8,7 @@ The description has Ganeti's console keys (``instance``, ``kind``,
   instance's serial socket with socat;
 * kvm with a ``vnc_bind_address`` (and no serial console): kind ``vnc``,
   ``port`` the instance's network port, ``display`` its VNC display;
-* otherwise (fake instances, kvm with neither): kind ``message``.
+* otherwise (fake instances, kvm with neither): kind ``msg``, a message.
 
 The socket path is the node's ``<run>/kvm-hypervisor/ctrl/<name>.serial``
 under the cluster's file layout, computed with the master's root (every
@@ -26,10 +26,16 @@ from ganeti.cmdlib import node_calls
 from ganeti.cmdlib.instance import PRIMARY_NODE, InstanceLU
 from ganeti.hypervisor import state
 
-__all__ = ["KINDS", "SOCAT_PATH", "CONSOLE_USER", "SOCAT_OPTIONS",
+__all__ = ["KINDS", "KIND_SSH", "KIND_VNC", "KIND_SPICE", "KIND_MESSAGE",
+           "SOCAT_PATH", "CONSOLE_USER", "SOCAT_OPTIONS",
            "console_description", "serial_socket", "LUInstanceConsole"]
 
-KINDS = ("ssh", "vnc", "spice", "message")
+#: Ganeti's console kinds
+KIND_SSH = "ssh"
+KIND_VNC = "vnc"
+KIND_SPICE = "spice"
+KIND_MESSAGE = "msg"
+KINDS = (KIND_SSH, KIND_VNC, KIND_SPICE, KIND_MESSAGE)
 SOCAT_PATH = "/usr/bin/socat"
 CONSOLE_USER = "root"
 #: raw terminal, no local echo; Ctrl-] (0x1d) ends the session
@@ -59,7 +65,7 @@ def console_description(cluster, instance, node, group, hvparams,
         if hvparams.get("serial_console"):
             ndparams = objects.fill_ndparams(cluster, group, node)
             return _description(
-                instance, "ssh", host=node.name,
+                instance, KIND_SSH, host=node.name,
                 port=ndparams.get(constants.ND_SSH_PORT),
                 user=CONSOLE_USER,
                 command=[SOCAT_PATH, "STDIO,%s" % SOCAT_OPTIONS,
@@ -68,12 +74,12 @@ def console_description(cluster, instance, node, group, hvparams,
         address = hvparams.get("vnc_bind_address")
         port = instance.network_port
         if address and isinstance(port, int) and port > VNC_BASE_PORT:
-            return _description(instance, "vnc", host=address, port=port,
+            return _description(instance, KIND_VNC, host=address, port=port,
                                 display=port - VNC_BASE_PORT)
-        return _description(instance, "message",
+        return _description(instance, KIND_MESSAGE,
                             message="No serial shell for instance %s"
                             % instance.name)
-    return _description(instance, "message",
+    return _description(instance, KIND_MESSAGE,
                         message="Console not available for %s hypervisor"
                         % instance.hypervisor)
 

@@ -393,7 +393,7 @@ def build_fields():
               needs=NEED_LIVE_INST),
         Field("console", "Console", QFT_OTHER,
               "How to reach the console of the running instance (kind"
-              " ssh, vnc, spice or message; see docs/instances.rst)",
+              " ssh, vnc, spice or msg; see docs/instances.rst)",
               _console, needs=NEED_LIVE_INST),
         Field("oper_hvstate", "HvState", QFT_TEXT,
               "The state of the instance's domain on its primary node:"
