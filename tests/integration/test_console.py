@@ -96,7 +96,7 @@ class FakeInstanceConsoleTests(GntCommandsMixin, RapiDaemonTestCase):
             "Query", "instance", ["admin_state", "status"], None), before)
         code, out = self.gnt("gnt-instance", "console", "nope")
         self.assertEqual(code, 1, out)
-        self.assertIn("Instance 'nope' does not exist", out)
+        self.assertIn("Instance not known: nope", out)
 
     def test_ganetis_clients(self):
         ganeti_peer.skip_unless_available()
