@@ -872,8 +872,9 @@ resource(_instance + "/create", "instances_name_create",
                 opcodes=("OP_INSTANCE_CREATE",), query=(DRY_RUN, REASON),
                 body="instance creation parameters", returns="job_id"))
 resource(_instance + "/console", "instances_name_console", "Console",
-         Method("GET", _instance_console, "How to reach the console",
-                access=READ_WRITE, opcodes=("OP_INSTANCE_CONSOLE",)))
+         Method("GET", _instance_console, "How to reach the console of a"
+                " running instance (Ganeti's console description; a query,"
+                " no job)", access=READ_WRITE))
 
 
 # --- Nodes ------------------------------------------------------------------
