@@ -801,7 +801,7 @@ def _connect(ctx, data):
     if data.get("host") != here:
         raise errors.OpExecError(
             "The console of instance %s is on node %s, this is %s: run"
-            " 'gnt-instance console %s' there, or there: %s"
+            " 'gnt-instance console %s' on that node (it runs: %s)"
             % (data.get("instance"), data.get("host"), here,
                data.get("instance"),
                " ".join(shlex.quote(a) for a in command)))
