@@ -7,7 +7,7 @@ from twisted.trial import unittest
 from ganeti import opcodes
 from ganeti.cli import gnt_instance
 
-from tests.test_cli_fakes import FakeClient, run, field
+from tests.test_cli_fakes import UNAVAIL, FakeClient, run, field
 
 
 def gnt(client, *argv, **kwargs):
@@ -487,3 +487,110 @@ class InfoTests(unittest.TestCase):
             "Instance Status      Forthcoming",
             "inst1    running     N",
             "inst2    forthcoming Y"])
+
+
+SERIAL = {"instance": "inst1", "kind": "ssh", "message": None,
+          "host": "node1.example.com", "port": 22, "user": "root",
+          "command": ["/usr/bin/socat", "STDIO,raw,echo=0,escape=0x1d",
+                      "UNIX-CONNECT:/var/run/ganeti/kvm-hypervisor/ctrl/"
+                      "inst1.serial"],
+          "display": None}
+
+
+class ConsoleTests(unittest.TestCase):
+
+    def setUp(self):
+        self.client = FakeClient()
+        self.client.config_values = {"cluster_name": "cluster.example.com"}
+        self.ran = []
+        self.exit_code = 0
+        self.patch(gnt_instance, "RUN_CONSOLE_COMMAND", self.run_command)
+
+    def run_command(self, argv):
+        self.ran.append(argv)
+        return self.exit_code
+
+    def instance(self, console, running=True):
+        self.client.tables["instance"] = (
+            [field("name"), field("console", kind="other"),
+             field("oper_state", kind="bool")],
+            [["inst1", console, running]])
+
+    def console(self, *argv, **kw):
+        return gnt(self.client, "console", *argv, **kw)
+
+    def test_show_cmd_prints_ganetis_ssh_command(self):
+        self.instance(SERIAL)
+        code, out, err = self.console("--show-cmd", "inst1")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(out, (
+            "ssh -oEscapeChar=none -oHashKnownHosts=no"
+            " -oGlobalKnownHostsFile=/var/lib/ganeti/known_hosts"
+            " -oUserKnownHostsFile=/dev/null -oCheckHostIp=no"
+            " -oConnectTimeout=10 -oHostKeyAlias=cluster.example.com"
+            " -oPort=22 -oBatchMode=yes -oStrictHostKeyChecking=yes -t -t"
+            " root@node1.example.com '/usr/bin/socat"
+            " STDIO,raw,echo=0,escape=0x1d UNIX-CONNECT:/var/run/ganeti/"
+            "kvm-hypervisor/ctrl/inst1.serial'\n"))
+        self.assertEqual(self.client.calls[0],
+                         ("Query", ["instance", ["console", "oper_state"],
+                                    ["=", "name", "inst1"]]))
+        self.assertEqual(self.ran, [])
+
+    def test_connects_on_the_primary_node(self):
+        self.instance(SERIAL)
+        code, out, err = self.console(
+            "inst1", env={"GANETI_HOSTNAME": "node1.example.com"})
+        self.assertEqual(code, 0, err)
+        self.assertEqual(self.ran, [SERIAL["command"]])
+
+    def test_failing_console_command(self):
+        self.instance(SERIAL)
+        self.exit_code = 1
+        code, _, err = self.console(
+            "inst1", env={"GANETI_HOSTNAME": "node1.example.com"})
+        self.assertEqual(code, 1)
+        self.assertIn("Connection to console of instance inst1 failed",
+                      err)
+
+    def test_other_node_says_where_to_run_it(self):
+        self.instance(SERIAL)
+        code, _, err = self.console(
+            "inst1", env={"GANETI_HOSTNAME": "node2.example.com"})
+        self.assertEqual(code, 1)
+        self.assertIn("The console of instance inst1 is on node"
+                      " node1.example.com, this is node2.example.com", err)
+        self.assertIn("/usr/bin/socat", err)
+        self.assertEqual(self.ran, [])
+
+    def test_message_and_vnc(self):
+        self.instance({"instance": "inst1", "kind": "msg",
+                       "message": "Console not available for fake"
+                       " hypervisor"})
+        code, out, _ = self.console("inst1")
+        self.assertEqual((code, out), (
+            0, "Console not available for fake hypervisor\n"))
+        self.instance({"instance": "inst1", "kind": "vnc",
+                       "host": "192.0.2.1", "port": 5901, "display": 1})
+        code, out, _ = self.console("--show-cmd", "inst1")
+        self.assertEqual((code, out), (
+            0, "Instance inst1 has VNC listening on 192.0.2.1:5901"
+            " (display 1), URL <vnc://192.0.2.1:5901/>\n"))
+        self.assertEqual(self.ran, [])
+
+    def test_refusals(self):
+        self.instance(UNAVAIL, running=False)
+        code, _, err = self.console("inst1")
+        self.assertEqual(code, 1)
+        self.assertIn("Instance inst1 is not running, can't get console",
+                      err)
+        self.instance(UNAVAIL, running=True)
+        code, _, err = self.console("inst1")
+        self.assertIn("Console information for instance inst1 is"
+                      " unavailable", err)
+        self.client.tables["instance"] = (
+            self.client.tables["instance"][0], [])
+        code, _, err = self.console("nope")
+        self.assertEqual(code, 1)
+        self.assertIn("Instance 'nope' does not exist", err)
+        self.assertFalse(any(c[0] == "SubmitJob" for c in self.client.calls))

@@ -76,13 +76,15 @@ class FakeHandler(object):
         self.fail_next = None    # an exception for the next call
         self.calls = []
         self.waiters = []
+        self.live = None         # a live data provider for queries
 
     def _job_rows(self, job_ids, fields):
         rows = self.query_jobs(job_ids, ["id"] + list(fields))
         return [dict(zip(["id"] + list(fields), r)) for r in rows if r]
 
     def _ctx(self):
-        return query.QueryContext(self.cfg, live=None, jobs=self._job_rows)
+        return query.QueryContext(self.cfg, live=self.live,
+                                  jobs=self._job_rows)
 
     def submit_job(self, ops):
         job_id = len(self.jobs) + 1
@@ -1327,16 +1329,46 @@ class OtherWriteTests(WriteTestCase):
 
     @defer.inlineCallbacks
     def test_console(self):
-        info = {"instance": I1, "kind": "msg", "message": "no console"}
-        self.handler.results["OP_INSTANCE_CONSOLE"] = ("success", info)
+        inst = self.cfg.get_instance(I1)
+        self.handler.live = _OneInstanceLive(inst, "running")
         yield self.error(401, "GET", "/2/instances/%s/console" % I1,
                          auth=None)
-        self.assertEqual((yield self.ok("GET", "/2/instances/%s/console"
-                                        % I1, auth=READER)), info)
-        self.handler.results["OP_INSTANCE_CONSOLE"] = (
-            "error", ["OpPrereqError", ["Instance is not running",
-                                        "wrong_state"]])
-        yield self.error(503, "GET", "/2/instances/%s/console" % I1)
+        answer = yield self.ok("GET", "/2/instances/%s/console" % I1,
+                               auth=READER)
+        self.assertEqual(answer, {
+            "instance": I1, "kind": "msg",
+            "message": "Console not available for fake hypervisor",
+            "host": None, "port": None, "user": None, "command": None,
+            "display": None})
+        # a read: no job
+        self.assertEqual(self.handler.submitted, [])
+
+    @defer.inlineCallbacks
+    def test_console_of_a_stopped_instance_is_unavailable(self):
+        inst = self.cfg.get_instance(I1)
+        for live in (None, _OneInstanceLive(inst, "shutdown")):
+            self.handler.live = live
+            err = yield self.error(503, "GET",
+                                   "/2/instances/%s/console" % I1)
+            self.assertEqual(err["message"], "Instance console unavailable")
+        self.assertEqual(self.handler.submitted, [])
+
+
+class _OneInstanceLive(object):
+    """Live data: the primary node of ``inst`` has it in ``state``."""
+
+    def __init__(self, inst, state):
+        self.inst = inst
+        self.state = state
+
+    def instances_runtime(self, node_uuids):
+        return dict((u, {self.inst.name: {"state": self.state,
+                                          "memory": 128, "vcpus": 1}}
+                     if u == self.inst.primary_node else {})
+                    for u in node_uuids)
+
+    def nodes_runtime(self, node_uuids):
+        return dict((u, {}) for u in node_uuids)
 
 
 class UnknownObjectTests(RapiTestCase):

@@ -5,6 +5,11 @@ master resolves them against its configuration (``--no-name-check`` and
 ``--no-ip-check`` are accepted and passed on).
 """
 
+import os
+import shlex
+import socket
+import subprocess
+
 from ganeti import constants
 from ganeti import errors
 from ganeti import opcodes
@@ -715,33 +720,101 @@ def grow_disk(ctx, opts):
         ignore_ipolicy=opts.ignore_ipolicy))
 
 
+#: how ``gnt-instance console`` runs a console command (argv -> exit
+#: code), with the terminal of the caller
+RUN_CONSOLE_COMMAND = subprocess.call
+
+
+def _ssh_command(ctx, console, cluster_name):
+    """The ssh command line (argv) reaching a console of kind ssh, in
+    the form Ganeti's ``gnt-instance console --show-cmd`` prints."""
+    command = console.get("command")
+    if not isinstance(command, str):
+        command = " ".join(shlex.quote(str(a)) for a in command or [])
+    argv = ["ssh", "-oEscapeChar=none", "-oHashKnownHosts=no",
+            "-oGlobalKnownHostsFile=%s"
+            % os.path.join(ctx.paths.data_dir, "known_hosts"),
+            "-oUserKnownHostsFile=/dev/null", "-oCheckHostIp=no",
+            "-oConnectTimeout=10", "-oHostKeyAlias=%s" % cluster_name]
+    if console.get("port"):
+        argv.append("-oPort=%d" % console["port"])
+    argv += ["-oBatchMode=yes", "-oStrictHostKeyChecking=yes", "-t", "-t",
+             "%s@%s" % (console.get("user"), console.get("host")), command]
+    return argv
+
+
+def _local_node_name(ctx):
+    return ctx.env.get("GANETI_HOSTNAME") or socket.getfqdn()
+
+
 @commands.command(
-    "console", opts=[Opt("--show-cmd", action="store_true",
-                         help="only print the command (we always do)")],
+    "console", opts=[Opt("--show-cmd", dest="show_command",
+                         action="store_true",
+                         help="only print the command that connects")],
     args=[Opt("instance", metavar="INSTANCE")],
-    help="show how to reach the console of an instance")
+    help="connect to the console of an instance (serial: on its primary"
+    " node; Ctrl-] ends the session)")
 def console(ctx, opts):
-    result = ctx.run_op(ctx.opcode("OP_INSTANCE_CONSOLE",
-                                   instance_name=opts.instance))
-    if not isinstance(result, dict):
-        raise base.CommandFailed("Failure: unexpected console data: %r"
-                                 % (result,))
-    kind = result.get("kind")
-    if kind == "message":
-        ctx.out(result.get("message", ""))
+    name = opts.instance
+    answer = ctx.client.query("instance", ["console", "oper_state"],
+                              ["=", "name", name])
+    if not answer["data"]:
+        raise errors.OpPrereqError("Instance '%s' does not exist" % name,
+                                   errors.ECODE_NOENT)
+    (_, data), (_, running) = answer["data"][0]
+    if not isinstance(data, dict):
+        if running:
+            raise errors.OpExecError("Console information for instance %s"
+                                     " is unavailable" % name)
+        raise errors.OpExecError("Instance %s is not running, can't get"
+                                 " console" % name)
+    kind = data.get("kind")
+    if kind == "msg":
+        ctx.out(data.get("message") or "")
+    elif kind == "vnc":
+        ctx.out("Instance %s has VNC listening on %s:%s (display %s), URL"
+                " <vnc://%s:%s/>" % (data.get("instance"), data.get("host"),
+                                     data.get("port"), data.get("display"),
+                                     data.get("host"), data.get("port")))
+    elif kind == "spice":
+        ctx.out("Instance %s has SPICE listening on %s:%s"
+                % (data.get("instance"), data.get("host"), data.get("port")))
     elif kind == "ssh":
-        command = result.get("command") or []
-        ctx.out("ssh -t %s@%s %s" % (result.get("user", "root"),
-                                     result.get("host"),
-                                     " ".join(command)))
-    elif kind in ("vnc", "spice"):
-        port = result.get("port")
-        ctx.out("Instance %s has %s listening on %s:%s%s"
-                % (opts.instance, kind.upper(), result.get("host"), port,
-                   " (display %s)" % (port - 5900)
-                   if kind == "vnc" and isinstance(port, int) else ""))
+        if opts.show_command:
+            cluster_name = ctx.client.query_config_values(
+                ["cluster_name"])[0]
+            ctx.out(" ".join(shlex.quote(a) for a in
+                             _ssh_command(ctx, data, cluster_name)))
+            return
+        _connect(ctx, data)
     else:
-        ctx.out("%s" % (result,))
+        raise errors.OpExecError("Unknown console type '%s'" % (kind,))
+
+
+def _connect(ctx, data):
+    """Run a console command of kind ssh.  There is no ssh between nodes:
+    the command runs here when this is the instance's primary node."""
+    here = _local_node_name(ctx)
+    command = data.get("command")
+    if isinstance(command, str):
+        command = shlex.split(command)
+    if data.get("host") != here:
+        raise errors.OpExecError(
+            "The console of instance %s is on node %s, this is %s: run"
+            " 'gnt-instance console %s' on that node (it runs: %s)"
+            % (data.get("instance"), data.get("host"), here,
+               data.get("instance"),
+               " ".join(shlex.quote(a) for a in command)))
+    try:
+        code = RUN_CONSOLE_COMMAND(command)
+    except OSError as err:
+        raise errors.OpExecError("Connection to console of instance %s"
+                                 " failed: %s" % (data.get("instance"), err))
+    if code != 0:
+        raise errors.OpExecError("Connection to console of instance %s"
+                                 " failed (%s exited with code %s), please"
+                                 " check cluster configuration"
+                                 % (data.get("instance"), command[0], code))
 
 
 # --- redundancy: migrate, failover, move, replace-disks, recreate-disks -----------

@@ -18,7 +18,8 @@ and cached under ``$GANETI_GUEST_CACHE`` or ``$GANETI_TEST_CACHE`` (default
                             (QMP ``system_powerdown``) powers it off cleanly
 
 The console (ttyS0) shows ``ganeti-test: booted, mode=...`` and
-``ganeti-test: idle`` so tests can tell how far it got.
+``ganeti-test: idle`` so tests can tell how far it got; an idle guest then
+runs a shell on it (what a test types there is answered).
 
 Boot it with the kvm hypervisor's ``kernel_path``/``initrd_path`` set to
 :attr:`Guest.kernel`/:attr:`Guest.initrd`, ``root_path`` empty and
@@ -44,7 +45,7 @@ __all__ = ["Guest", "GuestUnavailable", "get_guest", "qemu_binary",
            "cache_dir", "RECIPE"]
 
 # Bump when the recipe changes, so old caches are not reused.
-RECIPE = 3
+RECIPE = 4
 
 MODULES = ["virtio_ring", "virtio", "virtio_pci_modern_dev",
            "virtio_pci_legacy_dev", "virtio_pci", "virtio_blk", "failover",
@@ -88,7 +89,8 @@ for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
 done
 echo "ganeti-test: power button armed=$armed"
 echo "ganeti-test: idle"
-while :; do sleep 3600; done
+# a shell on the console (ttyS0), so that tests can type into it
+while :; do sh </dev/console >/dev/console 2>&1; sleep 1; done
 """ % {"modules": " ".join(MODULES)}
 
 

@@ -202,12 +202,16 @@ class QueryContext(object):
     ``cache``: a :class:`ganeti.query.cache.QueryCache` kept by the master
     across queries (None: every query computes everything).
 
+    ``root``: the master's file root (node paths in answers, such as an
+    instance's serial console socket, are under the same layout).
+
     ``fresh=True`` (luxi's ``use_locking``) answers without the cache.
     """
 
     def __init__(self, cfg, live=None, jobs=None, locks=None,
-                 cluster_state=None, cache=None):
+                 cluster_state=None, cache=None, root="/"):
         self.cfg = cfg
+        self.root = root
         self.live = live
         self.jobs = jobs
         self.locks = locks

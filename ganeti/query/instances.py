@@ -250,6 +250,19 @@ def _oper_value(key):
     return get
 
 
+def _console(run, inst):
+    """The console description of an instance its primary node runs."""
+    from ganeti.cmdlib import instance_console
+    where, info = _where(run, inst)
+    if where != live.WHERE_PRIMARY or info is None or \
+            info.get("state") not in (live.HV_RUNNING, live.HV_PAUSED):
+        return UNAVAIL
+    node = run.cfg.nodes.get(inst.primary_node)
+    return instance_console.console_description(
+        run.cluster, inst, node, _pnode_group(run, inst),
+        _hvparams(run, inst), root=getattr(run.ctx, "root", "/"))
+
+
 def _status(run, inst):
     where, info = _where(run, inst)
     hvparams = None
@@ -378,6 +391,10 @@ def build_fields():
         Field("oper_state", "Running", QFT_BOOL,
               "Whether the hypervisor runs the instance", _oper_state,
               needs=NEED_LIVE_INST),
+        Field("console", "Console", QFT_OTHER,
+              "How to reach the console of the running instance (kind"
+              " ssh, vnc, spice or msg; see docs/instances.rst)",
+              _console, needs=NEED_LIVE_INST),
         Field("oper_hvstate", "HvState", QFT_TEXT,
               "The state of the instance's domain on its primary node:"
               " running, paused, shutdown (kept after the guest powered"

@@ -672,20 +672,19 @@ async def _instance_export(req):
 
 
 async def _instance_console(req):
-    await _require(req, "instance", req.params["name"])
-    op = req.opcode("OP_INSTANCE_CONSOLE",
-                    static={"instance_name": req.params["name"]})
-    status, result = await req.run_job([op])
-    if status != "success":
-        err = result[0] if result else None
-        if isinstance(err, list) and len(err) == 2 and \
-                isinstance(err[1], list) and \
-                errors.ECODE_STATE in err[1][1:2]:
-            raise baserlib.ServiceUnavailable(
-                "Instance console unavailable: %s" % err[1][0])
-        raise baserlib.BadGateway("Could not get the console: %s"
-                                  % (result,))
-    return result[0]
+    """The instance's console description (the ``console`` query field),
+    503 while the instance does not run: like Ganeti, a read that submits
+    no job."""
+    name = req.params["name"]
+    result = await req.query("instance", ["console", "oper_state"],
+                             _name_filter(name))
+    if not result["data"]:
+        raise NotFound(explain="Nothing matches the given URI: Instance '%s'"
+                       " not known" % name)
+    (_, console), (_, running) = result["data"][0]
+    if running is not True or not isinstance(console, dict):
+        raise baserlib.ServiceUnavailable("Instance console unavailable")
+    return console
 
 
 _instance = "/2/instances/{name}"
@@ -873,8 +872,9 @@ resource(_instance + "/create", "instances_name_create",
                 opcodes=("OP_INSTANCE_CREATE",), query=(DRY_RUN, REASON),
                 body="instance creation parameters", returns="job_id"))
 resource(_instance + "/console", "instances_name_console", "Console",
-         Method("GET", _instance_console, "How to reach the console",
-                access=READ_WRITE, opcodes=("OP_INSTANCE_CONSOLE",)))
+         Method("GET", _instance_console, "How to reach the console of a"
+                " running instance (Ganeti's console description; a query,"
+                " no job)", access=READ_WRITE))
 
 
 # --- Nodes ------------------------------------------------------------------

@@ -654,10 +654,12 @@ class MasterService(service.MultiService):
     def query_context(self):
         live = (RpcLiveData(self.cfg, self.ctx.rpc)
                 if self.ctx.rpc is not None else None)
+        paths = self.ctx.paths
         return query.QueryContext(self.cfg, live=live, jobs=self._job_rows,
                                   locks=self.ctx.glm,
                                   cluster_state=self._cluster_state,
-                                  cache=self.query_cache)
+                                  cache=self.query_cache,
+                                  root=paths.root if paths else "/")
 
     def _job_rows(self, job_ids, field_names):
         names = ["id"] + [f for f in field_names if f != "id"]
