@@ -909,6 +909,21 @@ class ConfigStore(InstanceMutators, MaintenanceMutators, FilterMutators,
             self._mark(network)
         return network.uuid
 
+    def set_network_params(self, name_or_uuid, **changes):
+        """Change a network's settings and pool (the LU checks values)."""
+        net = self.get_network(name_or_uuid)
+        allowed = {"gateway", "network6", "gateway6", "mac_prefix",
+                   "reservations", "ext_reservations"}
+        for key in changes:
+            if key not in allowed:
+                raise errors.OpPrereqError(
+                    "network parameter '%s' is unknown" % key,
+                    errors.ECODE_INVAL)
+        with self._change("modifying network %s" % net.name):
+            for key, value in changes.items():
+                setattr(net, key, value)
+            self._touch(net)
+
     def remove_network(self, name_or_uuid):
         net = self.get_network(name_or_uuid)
         for inst in self.instances.values():
