@@ -250,3 +250,145 @@ class NetworkLUTests(GroupTestCase):
         self.assertIn("used by the instances inst1.example.com", str(err))
         self.assertIn(self.net().uuid,
                       self.cfg.get_nodegroup("default").networks)
+
+    def query(self, fields):
+        from ganeti.query import QueryContext
+        answer = self.successResultOf(
+            QueryContext(self.cfg).query("network", fields))
+        return [[value for _, value in row] for row in answer["data"]]
+
+    def test_query_fields(self):
+        self.add(gateway="192.0.2.1", add_reserved_ips=["192.0.2.6"])
+        self.connect()
+        inst = self._instance_with_nic(ip="192.0.2.3",
+                                       network=self.net().uuid)
+        pool = self.pool()
+        pool.reserve(inst.nics[0].ip)
+        self.cfg.set_network_params("net1", reservations=pool.store()[0])
+        fields = ["name", "network", "gateway", "free_count",
+                  "reserved_count", "map", "external_reservations",
+                  "group_list", "inst_list"]
+        self.assertEqual(self.query(fields), [[
+            "net1", "192.0.2.0/29", "192.0.2.1", 3, 5, "XX.X..XX",
+            "192.0.2.0, 192.0.2.1, 192.0.2.6, 192.0.2.7",
+            [["default", "bridged", "br0"]], ["inst1.example.com"]]])
+
+
+class CommandLineTests(unittest.TestCase):
+    """gnt-network -> opcodes and output, with a fake master."""
+
+    def setUp(self):
+        from tests.test_cli_fakes import FakeClient, field
+        self.client = FakeClient()
+        self.client.tables["group"] = ([field("name")],
+                                       [["default"], ["rack2"]])
+
+    def network(self, *argv):
+        from ganeti.cli import gnt_network
+        from tests.test_cli_fakes import run
+        return run(gnt_network.commands, argv, self.client)
+
+    def test_add(self):
+        code, out, err = self.network(
+            "add", "--network", "192.0.2.0/24", "-g", "192.0.2.1",
+            "--network6", "2001:db8::/64", "--mac-prefix", "aa:00:01",
+            "--add-reserved-ips", "192.0.2.2,192.0.2.3",
+            "--no-conflicts-check", "--tags", "a,b", "net1")
+        self.assertEqual(code, 0, err)
+        op = self.client.op()
+        self.assertEqual(
+            {k: op[k] for k in ("OP_ID", "network_name", "network", "gateway",
+                                "network6", "mac_prefix", "add_reserved_ips",
+                                "conflicts_check", "tags")},
+            {"OP_ID": "OP_NETWORK_ADD", "network_name": "net1",
+             "network": "192.0.2.0/24", "gateway": "192.0.2.1",
+             "network6": "2001:db8::/64", "mac_prefix": "aa:00:01",
+             "add_reserved_ips": ["192.0.2.2", "192.0.2.3"],
+             "conflicts_check": False, "tags": ["a", "b"]})
+
+    def test_add_needs_network(self):
+        code, out, err = self.network("add", "net1")
+        self.assertNotEqual(code, 0)
+        self.assertIn("--network", err)
+
+    def test_modify(self):
+        self.client.results["OP_NETWORK_SET_PARAMS"] = [
+            ["gateway", "192.0.2.254"]]
+        code, out, err = self.network(
+            "modify", "--gateway", "192.0.2.254", "--add-reserved-ips",
+            "192.0.2.9", "--remove-reserved-ips", "192.0.2.2", "net1")
+        self.assertEqual(code, 0, err)
+        op = self.client.op()
+        self.assertEqual(op["OP_ID"], "OP_NETWORK_SET_PARAMS")
+        self.assertEqual(op["add_reserved_ips"], ["192.0.2.9"])
+        self.assertEqual(op["remove_reserved_ips"], ["192.0.2.2"])
+        self.assertIn("gateway    -> 192.0.2.254", out)
+        code, out, err = self.network("modify", "net1")
+        self.assertNotEqual(code, 0)
+        self.assertIn("at least one", err)
+
+    def test_connect_disconnect(self):
+        code, out, err = self.network(
+            "connect", "-N", "mode=bridged,link=br100", "net1", "rack2")
+        self.assertEqual(code, 0, err)
+        op = self.client.op()
+        self.assertEqual((op["OP_ID"], op["group_name"], op["network_mode"],
+                          op["network_link"], op["network_vlan"]),
+                         ("OP_NETWORK_CONNECT", "rack2", "bridged", "br100",
+                          ""))
+        code, out, err = self.network("disconnect", "net1")
+        self.assertEqual(code, 0, err)
+        groups = [op["group_name"] for job in self.client.jobs.values()
+                  for op in job.ops if op["OP_ID"] == "OP_NETWORK_DISCONNECT"]
+        self.assertEqual(groups, ["default", "rack2"])
+        code, out, err = self.network("connect", "-N", "link=br0", "net1")
+        self.assertNotEqual(code, 0)
+        self.assertIn("mode is missing", err)
+        code, out, err = self.network("connect", "-N", "mode=bridged,"
+                                      "link=br0,speed=1", "net1")
+        self.assertIn("unknown key(s) speed", err)
+
+    def test_remove(self):
+        code, out, err = self.network("remove", "net1")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(self.client.op()["OP_ID"], "OP_NETWORK_REMOVE")
+
+    def test_info(self):
+        from ganeti.cli import gnt_network
+        from tests.test_cli_fakes import field
+        self.client.tables["network"] = (
+            [field(name) for name in gnt_network.INFO_FIELDS],
+            [["net1", "u-1", 3, "192.0.2.0/29", "192.0.2.1", None, None,
+              "aa:00:01", 3, 5, "XX.X..XX",
+              "192.0.2.0, 192.0.2.1, 192.0.2.6, 192.0.2.7",
+              [["default", "bridged", "br0"]], ["inst1"]]])
+        code, out, err = self.network("info", "net1")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(out.splitlines(), [
+            "Network name: net1", "  UUID: u-1", "  Serial number: 3",
+            "  Subnet: 192.0.2.0/29", "  Gateway: 192.0.2.1",
+            "  IPv6 Subnet: None", "  IPv6 Gateway: None",
+            "  Mac Prefix: aa:00:01", "  Size: 8", "  Free: 3 (37.50%)",
+            "  Usage map:", "        0 XX.X..XX", "    (X) used    (.) free",
+            "  External reservations: 192.0.2.0, 192.0.2.1, 192.0.2.6,"
+            " 192.0.2.7",
+            "  Connected to node groups:",
+            "    default (mode: bridged, link: br0)",
+            "  Used by 1 instance(s): inst1"])
+
+    def test_list(self):
+        from tests.test_cli_fakes import field
+        self.client.tables["network"] = (
+            [field("name", "Network"), field("network", "Subnet"),
+             field("gateway", "Gateway", "other"),
+             field("mac_prefix", "MacPrefix", "other"),
+             field("group_list", "GroupList", "other"),
+             field("tags", "Tags", "other")],
+            [["net1", "192.0.2.0/29", "192.0.2.1", None,
+              [["default", "bridged", "br0"]], ["a"]]])
+        code, out, err = self.network("list")
+        self.assertEqual(code, 0, err)
+        lines = out.splitlines()
+        self.assertEqual(lines[0].split(), ["Network", "Subnet", "Gateway",
+                                            "MacPrefix", "GroupList", "Tags"])
+        self.assertIn("default (bridged, br0)", lines[1])
