@@ -271,7 +271,7 @@ class NetworkLUTests(GroupTestCase):
         self.assertEqual(self.query(fields), [[
             "net1", "192.0.2.0/29", "192.0.2.1", 3, 5, "XX.X..XX",
             "192.0.2.0, 192.0.2.1, 192.0.2.6, 192.0.2.7",
-            [["default", "bridged", "br0"]], ["inst1.example.com"]]])
+            [["default", "bridged", "br0", ""]], ["inst1.example.com"]]])
 
 
 class CommandLineTests(unittest.TestCase):
@@ -361,20 +361,25 @@ class CommandLineTests(unittest.TestCase):
             [["net1", "u-1", 3, "192.0.2.0/29", "192.0.2.1", None, None,
               "aa:00:01", 3, 5, "XX.X..XX",
               "192.0.2.0, 192.0.2.1, 192.0.2.6, 192.0.2.7",
-              [["default", "bridged", "br0"]], ["inst1"]]])
+              [["default", "bridged", "br0", ""]], ["inst1"]]])
+        self.client.tables["instance"] = (
+            [field("name"), field("nic.ips"), field("nic.networks")],
+            [["inst1", ["10.0.0.1", "192.0.2.3"], [None, "u-1"]]])
         code, out, err = self.network("info", "net1")
         self.assertEqual(code, 0, err)
         self.assertEqual(out.splitlines(), [
-            "Network name: net1", "  UUID: u-1", "  Serial number: 3",
+            "Network name: net1", "UUID: u-1", "Serial number: 3",
             "  Subnet: 192.0.2.0/29", "  Gateway: 192.0.2.1",
             "  IPv6 Subnet: None", "  IPv6 Gateway: None",
             "  Mac Prefix: aa:00:01", "  Size: 8", "  Free: 3 (37.50%)",
-            "  Usage map:", "        0 XX.X..XX", "    (X) used    (.) free",
-            "  External reservations: 192.0.2.0, 192.0.2.1, 192.0.2.6,"
-            " 192.0.2.7",
-            "  Connected to node groups:",
-            "    default (mode: bridged, link: br0)",
-            "  Used by 1 instance(s): inst1"])
+            "  Usage map:", "        0 " + "XX.X..XX".ljust(64) + " 63",
+            "         (X) used    (.) free",
+            "  externally reserved IPs:",
+            "    192.0.2.0, 192.0.2.1, 192.0.2.6, 192.0.2.7",
+            "  connected to node groups:",
+            "    default (mode:bridged link:br0 vlan:)",
+            "  used by 1 instances:",
+            "    inst1: 1:192.0.2.3"])
 
     def test_list(self):
         from tests.test_cli_fakes import field
@@ -385,10 +390,10 @@ class CommandLineTests(unittest.TestCase):
              field("group_list", "GroupList", "other"),
              field("tags", "Tags", "other")],
             [["net1", "192.0.2.0/29", "192.0.2.1", None,
-              [["default", "bridged", "br0"]], ["a"]]])
+              [["default", "bridged", "br0", ""]], ["a"]]])
         code, out, err = self.network("list")
         self.assertEqual(code, 0, err)
         lines = out.splitlines()
         self.assertEqual(lines[0].split(), ["Network", "Subnet", "Gateway",
                                             "MacPrefix", "GroupList", "Tags"])
-        self.assertIn("default (bridged, br0)", lines[1])
+        self.assertIn("default (bridged, br0, )", lines[1])

@@ -1,6 +1,8 @@
 """gnt-network: networks with IPv4 address pools (add, modify, remove,
 connect, disconnect, list, info, tags)."""
 
+import textwrap
+
 from ganeti import constants
 from ganeti import errors
 from ganeti.cli import base
@@ -19,7 +21,8 @@ INFO_FIELDS = ["name", "uuid", "serial_no", "network", "gateway",
 
 
 def format_groups(value):
-    return ", ".join("%s (%s, %s)" % tuple(entry) for entry in value or [])
+    return ", ".join("%s (%s, %s, %s)" % tuple(entry)
+                     for entry in value or [])
 
 
 FORMATTERS = {
@@ -162,14 +165,16 @@ def disconnect(ctx, opts):
                               group_name=group))
 
 
-def network_info_lines(values):
+def network_info_lines(values, nic_ips=None):
+    """The ``info`` lines of one network (Ganeti's layout); ``nic_ips``:
+    instance name -> ["IDX:IP", ...] of its NICs in the network."""
     row = dict(zip(INFO_FIELDS, values))
     free = row.get("free_count") or 0
     size = free + (row.get("reserved_count") or 0)
     pct = (100.0 * free / size) if size else 0.0
     lines = ["Network name: %s" % row["name"],
-             "  UUID: %s" % row.get("uuid"),
-             "  Serial number: %s" % row.get("serial_no"),
+             "UUID: %s" % row.get("uuid"),
+             "Serial number: %s" % row.get("serial_no"),
              "  Subnet: %s" % row.get("network"),
              "  Gateway: %s" % row.get("gateway"),
              "  IPv6 Subnet: %s" % row.get("network6"),
@@ -180,19 +185,46 @@ def network_info_lines(values):
              "  Usage map:"]
     usage = row.get("map") or ""
     for start in range(0, len(usage), 64):
-        lines.append("    %5d %s" % (start, usage[start:start + 64]))
-    lines.append("    (X) used    (.) free")
-    lines.append("  External reservations: %s"
-                 % (row.get("external_reservations") or "(none)"))
+        lines.append("     %4d %-64s %d" % (start, usage[start:start + 64],
+                                            start + 63))
+    lines.append("         (X) used    (.) free")
+    external = row.get("external_reservations")
+    if external:
+        lines.append("  externally reserved IPs:")
+        lines.extend("    %s" % part
+                     for part in textwrap.wrap(external, width=64))
     groups = row.get("group_list") or []
-    lines.append("  Connected to node groups:%s" % ("" if groups
-                                                    else " (none)"))
-    for name, mode, link in groups:
-        lines.append("    %s (mode: %s, link: %s)" % (name, mode, link))
+    if groups:
+        lines.append("  connected to node groups:")
+        for name, mode, link, vlan in groups:
+            lines.append("    %s (mode:%s link:%s vlan:%s)"
+                         % (name, mode, link, vlan))
+    else:
+        lines.append("  not connected to any node group")
     insts = row.get("inst_list") or []
-    lines.append("  Used by %d instance(s)%s" % (
-        len(insts), (": " + ", ".join(insts)) if insts else ""))
+    if insts:
+        lines.append("  used by %d instances:" % len(insts))
+        for name in insts:
+            lines.append("    %s: %s" % (name, ", ".join(
+                (nic_ips or {}).get(name, []))))
+    else:
+        lines.append("  not used by any instances")
     return lines
+
+
+def _nic_ips(ctx, net_uuid, instances):
+    """instance -> ["IDX:IP"] for its NICs in the network."""
+    if not instances:
+        return {}
+    rows = base.query_values(ctx, "instance",
+                             ["name", "nic.ips", "nic.networks"],
+                             list(instances))
+    result = {}
+    for name, ips, nets in rows:
+        result[name] = ["%d:%s" % (idx, ip) for idx, (ip, net)
+                        in enumerate(zip(ips or [], nets or []))
+                        if net == net_uuid]
+    return result
 
 
 @commands.command("info", args=[Opt("names", nargs="*", metavar="NETWORK",
@@ -200,7 +232,9 @@ def network_info_lines(values):
                   help="show networks, their pools and connections")
 def info(ctx, opts):
     for values in base.query_values(ctx, "network", INFO_FIELDS, opts.names):
-        for line in network_info_lines(values):
+        row = dict(zip(INFO_FIELDS, values))
+        nic_ips = _nic_ips(ctx, row["uuid"], row.get("inst_list"))
+        for line in network_info_lines(values, nic_ips):
             ctx.out(line)
 
 
