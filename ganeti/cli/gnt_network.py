@@ -25,7 +25,16 @@ def format_groups(value):
                      for entry in value or [])
 
 
+def _plain(value):
+    # Ganeti's tool prints an unset gateway or prefix as None
+    return "%s" % (value,)
+
+
 FORMATTERS = {
+    "gateway": _plain,
+    "network6": _plain,
+    "gateway6": _plain,
+    "mac_prefix": _plain,
     "group_list": format_groups,
     "inst_list": lambda value: ",".join(value or []),
     "tags": lambda value: ",".join(value or []),
