@@ -77,6 +77,49 @@ class GntNetworkTests(ClusterTestCase):
         out = self.ok("gnt-network", "list", "--no-headers", "-o", "name")
         self.assertEqual(out.split(), ["net1"])
 
+    def add_instance(self, name, *net):
+        return self.gnt(
+            "gnt-instance", "add", "-t", "file", "-o", "busybox+default",
+            "-n", NODE, "-s", "1G", "-B", "memory=128M", "--no-name-check",
+            "--no-ip-check", "--no-start", *(net + (name,)))
+
+    def test_instances_take_addresses_from_the_pool(self):
+        self.init()
+        self.ok("gnt-network", "add", "--network", "192.0.2.0/29", "-g",
+                "192.0.2.1", "net1")
+        code, out = self.add_instance("inst0", "--net",
+                                      "0:network=net1,ip=pool")
+        self.assertNotEqual(code, 0)
+        self.assertIn("network net1 is not connected to node group default",
+                      out)
+        self.ok("gnt-network", "connect", "-N", "mode=bridged,link=br0",
+                "net1")
+        code, out = self.add_instance("inst1", "--net",
+                                      "0:network=net1,ip=pool")
+        self.assertEqual(code, 0, out)
+        code, out = self.add_instance("inst2", "--net",
+                                      "0:network=net1,ip=192.0.2.2")
+        self.assertNotEqual(code, 0)
+        self.assertIn("192.0.2.2 is already in use by instance inst1", out)
+        code, out = self.add_instance("inst2", "--net",
+                                      "0:network=net1,ip=pool")
+        self.assertEqual(code, 0, out)
+        out = self.ok("gnt-instance", "list", "--no-headers", "-o",
+                      "name,nic.ips,nic.networks.names")
+        self.assertEqual(out.split(), ["inst1", "192.0.2.2", "net1",
+                                       "inst2", "192.0.2.3", "net1"])
+        info = self.ok("gnt-network", "info", "net1")
+        self.assertIn("  Free: 3 (37.50%)", info)
+        self.assertIn("  used by 2 instances:\n    inst1: 0:192.0.2.2\n"
+                      "    inst2: 0:192.0.2.3", info)
+        if not ganeti_peer.unavailable_reason():
+            code, theirs = self.theirs("info", "net1")
+            self.assertEqual(info, theirs)
+        self.ok("gnt-instance", "remove", "-f", "inst1")
+        out = self.ok("gnt-network", "list", "--no-headers", "-o",
+                      "name,free_count,map,inst_list")
+        self.assertEqual(out.split(), ["net1", "4", "XX.X...X", "inst2"])
+
 
 CLIENT_SCRIPT = textwrap.dedent("""
     import json, sys
