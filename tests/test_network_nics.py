@@ -2,9 +2,11 @@
 addresses checked against the network, and the pool following the
 instance's create, modify and remove."""
 
+from ganeti import errors
+from ganeti import objects
 from ganeti.network_pool import AddressPool
 
-from tests.test_cmdlib_instance import InstanceTestCase, create_op
+from tests.test_cmdlib_instance import NODE1, InstanceTestCase, create_op
 
 
 class PoolNicTests(InstanceTestCase):
@@ -92,3 +94,24 @@ class PoolNicTests(InstanceTestCase):
         err = self.fails(create_op(nics=[{"network": "net2", "ip": "pool"}]))
         self.assertIn("nics/0/network: network net2 is not connected to node"
                       " group default", str(err))
+
+    def test_address_taken_meanwhile_is_refused_by_the_store(self):
+        # as if another job had taken 192.0.2.2 after this one chose it
+        net = self.cfg.get_network("net1")
+        pool = self.pool()
+        pool.reserve("192.0.2.2")
+        self.cfg.set_network_params("net1", reservations=pool.store()[0])
+        before = self.cfg.dumps()
+        inst = objects.Instance(
+            name="late.example.com", os="busybox+default", hypervisor="fake",
+            primary_node=self.cfg.get_node(NODE1).uuid,
+            disk_template="diskless", beparams={}, hvparams={}, osparams={},
+            nics=[objects.NIC(mac="aa:00:00:00:00:09", ip="192.0.2.2",
+                              network=net.uuid)])
+        err = self.assertRaises(errors.OpPrereqError, self.cfg.add_instance,
+                                inst)
+        self.assertIn("address 192.0.2.2 of network net1 was taken"
+                      " meanwhile", str(err))
+        self.assertEqual(self.cfg.dumps(), before)
+        self.assertNotIn("late.example.com",
+                         [i.name for i in self.cfg.instances.values()])

@@ -88,12 +88,16 @@ class LUNetworkAdd(LogicalUnit):
             pool.reserve(ip, external=True, field="add_reserved_ips")
         self.pool = pool
 
-    def check_prereq(self):
+    def _check_free(self):
         cfg = self.cfg
         if any(n.name == self.op.network_name for n in cfg.networks.values()):
             raise _prereq("network_name: network '%s' already exists"
                           % self.op.network_name, errors.ECODE_EXISTS)
         _check_overlap(cfg, self.subnet)
+
+    def check_prereq(self):
+        cfg = self.cfg
+        self._check_free()
         if self.op.conflicts_check:
             # a node's own address inside the pool would be handed to NICs
             for node in cfg.nodes.values():
@@ -107,6 +111,7 @@ class LUNetworkAdd(LogicalUnit):
 
     async def exec_(self):
         op = self.op
+        self._check_free()      # another job may have added one meanwhile
         reservations, ext_reservations = self.pool.store()
         net = objects.Network(
             name=op.network_name, network=str(self.subnet),
@@ -165,6 +170,9 @@ class LUNetworkSetParams(_NetworkLU):
                           " remove_reserved_ips" % ", ".join(sorted(both)))
 
     def check_prereq(self):
+        self.changes = self._plan()
+
+    def _plan(self):
         op = self.op
         net = self.net
         pool = AddressPool.of(net)
@@ -192,18 +200,19 @@ class LUNetworkSetParams(_NetworkLU):
                     changes.get("gateway6", net.gateway6))
         if op.mac_prefix:
             changes["mac_prefix"] = self.mac_prefix
-        reservations, ext_reservations = pool.store()
+        ext_reservations = pool.store()[1]
         if ext_reservations != net.ext_reservations:
             changes["ext_reservations"] = ext_reservations
-        if reservations != net.reservations:
-            changes["reservations"] = reservations
-        self.changes = changes
+        return changes
 
     async def exec_(self):
+        # planned again from the pool as it is now: instances do not lock
+        # the network when they take addresses
+        self.changes = self._plan()
         if self.changes:
             self.cfg.set_network_params(self.net_uuid, **self.changes)
         return [(key, value) for key, value in sorted(self.changes.items())
-                if key not in ("reservations", "ext_reservations")]
+                if key != "ext_reservations"]
 
 
 class _ConnectionLU(_NetworkLU):

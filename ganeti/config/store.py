@@ -516,10 +516,19 @@ class ConfigStore(InstanceMutators, MaintenanceMutators, FilterMutators,
             if net is None or not net.network:
                 continue
             pool = AddressPool.of(net)
-            for bit, addresses in (("0", gone), ("1", taken)):
-                for net_uuid, ip in addresses:
-                    if net_uuid == uuid and pool.contains(ip):
-                        pool.internal[pool.index(ip)] = bit
+            for net_uuid, ip in gone:
+                if net_uuid == uuid and pool.contains(ip):
+                    pool.internal[pool.index(ip)] = "0"
+            for net_uuid, ip in taken:
+                if net_uuid != uuid or not pool.contains(ip):
+                    continue
+                # two jobs that chose the same address before either was
+                # written: the later one is refused here
+                if pool.is_reserved(ip):
+                    raise errors.OpPrereqError(
+                        "nics: address %s of network %s was taken meanwhile"
+                        % (ip, net.name), errors.ECODE_NOTUNIQUE)
+                pool.internal[pool.index(ip)] = "1"
             reservations = pool.store()[0]
             if reservations != net.reservations:
                 net.reservations = reservations
