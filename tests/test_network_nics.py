@@ -97,10 +97,8 @@ class PoolNicTests(InstanceTestCase):
 
     def test_address_taken_meanwhile_is_refused_by_the_store(self):
         # as if another job had taken 192.0.2.2 after this one chose it
+        self.create(nics=[{"network": "net1", "ip": "192.0.2.2"}])
         net = self.cfg.get_network("net1")
-        pool = self.pool()
-        pool.reserve("192.0.2.2")
-        self.cfg.set_network_params("net1", reservations=pool.store()[0])
         before = self.cfg.dumps()
         inst = objects.Instance(
             name="late.example.com", os="busybox+default", hypervisor="fake",
@@ -111,7 +109,7 @@ class PoolNicTests(InstanceTestCase):
         err = self.assertRaises(errors.OpPrereqError, self.cfg.add_instance,
                                 inst)
         self.assertIn("address 192.0.2.2 of network net1 was taken"
-                      " meanwhile", str(err))
+                      " meanwhile by instance inst1.example.com", str(err))
         self.assertEqual(self.cfg.dumps(), before)
         self.assertNotIn("late.example.com",
                          [i.name for i in self.cfg.instances.values()])

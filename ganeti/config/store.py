@@ -502,15 +502,30 @@ class ConfigStore(InstanceMutators, MaintenanceMutators, FilterMutators,
         """A NIC's address on a network is taken in that network's pool:
         the instances this change adds, changes or removes take and give
         back addresses, in the same change (and its rollback)."""
-        gone, taken = set(), set()
+        gone, taken = set(), {}
         for unit in self._changed_units(touched):
             if unit[0] != "instances":
                 continue
             before = _pool_addresses(tracking.encoded.stored(unit))
             after = _pool_addresses(self.instances.get(unit[1]))
             gone |= before - after
-            taken |= after - before
-        nets = {net for net, _ in gone | taken}
+            for address in after - before:
+                taken[address] = unit[1]
+        if taken:
+            # two jobs that chose the same address before either was
+            # written: the later one is refused here
+            for inst in self.instances.values():
+                for address in _pool_addresses(inst):
+                    owner = taken.get(address)
+                    if owner is not None and owner != inst.uuid:
+                        raise errors.OpPrereqError(
+                            "nics: address %s of network %s was taken"
+                            " meanwhile by instance %s"
+                            % (address[1], self.networks[address[0]].name
+                               if address[0] in self.networks
+                               else address[0], inst.display_name),
+                            errors.ECODE_NOTUNIQUE)
+        nets = {net for net, _ in gone | set(taken)}
         for uuid in nets:
             net = self.networks.get(uuid)
             if net is None or not net.network:
@@ -520,15 +535,8 @@ class ConfigStore(InstanceMutators, MaintenanceMutators, FilterMutators,
                 if net_uuid == uuid and pool.contains(ip):
                     pool.internal[pool.index(ip)] = "0"
             for net_uuid, ip in taken:
-                if net_uuid != uuid or not pool.contains(ip):
-                    continue
-                # two jobs that chose the same address before either was
-                # written: the later one is refused here
-                if pool.is_reserved(ip):
-                    raise errors.OpPrereqError(
-                        "nics: address %s of network %s was taken meanwhile"
-                        % (ip, net.name), errors.ECODE_NOTUNIQUE)
-                pool.internal[pool.index(ip)] = "1"
+                if net_uuid == uuid and pool.contains(ip):
+                    pool.internal[pool.index(ip)] = "1"
             reservations = pool.store()[0]
             if reservations != net.reservations:
                 net.reservations = reservations
