@@ -866,7 +866,8 @@ _op("OP_NETWORK_ADD", "network_name",
     P("mac_prefix", maybe(NESTR)),
     P("add_reserved_ips", maybe(list_of(IPV4_ADDR))),
     P("conflicts_check", BOOL, True),
-    P("tags", list_of(NESTR), []))
+    # Ganeti's RAPI client sends null when no tags are given
+    P("tags", maybe(list_of(NESTR)), []))
 _op("OP_NETWORK_CONNECT", "network_name",
     R("group_name", NESTR),
     R("network_name", NESTR),

@@ -1012,7 +1012,7 @@ class OtherResourceTests(Base):
         self.assertEqual(rows["net1"][1:], [[RS_NORMAL, v] for v in [
             "192.0.2.0/29", "192.0.2.1", 4, 4, "XXX....X",
             "192.0.2.0, 192.0.2.1, 192.0.2.7",
-            [["default", "bridged", "br-net1"]], ["web1.example.com"], 1,
+            [["default", "bridged", "br-net1", ""]], ["web1.example.com"], 1,
             None]])
 
     def test_cluster(self):

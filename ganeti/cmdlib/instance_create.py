@@ -362,9 +362,11 @@ class LUInstanceCreate(LogicalUnit):
     def _build_nics(self, group, except_instance=None):
         used = instance_nics.used_macs(self.cfg, except_instance)
         nics = []
+        pool_taken = {}
         for idx, params in enumerate(self.op.nics):
             nic = instance_nics.build_nic(
-                self.cfg, params, "nics/%d" % idx, group, used)
+                self.cfg, params, "nics/%d" % idx, group, used,
+                pool_taken=pool_taken)
             used.add(nic.mac)
             nics.append(nic)
         instance_nics.check_unique_ips(self.cfg, nics, except_instance)

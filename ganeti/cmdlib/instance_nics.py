@@ -8,6 +8,7 @@ import re
 from ganeti import constants
 from ganeti import errors
 from ganeti import objects
+from ganeti.network_pool import AddressPool
 
 
 _MAC_RE = re.compile(r"^([0-9a-f]{2}:){5}[0-9a-f]{2}$")
@@ -21,11 +22,43 @@ def _check_ip(ip, field):
                                    % (field, ip), errors.ECODE_INVAL)
 
 
-def build_nic(cfg, params, field, group=None, used_macs=(), old=None):
+def _from_pool(net, field, pool_taken):
+    """The first free address of ``net``'s pool that no other NIC of the
+    same opcode took (``pool_taken``: network uuid -> addresses)."""
+    pool = AddressPool.of(net)
+    taken = (pool_taken or {}).get(net.uuid, set())
+    for idx, pair in enumerate(zip(pool.internal, pool.external)):
+        address = str(pool.subnet[idx])
+        if pair == ("0", "0") and address not in taken:
+            return address
+    raise errors.OpPrereqError("%s/ip: network %s has no free address left"
+                               % (field, net.name), errors.ECODE_NORES)
+
+
+def _check_network_ip(net, ip, field):
+    """An address given for a NIC on ``net``: inside it, not reserved for
+    use outside the cluster (taken by a NIC: check_unique_ips)."""
+    pool = AddressPool.of(net)
+    if not pool.contains(ip):
+        raise errors.OpPrereqError("%s/ip: %s is outside network %s (%s)"
+                                   % (field, ip, net.name, net.network),
+                                   errors.ECODE_INVAL)
+    if pool.is_reserved(ip, external=True):
+        raise errors.OpPrereqError(
+            "%s/ip: %s is reserved in network %s (network, broadcast,"
+            " gateway or external reservation)" % (field, ip, net.name),
+            errors.ECODE_NOTUNIQUE)
+
+
+def build_nic(cfg, params, field, group=None, used_macs=(), old=None,
+              pool_taken=None):
     """A NIC object from OP_INSTANCE_CREATE / SET_PARAMS nic parameters.
 
     ``old`` is the NIC being modified (its values are kept unless given).
     MACs "auto"/"generate" get a fresh cluster MAC not in ``used_macs``.
+    ip "pool" takes a free address of the NIC's network (``pool_taken``
+    collects the addresses the opcode's NICs take, so two differ); the
+    network's pool itself changes with the instance, in the config store.
     """
     params = dict(params or {})
     nic = old.copy() if old is not None else objects.NIC(
@@ -72,9 +105,12 @@ def build_nic(cfg, params, field, group=None, used_macs=(), old=None):
         if ip in (None, "", "none"):
             nic.ip = None
         elif ip == constants.NIC_IP_POOL:
-            raise errors.OpPrereqError(
-                "%s: ip 'pool' (an address from the network's pool) is not"
-                " supported yet; give an address" % field, errors.ECODE_INVAL)
+            if not nic.network:
+                raise errors.OpPrereqError(
+                    "%s/ip: 'pool' takes an address from a network's pool;"
+                    " give the NIC a network" % field, errors.ECODE_INVAL)
+            nic.ip = _from_pool(cfg.networks[nic.network], field,
+                                pool_taken)
         else:
             _check_ip(ip, field + "/ip")
             nic.ip = ip
@@ -97,6 +133,18 @@ def build_nic(cfg, params, field, group=None, used_macs=(), old=None):
             raise errors.OpPrereqError("%s: MAC address %s is already in use"
                                        % (field, mac), errors.ECODE_NOTUNIQUE)
         nic.mac = mac
+    if nic.network and group is not None and \
+            nic.network not in (group.networks or {}) and (
+                old is None or old.network != nic.network):
+        raise errors.OpPrereqError(
+            "%s/network: network %s is not connected to node group %s"
+            " (gnt-network connect)" % (field, cfg.networks[nic.network].name,
+                                        group.name), errors.ECODE_INVAL)
+    if nic.network and nic.ip and (old is None or (
+            old.network, old.ip) != (nic.network, nic.ip)):
+        _check_network_ip(cfg.networks[nic.network], nic.ip, field)
+    if nic.network and nic.ip and pool_taken is not None:
+        pool_taken.setdefault(nic.network, set()).add(nic.ip)
     filled = objects.fill_nicparams(cfg.cluster, nic, group)
     objects.check_nic(nic, filled, where=field)
     return nic

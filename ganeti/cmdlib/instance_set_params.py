@@ -228,6 +228,7 @@ class LUInstanceSetParams(LogicalUnit):
             group = cfg.nodegroups.get(cfg.nodes[inst.primary_node].group)
         nics = [n.copy() for n in inst.nics]
         others = instance_nics.used_macs(cfg, inst.uuid)
+        pool_taken = {}
         for action, ident, params in self.nic_mods:
             where = "nics"
             if action == _ADD:
@@ -244,7 +245,8 @@ class LUInstanceSetParams(LogicalUnit):
                         errors.ECODE_INVAL)
                 used = others | {n.mac for n in nics}
                 nic = instance_nics.build_nic(
-                    cfg, params, "nics/%d" % idx, group, used)
+                    cfg, params, "nics/%d" % idx, group, used,
+                    pool_taken=pool_taken)
                 nics.insert(idx, nic)
                 filled = objects.fill_nicparams(cfg.cluster, nic, group)
                 self.nic_desc.append((
@@ -258,7 +260,8 @@ class LUInstanceSetParams(LogicalUnit):
                 used = others | {n.mac for i, n in enumerate(nics)
                                  if i != idx}
                 nic = instance_nics.build_nic(
-                    cfg, params, "nics/%d" % idx, group, used, old=old)
+                    cfg, params, "nics/%d" % idx, group, used, old=old,
+                    pool_taken=pool_taken)
                 nics[idx] = nic
                 for key in ("mac", "ip", "name"):
                     if key in params:

@@ -32,6 +32,7 @@ from ganeti import errors
 from ganeti import ipolicy
 from ganeti import objects
 from ganeti import uidpool
+from ganeti.network_pool import AddressPool
 from ganeti.objects import (Cluster, Node, NodeGroup, new_uuid)
 from ganeti.utils.io import BACKUP_SUFFIX, atomic_write
 from ganeti.config.accounting import Accounting
@@ -55,6 +56,14 @@ _TOP_LEVEL = frozenset(["version", "cluster", "nodes", "nodegroups",
                         "serial_no", "ctime", "mtime", "maintenance"])
 
 _KINDS = {klass: name for name, klass in objects.CONFIG_MAPS}
+
+
+def _pool_addresses(inst):
+    """(network uuid, ip) of an instance's NICs on networks."""
+    if inst is None:
+        return set()
+    return {(nic.network, nic.ip) for nic in inst.nics
+            if nic.network and nic.ip}
 
 
 def unit_of(obj):
@@ -457,6 +466,7 @@ class ConfigStore(InstanceMutators, MaintenanceMutators, FilterMutators,
         staged = None
         try:
             yield
+            self._sync_address_pools(tracking, touched)
             units = self._changed_units(touched)
             new_problems, checked = tracking.checks.update(units)
             if new_problems:
@@ -487,6 +497,50 @@ class ConfigStore(InstanceMutators, MaintenanceMutators, FilterMutators,
             self.check_incremental()
         if self._disk_generation >= self._generation:
             self._notify_listeners()      # written at once
+
+    def _sync_address_pools(self, tracking, touched):
+        """A NIC's address on a network is taken in that network's pool:
+        the instances this change adds, changes or removes take and give
+        back addresses, in the same change (and its rollback)."""
+        gone, taken = set(), {}
+        for unit in self._changed_units(touched):
+            if unit[0] != "instances":
+                continue
+            before = _pool_addresses(tracking.encoded.stored(unit))
+            after = _pool_addresses(self.instances.get(unit[1]))
+            gone |= before - after
+            for address in after - before:
+                taken[address] = unit[1]
+        if taken:
+            # two jobs that chose the same address before either was
+            # written: the later one is refused here
+            for inst in self.instances.values():
+                for address in _pool_addresses(inst):
+                    owner = taken.get(address)
+                    if owner is not None and owner != inst.uuid:
+                        raise errors.OpPrereqError(
+                            "nics: address %s of network %s was taken"
+                            " meanwhile by instance %s"
+                            % (address[1], self.networks[address[0]].name
+                               if address[0] in self.networks
+                               else address[0], inst.display_name),
+                            errors.ECODE_NOTUNIQUE)
+        nets = {net for net, _ in gone | set(taken)}
+        for uuid in nets:
+            net = self.networks.get(uuid)
+            if net is None or not net.network:
+                continue
+            pool = AddressPool.of(net)
+            for net_uuid, ip in gone:
+                if net_uuid == uuid and pool.contains(ip):
+                    pool.internal[pool.index(ip)] = "0"
+            for net_uuid, ip in taken:
+                if net_uuid == uuid and pool.contains(ip):
+                    pool.internal[pool.index(ip)] = "1"
+            reservations = pool.store()[0]
+            if reservations != net.reservations:
+                net.reservations = reservations
+                self._touch(net)
 
     def _changed_units(self, touched):
         units = set(touched)
@@ -908,6 +962,21 @@ class ConfigStore(InstanceMutators, MaintenanceMutators, FilterMutators,
             self.networks[network.uuid] = network
             self._mark(network)
         return network.uuid
+
+    def set_network_params(self, name_or_uuid, **changes):
+        """Change a network's settings and pool (the LU checks values)."""
+        net = self.get_network(name_or_uuid)
+        allowed = {"gateway", "network6", "gateway6", "mac_prefix",
+                   "reservations", "ext_reservations"}
+        for key in changes:
+            if key not in allowed:
+                raise errors.OpPrereqError(
+                    "network parameter '%s' is unknown" % key,
+                    errors.ECODE_INVAL)
+        with self._change("modifying network %s" % net.name):
+            for key, value in changes.items():
+                setattr(net, key, value)
+            self._touch(net)
 
     def remove_network(self, name_or_uuid):
         net = self.get_network(name_or_uuid)

@@ -58,7 +58,8 @@ def _groups(run, net):
         if net.uuid in (group.networks or {}):
             params = group.networks[net.uuid] or {}
             result.append([group.name, params.get(constants.NIC_MODE),
-                           params.get(constants.NIC_LINK)])
+                           params.get(constants.NIC_LINK),
+                           params.get(constants.NIC_VLAN, "")])
     return nice_sort(result, key=lambda entry: entry[0])
 
 
@@ -94,7 +95,7 @@ def build_fields():
               "Number of node groups connected",
               lambda run, net: len(_groups(run, net))),
         Field("group_list", "GroupList", QFT_OTHER,
-              "Connected node groups as [name, NIC mode, NIC link]", _groups),
+              "Connected node groups as [name, NIC mode, NIC link, VLAN]", _groups),
         Field("inst_cnt", "Instances", QFT_NUMBER,
               "Number of instances with a NIC in the network",
               lambda run, net: len(_instances(run, net))),
