@@ -366,6 +366,27 @@ def _check_pem(pem, field):
     return cert
 
 
+def _lock_every_node(lu):
+    # as Ganeti: every node, exclusively (two renewals never mix)
+    lu.needed_locks[locking.LEVEL_NODE] = locking.ALL_SET
+    lu.share_locks[locking.LEVEL_NODE] = False
+
+
+def _check_rollout(lu, cluster_cert):
+    """What a roll-out to every node needs: node RPC and (to renew the
+    cluster certificate) the master's own certificate."""
+    if lu.ctx.rpc is None or lu.ctx.paths is None:
+        raise errors.OpPrereqError("this master cannot reach its nodes"
+                                   " (no node RPC)", errors.ECODE_STATE)
+    if cluster_cert:
+        try:
+            replication.cluster_certificate(lu.ctx)
+        except errors.GenericError as err:
+            raise errors.OpPrereqError(
+                "the master's cluster certificate: %s" % err,
+                errors.ECODE_ENVIRON)
+
+
 class LUClusterRenewCrypto(LogicalUnit):
     """gnt-cluster renew-crypto: see the module docstring."""
     OP_ID = "OP_CLUSTER_RENEW_CRYPTO"
@@ -418,21 +439,10 @@ class LUClusterRenewCrypto(LogicalUnit):
                 " cluster_domain_secret", errors.ECODE_INVAL)
 
     def expand_names(self):
-        # as Ganeti: every node, exclusively (two renewals never mix)
-        self.needed_locks[locking.LEVEL_NODE] = locking.ALL_SET
-        self.share_locks[locking.LEVEL_NODE] = False
+        _lock_every_node(self)
 
     def check_prereq(self):
-        if self.ctx.rpc is None or self.ctx.paths is None:
-            raise errors.OpPrereqError("this master cannot reach its nodes"
-                                       " (no node RPC)", errors.ECODE_STATE)
-        if self.cluster_cert:
-            try:
-                replication.cluster_certificate(self.ctx)
-            except errors.GenericError as err:
-                raise errors.OpPrereqError(
-                    "the master's cluster certificate: %s" % err,
-                    errors.ECODE_ENVIRON)
+        _check_rollout(self, self.cluster_cert)
 
     async def exec_(self):
         op = self.op
@@ -479,18 +489,10 @@ class LUClusterRename(LogicalUnit):
                                        errors.ECODE_INVAL)
 
     def expand_names(self):
-        self.needed_locks[locking.LEVEL_NODE] = locking.ALL_SET
-        self.share_locks[locking.LEVEL_NODE] = False
+        _lock_every_node(self)
 
     def check_prereq(self):
-        if self.ctx.rpc is None or self.ctx.paths is None:
-            raise errors.OpPrereqError("this master cannot reach its nodes"
-                                       " (no node RPC)", errors.ECODE_STATE)
-        try:
-            replication.cluster_certificate(self.ctx)
-        except errors.GenericError as err:
-            raise errors.OpPrereqError("the master's cluster certificate:"
-                                       " %s" % err, errors.ECODE_ENVIRON)
+        _check_rollout(self, True)
 
     async def exec_(self):
         old_name = self.cfg.cluster.cluster_name
