@@ -935,9 +935,9 @@ class KvmHypervisor(base.HypervisorBase):
         elif locked is not None:
             runas = "%d:%d" % (locked.uid, locked.uid)
             extra["uid"] = locked.uid
-        self._rt.write(state.InstanceRecord(
-            spec=spec, started=self._reactor.seconds(), extra=extra))
         try:
+            self._rt.write(state.InstanceRecord(
+                spec=spec, started=self._reactor.seconds(), extra=extra))
             if locked is not None:
                 self._rt.update(spec.name, extra=dict(
                     extra, chowned=_hand_over(
@@ -965,7 +965,15 @@ class KvmHypervisor(base.HypervisorBase):
                                 {"password": vnc_password})
         except Exception:
             failure = Failure()
-            await self._end(spec.name, locked)
+            try:
+                await self._end(spec.name, locked)
+            except Exception:
+                # qemu could not be ended: it keeps its uid; the start's
+                # own error is the one to report
+                _log.failure("Instance {name}: undoing the failed start",
+                             name=spec.name)
+                if locked is not None:
+                    locked.unlock()
             failure.raiseException()
         if locked is not None:
             # qemu runs with the uid now: that keeps it from other requests
@@ -1289,6 +1297,7 @@ def _hand_over(paths, uid):
         except FileNotFoundError:
             continue
         except OSError as err:
+            _hand_back(previous)
             raise errors.HypervisorError(
                 "cannot give %s to uid %d: %s" % (real, uid, err))
         previous[real] = [st.st_uid, st.st_gid]
