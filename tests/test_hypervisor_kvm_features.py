@@ -5,6 +5,7 @@ instance's socket) and answers the network tools as told.  No real qemu,
 no real network change here (tests/integration/test_kvm_features.py has
 those)."""
 
+import json
 import os
 import sys
 
@@ -24,9 +25,27 @@ QEMU = "/bin/true"      # any executable: the fake runner plays qemu
 MAC = "aa:00:00:00:00:01"
 
 
+class OlderQMPServer(FakeQMPServer):
+    """Answers the commands in ``factory.unknown`` as qemu does commands
+    it does not have."""
+
+    def lineReceived(self, line):
+        cmd = json.loads(line)
+        if cmd["execute"] in self.factory.unknown:
+            self.factory.commands.append((cmd["execute"],
+                                          cmd.get("arguments")))
+            self.send({"error": {"class": "CommandNotFound",
+                                 "desc": "The command %s has not been found"
+                                 % cmd["execute"]}, "id": cmd["id"]})
+            return
+        super().lineReceived(line)
+
+
 class FakeQemuProcess(Factory):
     """What a qemu started by the fake runner looks like to the driver."""
-    protocol = FakeQMPServer
+    protocol = OlderQMPServer
+    #: QMP commands this qemu does not know
+    unknown = ()
 
     def __init__(self, argv):
         self.argv = argv
@@ -292,6 +311,14 @@ class VncPasswordTests(_Base):
                          ["127.0.0.1:1,password=on"])
         self.assertIn(("change-vnc-password", {"password": "s3cret"}),
                       self.runner.qemus[0].commands)
+
+    @defer.inlineCallbacks
+    def test_older_qemu_uses_set_password(self):
+        self.patch(FakeQemuProcess, "unknown", ("change-vnc-password",))
+        yield self.start(self.vnc_spec(self.password_file("s3cret\n")))
+        commands = self.runner.qemus[0].commands
+        self.assertIn(("set_password", {"protocol": "vnc",
+                                        "password": "s3cret"}), commands)
 
     def test_without_password_file(self):
         cmd = kvm.build_command(

@@ -961,8 +961,7 @@ class KvmHypervisor(base.HypervisorBase):
             # watch it from the start, so its SHUTDOWN events are recorded
             await self._monitor(spec.name)
             if vnc_password is not None:
-                await self._qmp(spec.name, "change-vnc-password",
-                                {"password": vnc_password})
+                await self._set_vnc_password(spec.name, vnc_password)
         except Exception:
             failure = Failure()
             try:
@@ -980,6 +979,20 @@ class KvmHypervisor(base.HypervisorBase):
             locked.unlock()
         _log.info("Started instance {name} (pid {pid})", name=spec.name,
                   pid=pid)
+
+    async def _set_vnc_password(self, name, password):
+        """The VNC password over QMP (qemu 7.x: ``change-vnc-password``;
+        ``set_password`` where that is missing)."""
+        try:
+            await self._qmp(name, "change-vnc-password",
+                            {"password": password})
+        except qmp.QMPError as err:
+            if err.error_class != "CommandNotFound":
+                raise errors.HypervisorError(
+                    "instance %s: cannot set the VNC password: %s" %
+                    (name, err))
+            await self._qmp(name, "set_password",
+                            {"protocol": "vnc", "password": password})
 
     def _uid_allocator(self):
         lock_dir = self._paths.uid_pool_lock_dir

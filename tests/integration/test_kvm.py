@@ -107,8 +107,8 @@ class KvmClusterTests(WatcherMixin, RunningClusterTestCase):
                          "serial_speed": 115200,
                          "user_shutdown": user_shutdown},
             "name_check": False, "ip_check": False,
-            # no NIC (the kvm driver wants a bridge), a small disk: below
-            # the default instance policy
+            # no NIC (it would change the host's network: a bridge or
+            # routes), a small disk: below the default instance policy
             "ignore_ipolicy": True})
 
     def qemu_pid(self, name):
