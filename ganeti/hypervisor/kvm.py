@@ -38,6 +38,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
+from ganeti import constants
 from ganeti import errors
 from ganeti import hypervisor as hv
 from ganeti import pathutils
@@ -47,8 +48,10 @@ from ganeti.hypervisor.params import (
     Param, abs_path, abs_path_or_empty, boolean, integer, ip_or_empty,
     one_of, string)
 
-__all__ = ["KvmHypervisor", "KvmFiles", "build_command", "find_kvm_binary",
-           "parse_version", "tap_name", "PARAMETERS"]
+__all__ = ["KvmHypervisor", "KvmFiles", "CommandRunner", "build_command",
+           "find_kvm_binary", "nic_down_commands", "nic_up_commands",
+           "ovs_vlan_settings", "parse_version", "read_vnc_password",
+           "tap_name", "PARAMETERS"]
 
 _log = Logger()
 
@@ -65,9 +68,12 @@ DISK_INTERFACES = {
     "mtd": "mtd", "pflash": "pflash",
 }
 BOOT_DEVICES = {"disk": "c", "cdrom": "d", "network": "n", "floppy": "a"}
+# security_model values (Ganeti's names)
 SM_NONE, SM_USER, SM_POOL = "none", "user", "pool"
 SECURITY_MODELS = (SM_NONE, SM_USER, SM_POOL)
-NIC_BRIDGED, NIC_ROUTED, NIC_OVS = "bridged", "routed", "openvswitch"
+NIC_BRIDGED = constants.NIC_MODE_BRIDGED
+NIC_ROUTED = constants.NIC_MODE_ROUTED
+NIC_OVS = constants.NIC_MODE_OVS
 NIC_MODES = (NIC_BRIDGED, NIC_ROUTED, NIC_OVS)
 
 _NOT_SUPPORTED = False
