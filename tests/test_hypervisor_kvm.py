@@ -263,11 +263,17 @@ class StartCheckTests(unittest.TestCase):
             make_spec(self.hvparams, [hv.DiskSpec(self.disk)], [nic]),
             "nosuchbr0", "not a bridge")
 
-    def test_routed_nic(self):
+    def test_routed_nic_without_ip(self):
         nic = hv.NicSpec("aa:00:00:00:00:01", mode="routed", link="100")
         return self.assertStartFails(
             make_spec(self.hvparams, [hv.DiskSpec(self.disk)], [nic]),
-            "routed", "only bridged")
+            "NIC 0 is routed but has no IP address")
+
+    def test_unknown_nic_mode(self):
+        nic = hv.NicSpec("aa:00:00:00:00:01", mode="macvtap", link="eth0")
+        return self.assertStartFails(
+            make_spec(self.hvparams, [hv.DiskSpec(self.disk)], [nic]),
+            "'macvtap'", "bridged, routed, openvswitch")
 
     def test_missing_disk(self):
         return self.assertStartFails(

@@ -236,7 +236,8 @@ def create_instances(vc, guest=None):
                 "beparams": {"memory": 512}, "name_check": False,
                 "ip_check": False}
             if guest is not None:
-                # a real VM; no NIC (the kvm driver wants a bridge)
+                # a real VM; no NIC (a bridged or routed NIC would change the
+                # host's own network: bridges, routes)
                 op.update(hypervisor=constants.HT_KVM, nics=[],
                           beparams={"memory": 256},
                           hvparams=guest.kvm_hvparams("idle"))

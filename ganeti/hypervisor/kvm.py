@@ -21,7 +21,9 @@ time) and records ``SHUTDOWN`` events into the record as they arrive.
 """
 
 import functools
+import ipaddress
 import os
+import pwd
 import re
 import shlex
 import shutil
@@ -36,15 +38,20 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
+from ganeti import constants
 from ganeti import errors
 from ganeti import hypervisor as hv
+from ganeti import pathutils
+from ganeti import uidpool
 from ganeti.hypervisor import base, migration, params, qmp, state
 from ganeti.hypervisor.params import (
     Param, abs_path, abs_path_or_empty, boolean, integer, ip_or_empty,
     one_of, string)
 
-__all__ = ["KvmHypervisor", "KvmFiles", "build_command", "find_kvm_binary",
-           "parse_version", "tap_name", "PARAMETERS"]
+__all__ = ["KvmHypervisor", "KvmFiles", "CommandRunner", "build_command",
+           "find_kvm_binary", "nic_down_commands", "nic_up_commands",
+           "ovs_vlan_settings", "parse_version", "read_vnc_password",
+           "tap_name", "PARAMETERS"]
 
 _log = Logger()
 
@@ -61,6 +68,13 @@ DISK_INTERFACES = {
     "mtd": "mtd", "pflash": "pflash",
 }
 BOOT_DEVICES = {"disk": "c", "cdrom": "d", "network": "n", "floppy": "a"}
+# security_model values (Ganeti's names)
+SM_NONE, SM_USER, SM_POOL = "none", "user", "pool"
+SECURITY_MODELS = (SM_NONE, SM_USER, SM_POOL)
+NIC_BRIDGED = constants.NIC_MODE_BRIDGED
+NIC_ROUTED = constants.NIC_MODE_ROUTED
+NIC_OVS = constants.NIC_MODE_OVS
+NIC_MODES = (NIC_BRIDGED, NIC_ROUTED, NIC_OVS)
 
 _NOT_SUPPORTED = False
 
@@ -102,9 +116,8 @@ PARAMETERS = {
     "reboot_behavior": Param("reboot", one_of("reboot", "exit")),
     "root_path": Param("/dev/vda1", string),
     "scsi_controller_type": Param("lsi", string, _NOT_SUPPORTED),
-    "security_domain": Param("", string, _NOT_SUPPORTED),
-    "security_model": Param("none", one_of("none", "user", "pool"),
-                            _NOT_SUPPORTED),
+    "security_domain": Param("", string),
+    "security_model": Param("none", one_of(*SECURITY_MODELS)),
     "serial_console": Param(True, boolean),
     "serial_speed": Param(38400, integer(1)),
     "soundhw": Param("", string, _NOT_SUPPORTED),
@@ -132,7 +145,7 @@ PARAMETERS = {
     "vhost_net": Param(False, boolean),
     "virtio_net_queues": Param(1, integer(1, 8), _NOT_SUPPORTED),
     "vnc_bind_address": Param("", ip_or_empty),
-    "vnc_password_file": Param("", abs_path_or_empty, _NOT_SUPPORTED),
+    "vnc_password_file": Param("", abs_path_or_empty),
     "vnc_tls": Param(False, boolean, _NOT_SUPPORTED),
     "vnc_x509_path": Param("", abs_path_or_empty, _NOT_SUPPORTED),
     "vnc_x509_verify": Param(False, boolean, _NOT_SUPPORTED),
@@ -197,11 +210,14 @@ def _q(value):
     return str(value).replace(",", ",,")
 
 
-def build_command(spec, binary, files, startup_paused=False, incoming=None):
+def build_command(spec, binary, files, startup_paused=False, incoming=None,
+                  runas=None):
     """The qemu command line (argv) for ``spec``; pure, no checks of files.
 
     ``spec.hvparams`` must have passed the syntax check.  ``incoming`` (e.g.
     ``tcp:192.0.2.1:8102``) starts an empty VM waiting for a migration.
+    ``runas`` (a user name or ``UID:GID``) makes qemu drop root for that
+    user once it has opened its files (security models user and pool).
     """
     hvp = params.filled(PARAMETERS, spec.hvparams)
     cmd = [binary, "-name", spec.name, "-uuid", spec.uuid]
@@ -298,7 +314,11 @@ def build_command(spec, binary, files, startup_paused=False, incoming=None):
         address = hvp["vnc_bind_address"]
         if ":" in address:
             address = "[%s]" % address
-        cmd += ["-vnc", "%s:%d" % (address, spec.network_port - 5900)]
+        vnc = "%s:%d" % (address, spec.network_port - 5900)
+        if hvp["vnc_password_file"]:
+            # nobody gets in until the password is set over QMP
+            vnc += ",password=on"
+        cmd += ["-vnc", vnc]
         if hvp["keymap"]:
             cmd += ["-k", hvp["keymap"]]
         cmd += ["-vga", hvp["vga"] or "std"]
@@ -307,13 +327,220 @@ def build_command(spec, binary, files, startup_paused=False, incoming=None):
         if hvp["vga"]:
             cmd += ["-vga", hvp["vga"]]
 
+    if runas:
+        cmd += ["-runas", runas]
     cmd += shlex.split(hvp["kvm_extra"])
     if incoming:
         cmd += ["-incoming", incoming]
     return cmd
 
 
-def _check_spec(spec, hvp, sys_class_net="/sys/class/net"):
+# -- NICs: what the node runs around qemu for each NIC mode -----------------
+
+_VLAN_RE = re.compile(r"^(?:\.(\d+))?((?::\d+)*)$")
+_MAX_VLAN = 4095
+# a routing table: a number or a name from /etc/iproute2/rt_tables
+_TABLE_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+
+
+def ovs_vlan_settings(vlan):
+    """``ovs-vsctl set port`` settings for a NIC's ``vlan`` (Ganeti's
+    syntax); [] for no VLAN.
+
+    ``N`` or ``.N``: an access port in VLAN N; ``:N[:M...]``: a trunk
+    carrying those VLANs; ``.N:M[:K...]``: a hybrid port, untagged in N and
+    tagged in the others.  Raises ValueError saying what is wrong.
+    """
+    if not vlan:
+        return []
+    text = "." + vlan if vlan.isdigit() else vlan
+    match = _VLAN_RE.match(text)
+    if match is None or (match.group(1) is None and not match.group(2)):
+        raise ValueError(
+            "vlan %r is not N or .N (access), :N[:M...] (trunk) or "
+            ".N:M[:K...] (untagged N, tagged others)" % vlan)
+    tag = int(match.group(1)) if match.group(1) is not None else None
+    trunks = [int(x) for x in match.group(2).split(":")[1:]]
+    for number in ([tag] if tag is not None else []) + trunks:
+        if number > _MAX_VLAN:
+            raise ValueError("vlan %r: VLAN id %d is above %d" %
+                             (vlan, number, _MAX_VLAN))
+    settings = []
+    if tag is not None:
+        settings.append("tag=%d" % tag)
+    if trunks:
+        settings.append("trunks=%s" % ",".join(str(t) for t in trunks))
+    if tag is not None and trunks:
+        settings.append("vlan_mode=native-untagged")
+    elif tag is not None:
+        settings.append("vlan_mode=access")
+    else:
+        settings.append("vlan_mode=trunk")
+    return settings
+
+
+def _ip_family(address):
+    """("-4", "/32", "ipv4") or ("-6", "/128", "ipv6") for ``address``."""
+    if ipaddress.ip_address(address).version == 6:
+        return "-6", "/128", "ipv6"
+    return "-4", "/32", "ipv4"
+
+
+def nic_up_commands(spec, index, nic):
+    """The commands (argv lists) that connect NIC ``index``'s tap, which
+    qemu created, to the node's network; in order.
+
+    bridged: the tap joins the bridge ``link``.  routed: a host route to the
+    NIC's IP through the tap (in routing table ``link`` if set, with a rule
+    sending the tap's traffic to that table), proxy ARP (proxy NDP for IPv6)
+    and forwarding on the tap.  openvswitch: the tap becomes a port of the
+    switch ``link``, with the NIC's VLAN settings.
+    """
+    tap = tap_name(spec, index)
+    if nic.mode == NIC_BRIDGED:
+        return [["ip", "link", "set", "dev", tap, "master", nic.link, "up"]]
+    if nic.mode == NIC_OVS:
+        add = ["ovs-vsctl", "--may-exist", "add-port", nic.link, tap]
+        settings = ovs_vlan_settings(nic.vlan)
+        if settings:
+            add += ["--", "set", "port", tap] + settings
+        return [add, ["ip", "link", "set", "dev", tap, "up"]]
+    if nic.mode == NIC_ROUTED:
+        family, prefix, proto = _ip_family(nic.ip)
+        table = ["table", nic.link] if nic.link else []
+        cmds = [["ip", "link", "set", "dev", tap, "up"]]
+        if nic.link:
+            cmds.append(["ip", family, "rule", "add", "dev", tap] + table)
+        cmds.append(["ip", family, "route", "replace", nic.ip + prefix] +
+                    table + ["proto", "static", "dev", tap])
+        # '/' separators: the tap's name has a dot
+        proxy = "proxy_arp" if proto == "ipv4" else "proxy_ndp"
+        for key in (proxy, "forwarding"):
+            cmds.append(["sysctl", "-q", "-w",
+                         "net/%s/conf/%s/%s=1" % (proto, tap, key)])
+        return cmds
+    raise errors.HypervisorError("NIC %d: unknown mode %r" % (index, nic.mode))
+
+
+def nic_down_commands(spec, index, nic):
+    """What undoes :func:`nic_up_commands` while the tap may still exist;
+    each may fail harmlessly (qemu gone: the kernel already dropped the
+    tap, its routes and settings)."""
+    tap = tap_name(spec, index)
+    if nic.mode == NIC_OVS:
+        return [["ovs-vsctl", "--if-exists", "del-port", nic.link, tap]]
+    if nic.mode == NIC_ROUTED and nic.ip:
+        try:
+            family, prefix, _ = _ip_family(nic.ip)
+        except ValueError:
+            return []
+        table = ["table", nic.link] if nic.link else []
+        cmds = [["ip", family, "route", "del", nic.ip + prefix] + table +
+                ["dev", tap]]
+        if nic.link:
+            cmds.append(["ip", family, "rule", "del", "dev", tap] + table)
+        return cmds
+    return []
+
+
+def _check_nic(spec, index, nic, sys_class_net, which):
+    """Node-side problems of one NIC (HypervisorError), before qemu runs."""
+    where = "instance %s: NIC %d" % (spec.name, index)
+    if nic.mode == NIC_BRIDGED:
+        if not nic.link or not os.path.isdir(
+                os.path.join(sys_class_net, nic.link, "bridge")):
+            raise errors.HypervisorError(
+                "%s is bridged to %r, which is not a bridge on this node"
+                % (where, nic.link))
+    elif nic.mode == NIC_ROUTED:
+        if not nic.ip:
+            raise errors.HypervisorError(
+                "%s is routed but has no IP address; a routed NIC needs one "
+                "(the node routes that address to the instance)" % where)
+        try:
+            ipaddress.ip_address(nic.ip)
+        except ValueError:
+            raise errors.HypervisorError(
+                "%s: ip %r is not an IP address" % (where, nic.ip))
+        if nic.link and not _TABLE_RE.match(nic.link):
+            raise errors.HypervisorError(
+                "%s: link %r of a routed NIC must be a routing table number "
+                "or name" % (where, nic.link))
+    elif nic.mode == NIC_OVS:
+        if not nic.link:
+            raise errors.HypervisorError(
+                "%s: an openvswitch NIC needs the switch's name as its link"
+                % where)
+        try:
+            ovs_vlan_settings(nic.vlan)
+        except ValueError as err:
+            raise errors.HypervisorError("%s: %s" % (where, err))
+        if which("ovs-vsctl") is None:
+            raise errors.HypervisorError(
+                "%s is on the openvswitch switch %r, but ovs-vsctl is not "
+                "installed on this node (Debian: openvswitch-switch)"
+                % (where, nic.link))
+    else:
+        raise errors.HypervisorError(
+            "%s has mode %r; the kvm driver supports %s" %
+            (where, nic.mode, ", ".join(NIC_MODES)))
+
+
+def read_vnc_password(path):
+    """The VNC password: the first line of ``path`` (HypervisorError if the
+    file cannot be read or that line is empty)."""
+    try:
+        with open(path, "rb") as f:
+            first = f.readline()
+    except OSError as err:
+        raise errors.HypervisorError(
+            "vnc_password_file %s cannot be read: %s" %
+            (path, err.strerror or err))
+    password = first.rstrip(b"\r\n").decode("utf-8", "replace")
+    if not password:
+        raise errors.HypervisorError(
+            "vnc_password_file %s is empty (its first line is the password)"
+            % path)
+    return password
+
+
+def _user_ids(instance, user):
+    """(uid, gid) of the security_domain ``user``; HypervisorError if the
+    node has no such user."""
+    try:
+        entry = pwd.getpwnam(user)
+    except KeyError:
+        raise errors.HypervisorError(
+            "instance %s: security_domain user %r does not exist on this "
+            "node" % (instance, user))
+    return entry.pw_uid, entry.pw_gid
+
+
+class CommandRunner(object):
+    """Runs the node's network tools and qemu: resolved on a fixed PATH,
+    through the reactor, as ``(stdout, stderr, exit code)``.  Tests put a
+    fake in the driver's ``runner`` attribute."""
+
+    PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+
+    def __init__(self, reactor):
+        self._reactor = reactor
+
+    def which(self, tool):
+        return shutil.which(tool, path=self.PATH)
+
+    def run(self, argv):
+        """Deferred (out, err, code); argv[0] is a path or a tool name."""
+        binary = argv[0] if os.path.isabs(argv[0]) else self.which(argv[0])
+        if binary is None:
+            return defer.succeed((b"", ("%s: command not found" % argv[0])
+                                  .encode(), 127))
+        return getProcessOutputAndValue(
+            binary, argv[1:], env={"PATH": self.PATH}, path="/",
+            reactor=self._reactor)
+
+
+def _check_spec(spec, hvp, which, sys_class_net="/sys/class/net"):
     """Node-local problems that would make qemu fail; raises
     HypervisorError with a message an admin can act on."""
     try:
@@ -338,15 +565,9 @@ def _check_spec(spec, hvp, sys_class_net="/sys/class/net"):
                 "instance %s: disk %d (%s) does not exist on this node" %
                 (spec.name, index, disk.path))
     for index, nic in enumerate(spec.nics):
-        if nic.mode != "bridged":
-            raise errors.HypervisorError(
-                "instance %s: NIC %d has mode %r; this kvm driver supports "
-                "only bridged NICs" % (spec.name, index, nic.mode))
-        if not nic.link or not os.path.isdir(
-                os.path.join(sys_class_net, nic.link, "bridge")):
-            raise errors.HypervisorError(
-                "instance %s: NIC %d is bridged to %r, which is not a bridge "
-                "on this node" % (spec.name, index, nic.link))
+        _check_nic(spec, index, nic, sys_class_net, which)
+    if hvp["security_model"] == SM_USER:
+        _user_ids(spec.name, hvp["security_domain"])
 
 
 @implementer(hv.IHypervisor)
@@ -362,6 +583,11 @@ class KvmHypervisor(base.HypervisorBase):
 
     def __init__(self, root="/", reactor=None):
         super().__init__(root, reactor)
+        self._paths = pathutils.Paths(root)
+        #: runs qemu and the network tools (tests put a fake here)
+        self.runner = CommandRunner(self._reactor)
+        #: where the uid pool looks for processes using a uid
+        self.proc_dir = "/proc"
         self._monitors = {}     # name -> QMPProtocol
         self._connecting = {}   # name -> [Deferred] waiting for a monitor
         self._version = None
@@ -380,6 +606,15 @@ class KvmHypervisor(base.HypervisorBase):
             raise errors.ParameterError(
                 "keymap", "hypervisor parameter 'keymap' needs "
                 "'vnc_bind_address' (it only affects the VNC console)")
+        if hvp["security_model"] == SM_USER and not hvp["security_domain"]:
+            raise errors.ParameterError(
+                "security_domain", "hypervisor parameter 'security_model' "
+                "'user' needs 'security_domain' (the user qemu runs as)")
+        if hvp["security_model"] != SM_USER and hvp["security_domain"]:
+            raise errors.ParameterError(
+                "security_domain", "hypervisor parameter 'security_domain' "
+                "is only used with security_model 'user', not %r" %
+                hvp["security_model"])
         try:
             shlex.split(hvp["kvm_extra"])
         except ValueError as err:
@@ -407,6 +642,14 @@ class KvmHypervisor(base.HypervisorBase):
             raise errors.ParameterError(
                 "mem_path", "hypervisor parameter 'mem_path': %s is not a "
                 "directory on this node" % hvp["mem_path"])
+        if hvp["security_model"] == SM_USER:
+            try:
+                pwd.getpwnam(hvp["security_domain"])
+            except KeyError:
+                raise errors.ParameterError(
+                    "security_domain", "hypervisor parameter "
+                    "'security_domain': user %r does not exist on this node"
+                    % hvp["security_domain"])
 
     # -- public API ----------------------------------------------------------
 
@@ -677,7 +920,10 @@ class KvmHypervisor(base.HypervisorBase):
             raise errors.HypervisorError(
                 "instance %s: qemu binary %s not found" %
                 (spec.name, hvp["kvm_path"]))
-        _check_spec(spec, hvp)
+        _check_spec(spec, hvp, self.runner.which)
+        vnc_password = None
+        if hvp["vnc_password_file"] and hvp["vnc_bind_address"]:
+            vnc_password = read_vnc_password(hvp["vnc_password_file"])
         files = self.files(spec.name)
         for path in (files.qmp, files.serial):
             if len(path.encode()) > _MAX_SOCKET_PATH:
@@ -687,49 +933,145 @@ class KvmHypervisor(base.HypervisorBase):
                     (spec.name, path, _MAX_SOCKET_PATH))
         self._rt.ensure()
         self._rt.remove(spec.name, _CTRL_SUFFIXES)  # stale files of a crash
-        self._rt.write(state.InstanceRecord(spec=spec,
-                                            started=self._reactor.seconds()))
-        cmd = build_command(spec, binary, files, startup_paused, incoming)
-        _log.info("Starting instance {name}: {cmd}", name=spec.name,
-                  cmd=" ".join(shlex.quote(c) for c in cmd))
-        out, err, code = await getProcessOutputAndValue(
-            cmd[0], cmd[1:], env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"},
-            path="/", reactor=self._reactor)
-        pid = state.read_pid_file(files.pidfile)
-        if code != 0 or pid is None:
-            await self._destroy(spec.name)
-            self._rt.remove(spec.name, _CTRL_SUFFIXES)
-            raise errors.HypervisorError(
-                "qemu failed to start instance %s (exit %s): %s" %
-                (spec.name, code, err.decode("utf-8", "replace").strip()))
-        self._rt.update(spec.name, pid=pid)
+        locked = self._take_uid(spec, hvp)
+        extra = {}
+        runas = None
+        if hvp["security_model"] == SM_USER:
+            runas = hvp["security_domain"]
+        elif locked is not None:
+            runas = "%d:%d" % (locked.uid, locked.uid)
+            extra["uid"] = locked.uid
         try:
+            self._rt.write(state.InstanceRecord(
+                spec=spec, started=self._reactor.seconds(), extra=extra))
+            if locked is not None:
+                self._rt.update(spec.name, extra=dict(
+                    extra, chowned=_hand_over(
+                        [d.path for d in spec.disks], locked.uid)))
+            cmd = build_command(spec, binary, files, startup_paused, incoming,
+                                runas=runas)
+            _log.info("Starting instance {name}: {cmd}", name=spec.name,
+                      cmd=" ".join(shlex.quote(c) for c in cmd))
+            out, err, code = await self.runner.run(cmd)
+            pid = state.read_pid_file(files.pidfile)
+            if code != 0 or pid is None:
+                raise errors.HypervisorError(
+                    "qemu failed to start instance %s (exit %s): %s" %
+                    (spec.name, code, err.decode("utf-8", "replace").strip()))
+            self._rt.update(spec.name, pid=pid)
+            if locked is not None:
+                # its own control files, should qemu need them again
+                _hand_over([files.qmp, files.serial, files.serial_log],
+                           locked.uid)
             await self._attach_nics(spec)
             # watch it from the start, so its SHUTDOWN events are recorded
             await self._monitor(spec.name)
+            if vnc_password is not None:
+                await self._set_vnc_password(spec.name, vnc_password)
         except Exception:
             failure = Failure()
-            await self._destroy(spec.name)
-            self._rt.remove(spec.name, _CTRL_SUFFIXES)
+            try:
+                await self._end(spec.name, locked)
+            except Exception:
+                # qemu could not be ended: it keeps its uid; the start's
+                # own error is the one to report
+                _log.failure("Instance {name}: undoing the failed start",
+                             name=spec.name)
+                if locked is not None:
+                    locked.unlock()
             failure.raiseException()
+        if locked is not None:
+            # qemu runs with the uid now: that keeps it from other requests
+            locked.unlock()
         _log.info("Started instance {name} (pid {pid})", name=spec.name,
                   pid=pid)
 
-    async def _attach_nics(self, spec):
-        """Put each NIC's tap (created by qemu) into its bridge."""
-        if not spec.nics:
-            return
-        ip = shutil.which("ip") or "/sbin/ip"
-        for index, nic in enumerate(spec.nics):
-            tap = tap_name(spec, index)
-            out, err, code = await getProcessOutputAndValue(
-                ip, ["link", "set", "dev", tap, "master", nic.link, "up"],
-                env={}, path="/", reactor=self._reactor)
-            if code != 0:
+    async def _set_vnc_password(self, name, password):
+        """The VNC password over QMP (qemu 7.x: ``change-vnc-password``;
+        ``set_password`` where that is missing)."""
+        try:
+            await self._qmp(name, "change-vnc-password",
+                            {"password": password})
+        except qmp.QMPError as err:
+            if err.error_class != "CommandNotFound":
                 raise errors.HypervisorError(
-                    "instance %s: cannot add %s to bridge %s: %s" %
-                    (spec.name, tap, nic.link,
-                     err.decode("utf-8", "replace").strip()))
+                    "instance %s: cannot set the VNC password: %s" %
+                    (name, err))
+            await self._qmp(name, "set_password",
+                            {"protocol": "vnc", "password": password})
+
+    def _uid_allocator(self):
+        lock_dir = self._paths.uid_pool_lock_dir
+        os.makedirs(lock_dir, mode=0o750, exist_ok=True)
+        return uidpool.UidAllocator(lock_dir, proc_dir=self.proc_dir)
+
+    def _take_uid(self, spec, hvp):
+        """For security_model pool: a locked unused uid of the cluster's
+        uid pool (ssconf_uid_pool); None for the other models."""
+        if hvp["security_model"] != SM_POOL:
+            return None
+        path = self._paths.ssconf_file("uid_pool")
+        try:
+            with open(path) as f:
+                text = f.read()
+        except FileNotFoundError:
+            text = ""
+        try:
+            pool = uidpool.parse_uid_pool(text, separator="\n")
+        except errors.ParseError as err:
+            raise errors.HypervisorError(
+                "instance %s: cannot read the cluster's uid pool from %s: %s"
+                % (spec.name, path, err))
+        if not pool:
+            raise errors.HypervisorError(
+                "instance %s: security_model is 'pool' but the cluster's uid"
+                " pool is empty (set one with gnt-cluster modify --uid-pool)"
+                % spec.name)
+        try:
+            return self._uid_allocator().request(
+                uidpool.expand_uid_pool(pool))
+        except errors.ReservationError as err:
+            raise errors.HypervisorError(
+                "instance %s: security_model is 'pool' but the cluster's uid"
+                " pool has no free uid: %s" % (spec.name, err))
+
+    async def _attach_nics(self, spec):
+        """Connect each NIC's tap (created by qemu) as its mode says."""
+        for index, nic in enumerate(spec.nics):
+            for argv in nic_up_commands(spec, index, nic):
+                out, err, code = await self.runner.run(argv)
+                if code != 0:
+                    raise errors.HypervisorError(
+                        "instance %s: setting up NIC %d (%s, link %r) failed:"
+                        " %s: %s" %
+                        (spec.name, index, nic.mode, nic.link, " ".join(argv),
+                         err.decode("utf-8", "replace").strip()))
+
+    async def _end(self, name, locked=None):
+        """qemu gone (:meth:`_destroy`), then what the node set up for it
+        undone: NIC routes and rules, switch ports, disk owners, the pool
+        uid (``locked``, if the start still holds it); the record last."""
+        record = self._rt.read(name)
+        await self._destroy(name)
+        if record is not None:
+            spec = record.spec
+            for index, nic in enumerate(spec.nics):
+                for argv in nic_down_commands(spec, index, nic):
+                    out, err, code = await self.runner.run(argv)
+                    if code != 0:
+                        _log.debug("Instance {name}: {cmd}: {err}", name=name,
+                                   cmd=" ".join(argv),
+                                   err=err.decode("utf-8", "replace").strip())
+            _hand_back(record.extra.get("chowned") or {})
+        uid = locked if locked is not None else \
+            (record.extra.get("uid") if record is not None else None)
+        if uid is not None:
+            try:
+                self._uid_allocator().release(uid)
+            except errors.GenericError as err:
+                _log.warn("Instance {name}: cannot release uid {uid}: {err}",
+                          name=name, uid=int(uid), err=err)
+        self._rt.remove(name, _CTRL_SUFFIXES)
 
     async def _destroy(self, name):
         """End qemu: QMP quit (lets it close its files), SIGKILL if that
@@ -768,8 +1110,7 @@ class KvmHypervisor(base.HypervisorBase):
             return
         if not force and self._pid(name) is not None:
             await self._powerdown(name, timeout)
-        await self._destroy(name)
-        self._rt.remove(name, _CTRL_SUFFIXES)
+        await self._end(name)
         _log.info("Stopped instance {name}", name=name)
 
     async def _powerdown(self, name, timeout):
@@ -805,8 +1146,7 @@ class KvmHypervisor(base.HypervisorBase):
     async def _cleanup(self, name):
         if self._rt.read(name) is None:
             return
-        await self._destroy(name)
-        self._rt.remove(name, _CTRL_SUFFIXES)
+        await self._end(name)
         _log.info("Cleaned up instance {name}", name=name)
 
     async def _live(self, name, wanted):
@@ -821,8 +1161,7 @@ class KvmHypervisor(base.HypervisorBase):
             # one the firmware itself does right after ours; so a reboot is
             # a fresh qemu with the same spec (the guest sees a cold boot)
             _log.info("Rebooting {name} by restarting qemu", name=name)
-            await self._destroy(name)
-            self._rt.remove(name, _CTRL_SUFFIXES)
+            await self._end(name)
             await self._start(record.spec, False)
             return
         monitor = await self._monitor(name)
@@ -950,8 +1289,7 @@ class KvmHypervisor(base.HypervisorBase):
             # qemu stays in "postmigrate" holding the old copy: end it
             if self._rt.update(name, intent=state.INTENT_STOP) is None:
                 return
-            await self._destroy(name)
-            self._rt.remove(name, _CTRL_SUFFIXES)
+            await self._end(name)
             return
         if self._pid(name) is None:
             raise errors.HypervisorError(
@@ -962,6 +1300,37 @@ class KvmHypervisor(base.HypervisorBase):
             # stopped for a non-live migration, or the target failed after
             # the switch-over: the guest runs here again
             await self._qmp(name, "cont")
+
+
+def _hand_over(paths, uid):
+    """Give ``paths`` (symlinks followed) to ``uid`` (group ``uid`` too);
+    returns ``{real path: [old uid, old gid]}`` for :func:`_hand_back`."""
+    previous = {}
+    for path in paths:
+        real = os.path.realpath(path)
+        if real in previous:
+            continue
+        try:
+            st = os.stat(real)
+            os.chown(real, uid, uid)
+        except FileNotFoundError:
+            continue
+        except OSError as err:
+            _hand_back(previous)
+            raise errors.HypervisorError(
+                "cannot give %s to uid %d: %s" % (real, uid, err))
+        previous[real] = [st.st_uid, st.st_gid]
+    return previous
+
+
+def _hand_back(previous):
+    """Undo :func:`_hand_over` (best effort: gone files are skipped)."""
+    for path, (uid, gid) in previous.items():
+        try:
+            os.chown(path, uid, gid)
+        except OSError as err:
+            _log.warn("Cannot give {path} back to {uid}:{gid}: {err}",
+                      path=path, uid=uid, gid=gid, err=err)
 
 
 def _port_free(address, port):

@@ -42,6 +42,9 @@ class InstanceRecord(object):
     #: Last SHUTDOWN seen while watching: {"guest": bool, "reason": str,
     #: "time": float}; cleared when the guest runs again.
     shutdown = attr.ib(default=None)
+    #: What a driver keeps about the running process beyond the spec (the
+    #: kvm driver: the uid it runs as, files it handed to that uid).
+    extra = attr.ib(factory=dict)
 
     @property
     def name(self):
@@ -50,13 +53,14 @@ class InstanceRecord(object):
     def to_dict(self):
         return {"spec": self.spec.to_dict(), "started": self.started,
                 "intent": self.intent, "pid": self.pid,
-                "shutdown": self.shutdown}
+                "shutdown": self.shutdown, "extra": self.extra}
 
     @classmethod
     def from_dict(cls, data):
         return cls(spec=InstanceSpec.from_dict(data["spec"]),
                    started=data["started"], intent=data.get("intent", INTENT_RUN),
-                   pid=data.get("pid"), shutdown=data.get("shutdown"))
+                   pid=data.get("pid"), shutdown=data.get("shutdown"),
+                   extra=data.get("extra") or {})
 
 
 class RuntimeDir(object):

@@ -13,6 +13,8 @@ serial socket paths must fit in 108 bytes) with kvm enabled and
   docs/instances.rst).
 * ``ganeti_test=idle``: the qemu process is SIGKILLed; that is a crash:
   ``ERROR_down``.
+* ``security_model=pool``: with the cluster's uid pool set, the instance's
+  qemu runs as a pool uid; the uid is released when it is shut down.
 
 Skipped with the reason when qemu or the guest cannot be had.  The guests
 boot one at a time (each takes a core for a few seconds).
@@ -93,7 +95,7 @@ class KvmClusterTests(WatcherMixin, RunningClusterTestCase):
     def qemu_pid_or_none(self, name):
         return state.read_pid_file(self.rt.pid_path(name))
 
-    def create(self, name, mode, user_shutdown=True):
+    def create(self, name, mode, user_shutdown=True, **hvparams):
         self.run_job({
             "OP_ID": "OP_INSTANCE_CREATE", "instance_name": name,
             "mode": "create", "hypervisor": constants.HT_KVM,
@@ -105,10 +107,10 @@ class KvmClusterTests(WatcherMixin, RunningClusterTestCase):
                          "root_path": "", "kvm_flag": "disabled",
                          "kernel_args": "quiet ganeti_test=%s" % mode,
                          "serial_speed": 115200,
-                         "user_shutdown": user_shutdown},
+                         "user_shutdown": user_shutdown, **hvparams},
             "name_check": False, "ip_check": False,
-            # no NIC (the kvm driver wants a bridge), a small disk: below
-            # the default instance policy
+            # no NIC (it would change the host's network: a bridge or
+            # routes), a small disk: below the default instance policy
             "ignore_ipolicy": True})
 
     def qemu_pid(self, name):
@@ -180,6 +182,30 @@ class KvmClusterTests(WatcherMixin, RunningClusterTestCase):
             "vm3") not in (None, dead), BOOT_DEADLINE, 0.25)
         self.assertEqual(self.fields("vm3", "admin_state"), ["up"])
         self.run_job({"OP_ID": "OP_INSTANCE_REMOVE", "instance_name": "vm3",
+                      "shutdown_timeout": 10})
+
+    def test_security_model_pool(self):
+        # the cluster's uid pool reaches the node (ssconf_uid_pool); the
+        # instance's qemu runs as one of its uids, released at shutdown
+        low = 3500000 + os.getpid() % 100000
+        self.run_job({"OP_ID": "OP_CLUSTER_SET_PARAMS",
+                      "uid_pool": [[low, low + 1]]})
+        self.create("vm4", "idle", security_model="pool")
+        self.wait_status("vm4", "running")
+        pid = self.qemu_pid("vm4")
+        with open("/proc/%d/status" % pid) as f:
+            uids = [line.split()[1:] for line in f
+                    if line.startswith("Uid:")][0]
+        self.assertIn(int(uids[0]), (low, low + 1))
+        self.assertEqual(len(set(uids)), 1, uids)
+        wait_for("the guest to boot as the pool uid", lambda: "ganeti-test: "
+                 "booted" in self.console("vm4"), BOOT_DEADLINE, 0.25)
+        lock_dir = self.vc.master.paths.uid_pool_lock_dir
+        self.assertEqual(os.listdir(lock_dir), [uids[0]])
+        self.run_job({"OP_ID": "OP_INSTANCE_SHUTDOWN", "instance_name": "vm4",
+                      "timeout": 0})
+        self.assertEqual(os.listdir(lock_dir), [])
+        self.run_job({"OP_ID": "OP_INSTANCE_REMOVE", "instance_name": "vm4",
                       "shutdown_timeout": 10})
 
 
