@@ -11,6 +11,7 @@ the cluster's files.
 import platform
 
 from ganeti import constants
+from ganeti import diskparams
 from ganeti import errors
 from ganeti import ipolicy
 from ganeti import objects
@@ -265,6 +266,8 @@ class LUClusterSetParams(LogicalUnit):
             changes["ndparams"] = update_params(c.ndparams, op.ndparams)
         self.group_policies = {}
         self._check_ipolicy(changes)
+        if op.diskparams is not None:
+            op.diskparams = diskparams.check_diskparams(op.diskparams)
         for family in ("hvparams", "os_hvp", "osparams",
                        "osparams_private_cluster", "diskparams"):
             value = getattr(op, family)

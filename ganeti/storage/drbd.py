@@ -191,10 +191,19 @@ def _custom(params, key):
         raise _dp_error(key, "must be a string of drbdsetup options, not %r"
                         % (value,))
     try:
-        return tuple(shlex.split(value))
+        words = shlex.split(value)
     except ValueError as err:
         raise _dp_error(key, "cannot split %r into options: %s"
                         % (value, err))
+    # "--name value" as drbdadm writes it: "--name=value"
+    options = []
+    for word in words:
+        if options and options[-1].startswith("--") and \
+                "=" not in options[-1] and not word.startswith("-"):
+            options[-1] += "=" + word
+        else:
+            options.append(word)
+    return tuple(options)
 
 
 def check_barriers(value):
@@ -317,8 +326,10 @@ def resource_config(p, local_host, remote_host, data_dev, meta_dev,
     if p.secret:
         net += ["    cram-hmac-alg sha1;",
                 "    shared-secret \"%s\";" % p.secret]
-    net += _conf_lines(p.net_options)
-    disk = _conf_lines(p.disk_options + p.sync_options)
+    # drbdadm hands net and disk options to drbdsetup in the reverse order
+    # of the file; written reversed, its commands equal ours
+    net += _conf_lines(p.net_options)[::-1]
+    disk = _conf_lines(p.disk_options)[::-1] + _conf_lines(p.sync_options)
 
     def host(name, node_id, minor, disk, meta, ip):
         family = "ipv6" if ":" in ip else "ipv4"
