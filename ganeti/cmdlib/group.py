@@ -110,7 +110,7 @@ class LUGroupAdd(LogicalUnit):
             name=op.group_name,
             alloc_policy=op.alloc_policy or constants.ALLOC_POLICY_PREFERRED,
             ndparams=dict(op.ndparams or {}),
-            diskparams={k: dict(v) for k, v in (op.diskparams or {}).items()},
+            diskparams=merge_diskparams({}, op.diskparams),
             ipolicy=dict(op.ipolicy or {}),
             hv_state_static=merge_state({}, op.hv_state, "hv_state"),
             disk_state_static=merge_state({}, op.disk_state, "disk_state"))

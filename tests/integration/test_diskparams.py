@@ -9,12 +9,15 @@ also on failure; skipped with the reason without root/losetup/lvm2):
 * ``gnt-cluster modify -D plain:stripes=2``: a plain instance's disk is
   an LV of two stripes (``lvs -o stripes``);
 * ``gnt-group modify -D plain:stripes=3`` (more than the VG's two PVs): the
-  next disk falls back to two stripes.
+  next disk falls back to two stripes;
+* the same with Ganeti 3.0's own gnt-cluster and gnt-group (skipped when
+  it is not installed).
 
 Without device-mapper the LVs exist as metadata only, so the instances are
 created without OS installation and not started.
 """
 
+from tests import ganeti_peer
 from tests.integration.test_migration import ClusterTestCase
 from tests.test_storage_units import _run, make_vg
 
@@ -67,3 +70,27 @@ class DiskParamsDaemonTests(ClusterTestCase):
 
         self.ok("gnt-group", "modify", "-D", "plain:stripes=1", "default")
         self.assertEqual(self.add("inst3.example.com")[0], [1])
+
+    def test_with_ganetis_own_commands(self):
+        ganeti_peer.skip_unless_available()
+        node = self.vc.master
+
+        def ganeti(tool, *args):
+            return ganeti_peer.run_tool(tool, args, node.root, node.name)
+        code, out = ganeti("gnt-cluster", "modify", "-D", "plain:stripes=2")
+        self.assertEqual(code, 0, out)
+        self.assertEqual(self.add("inst1.example.com"),
+                         ([2], sorted(self.devices)))
+        code, out = ganeti("gnt-group", "modify", "-D", "plain:stripes=1",
+                           "default")
+        self.assertEqual(code, 0, out)
+        self.assertEqual(self.add("inst2.example.com")[0], [1])
+        # what Ganeti's tools show: the typed values
+        code, out = ganeti("gnt-group", "info", "default")
+        self.assertEqual(code, 0, out)
+        self.assertIn("stripes: 1", out)
+        code, out = ganeti("gnt-cluster", "modify", "-D",
+                           "drbd:protocol=D")
+        self.assertNotEqual(code, 0, out)
+        self.assertIn("diskparams/drbd/protocol: 'D' is not a DRBD"
+                      " replication protocol", out)
