@@ -104,3 +104,17 @@ class PromotionTests(MembershipTestCase):
         self.assertNotIn(RAPI_PEM, self.files(IP3))
         self.assertEqual(self.files(IP3).get(RAPI_USERS),
                          b"jack {HA1}0123 write\n")
+
+    def test_bigger_pool_promotes_and_ships(self):
+        self.ok({"OP_ID": "OP_CLUSTER_SET_PARAMS",
+                 "candidate_pool_size": 5})
+        self.assertEqual(self.candidates(), [MASTER, NODE2, NODE3])
+        self.assertIn("Promoted node %s to master candidate" % NODE3,
+                      self.log)
+        self.assert_has_rapi_files(IP3)
+        self.assertIn(self.node(NODE3).uuid,
+                      self.cfg.cluster.candidate_certs)
+        # a smaller pool demotes nobody
+        self.ok({"OP_ID": "OP_CLUSTER_SET_PARAMS",
+                 "candidate_pool_size": 1})
+        self.assertEqual(self.candidates(), [MASTER, NODE2, NODE3])
