@@ -21,6 +21,7 @@ import shutil
 import subprocess
 
 from twisted.internet import defer, reactor
+from twisted.logger import Logger, formatEvent
 from twisted.trial import unittest
 
 from ganeti import constants
@@ -29,7 +30,7 @@ from ganeti import errors
 from ganeti import objects
 from ganeti import storage
 from ganeti.backend import process
-from ganeti.storage import drbd
+from ganeti.storage import drbd, lvm
 
 from tests.fakes import FakeRunner
 from tests.test_cmdlib_instance import InstanceTestCase, create_op
@@ -247,10 +248,17 @@ class RecordedStripesTests(unittest.TestCase):
 
     @defer.inlineCallbacks
     def test_more_stripes_than_pvs(self):
+        events = []
+        self.patch(lvm, "log", Logger(observer=events.append))
         dev = self.lv(stripes=4)
         yield dev.create(64)
         self.assertEqual(self.lvcreates()[0][6:8], ["-i", "2"])
         self.assertEqual(dev.stripes_used, 2)
+        self.assertEqual([formatEvent(e) for e in events], [
+            "Could not use 4 stripes for logical volume xenvg/lv1: volume"
+            " group xenvg has only 2 allocatable physical volumes; using 2",
+            "Created logical volume xenvg/lv1 with 2 stripe(s) instead of"
+            " 4"])
 
     @defer.inlineCallbacks
     def test_fewer_stripes_when_lvm_cannot(self):

@@ -224,7 +224,7 @@ class LogicalVolume(BlockDevice):
                    " group %s has only %d allocatable physical volume%s;"
                    " using %d" % (stripes, self.name, self.vg, len(pvs),
                                   "" if len(pvs) == 1 else "s", usable))
-            log.warn(msg)
+            log.warn("{msg}", msg=msg)
         free = sum(f for _, f in pvs)
         if free < size:
             raise errors.BlockDeviceError(
