@@ -16,7 +16,12 @@ The disk's config, as Ganeti stores it:
   Ganeti's): ``local_ip``, ``remote_ip``, ``local_minor``,
   ``remote_minor``, ``local_node_id`` (0 on the primary, 1 on the
   secondary), ``local_name``, ``remote_name`` and ``primary`` (whether this
-  node should hold the primary role).
+  node should hold the primary role);
+* ``params``: the disk parameters in effect (the master fills them from
+  the cluster's and the group's ``diskparams``): barriers, custom options,
+  protocol and resync speed become drbdsetup options (see
+  :func:`disk_options`, :func:`sync_options`); the children's ``params``
+  carry their ``stripes`` (``data-stripes``, ``meta-stripes``).
 
 A resource is named ``resource<local minor>`` and its device is
 ``/dev/drbd<local minor>``.
