@@ -308,6 +308,41 @@ DISK_DT_DEFAULTS = {
                  "access": "kernelspace"},
 }
 
+# Disk parameter names (as in Ganeti's DISK_DT_PARAMETERS)
+LDP_STRIPES = "stripes"
+DRBD_RESYNC_RATE = "resync-rate"
+DRBD_DATA_STRIPES = "data-stripes"
+DRBD_META_STRIPES = "meta-stripes"
+DRBD_DISK_BARRIERS = "disk-barriers"
+DRBD_META_BARRIERS = "meta-barriers"
+DRBD_DEFAULT_METAVG = "metavg"
+DRBD_DISK_CUSTOM = "disk-custom"
+DRBD_NET_CUSTOM = "net-custom"
+DRBD_PROTOCOL = "protocol"
+DRBD_DYNAMIC_RESYNC = "dynamic-resync"
+DRBD_PLAN_AHEAD = "c-plan-ahead"
+DRBD_FILL_TARGET = "c-fill-target"
+DRBD_DELAY_TARGET = "c-delay-target"
+DRBD_MAX_RATE = "c-max-rate"
+DRBD_MIN_RATE = "c-min-rate"
+#: The type of each disk parameter (Ganeti's DISK_DT_TYPES)
+DISK_DT_TYPES = {
+    "access": "string", "c-delay-target": "int", "c-fill-target": "int",
+    "c-max-rate": "int", "c-min-rate": "int", "c-plan-ahead": "int",
+    "data-stripes": "int", "disk-barriers": "string", "disk-custom": "string",
+    "dynamic-resync": "bool", "host": "string", "meta-barriers": "bool",
+    "meta-stripes": "int", "metavg": "string", "net-custom": "string",
+    "pool": "string", "port": "int", "protocol": "string",
+    "resync-rate": "int", "stripes": "int", "volume": "string",
+}
+#: DRBD barrier letters: b (disk barriers), d (drain), f (flushes), n (none)
+DRBD_B_DISK_BARRIERS = "b"
+DRBD_B_DISK_DRAIN = "d"
+DRBD_B_DISK_FLUSH = "f"
+DRBD_B_NONE = "n"
+DRBD_VALID_PROTOCOLS = frozenset(["A", "B", "C"])
+DISK_VALID_ACCESS_MODES = frozenset(["kernelspace", "userspace"])
+
 # Instance policy
 ISPEC_MEM_SIZE = "memory-size"
 ISPEC_CPU_COUNT = "cpu-count"

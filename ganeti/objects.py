@@ -648,6 +648,40 @@ def fill_diskparams(cluster, group, template):
     return result
 
 
+def disk_params(cluster, group, disk):
+    """A disk's effective parameters: its template's defaults <- the
+    cluster's diskparams <- the group's <- the disk's own ``params``."""
+    result = fill_diskparams(cluster, group, disk.dev_type)
+    result.update(disk.params or {})
+    return result
+
+
+def annotate_disk_dict(cluster, group, data):
+    """Fill the ``params`` of a disk's config dict (and of its children)
+    with the effective disk parameters, as the node needs them: a plain
+    disk gets ``stripes``; a drbd disk gets the drbd parameters and its
+    data and metadata LVs ``stripes`` from ``data-stripes`` and
+    ``meta-stripes``.  What the disk's own params say wins.  ``data`` is
+    changed in place and returned."""
+    dev_type = data.get("dev_type")
+    if dev_type in (None, constants.DT_DISKLESS):
+        return data
+    own = data.get("params") or {}
+    filled = fill_diskparams(cluster, group, dev_type)
+    filled.update(own)
+    data["params"] = filled
+    children = data.get("children") or []
+    if dev_type == constants.DT_DRBD8 and len(children) == 2:
+        for child, key in zip(children, (constants.DRBD_DATA_STRIPES,
+                                         constants.DRBD_META_STRIPES)):
+            if not isinstance(child, dict):
+                continue
+            child_params = {constants.LDP_STRIPES: filled.get(key, 1)}
+            child_params.update(child.get("params") or {})
+            child["params"] = child_params
+    return data
+
+
 def fill_group_ipolicy(cluster, group):
     base = fill_ipolicy(constants.IPOLICY_DEFAULTS, cluster.ipolicy)
     if group is None:

@@ -570,7 +570,8 @@ def ancillary_files(cfg, paths):
     return files
 
 
-def _wants(node, who):
+def node_wants(node, who):
+    """Whether ``node`` gets the files for ``who`` (TO_ALL, ...)."""
     if who == TO_CANDIDATES:
         return node.master_candidate
     if who == TO_VM_CAPABLE:
@@ -607,7 +608,7 @@ async def upload_files(lu, node_uuids=None):
         except OSError as err:
             lu.log_warning("Cannot read %s: %s" % (source, err.strerror))
             continue
-        targets = [n for n in nodes if _wants(n, who)]
+        targets = [n for n in nodes if node_wants(n, who)]
         if not targets:
             continue
         results = await lu.ctx.rpc.call_many(

@@ -551,7 +551,24 @@ class VerifyNodeFilesProcedureTests(unittest.TestCase):
     def test_no_config_no_dirs(self):
         self.assertEqual(self.call(), {
             "config_serial": None, "config_error": None, "files": {},
-            "lvs": {}, "errors": {}})
+            "lvs": {}, "errors": {}, "checksums": {}})
+
+    def test_checksums_of_distributed_files(self):
+        import hashlib
+        os.makedirs(os.path.join(self.root, "var/lib/ganeti/rapi"),
+                    exist_ok=True)
+        with open(os.path.join(self.root, "var/lib/ganeti/rapi/users"),
+                  "wb") as f:
+            f.write(b"jack secret write\n")
+        answer = self.call([], [], ["/var/lib/ganeti/rapi/users",
+                                    "/var/lib/ganeti/rapi.pem"])
+        self.assertEqual(answer["checksums"], {
+            "/var/lib/ganeti/rapi/users":
+            hashlib.sha1(b"jack secret write\n").hexdigest(),
+            "/var/lib/ganeti/rapi.pem": None})
+        failure = self.failureResultOf(self.procs.call(
+            "verify_node_files", [[], [], ["../etc/passwd"]]))
+        self.assertIn("checksums", str(failure.value))
 
     def test_config_serial_and_files(self):
         with open(self.paths.config_file, "w") as f:

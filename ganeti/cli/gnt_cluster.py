@@ -16,6 +16,7 @@ from ganeti import config
 from ganeti import constants
 from ganeti import crypto
 from ganeti import daemon_util
+from ganeti import diskparams as diskparams_mod
 from ganeti import errors
 from ganeti import ipolicy
 from ganeti import luxi
@@ -357,6 +358,10 @@ def init(ctx, opts):
     nicparams = _nicparams(opts.nicparams) or {}
     ndparams = base.parse_ndparams(opts.ndparams) or {}
     diskparams = _diskparams(opts.diskparams)
+    try:
+        diskparams = diskparams_mod.check_diskparams(diskparams, "-D")
+    except errors.OpPrereqError as err:
+        raise errors.ParameterError("-D", err.args[0])
     pool = _uid_pool(opts.uid_pool) or []
     if opts.candidate_pool_size is not None and opts.candidate_pool_size < 1:
         raise errors.ParameterError("--candidate-pool-size",

@@ -11,14 +11,17 @@ the cluster's files.
 import platform
 
 from ganeti import constants
+from ganeti import diskparams
 from ganeti import errors
 from ganeti import ipolicy
 from ganeti import objects
+from ganeti import replication
 from ganeti import uidpool
 from ganeti.cmdlib.base import LogicalUnit
 from ganeti.config import maintenance as maint_config
 from ganeti.cmdlib.instance_params import update_params
-from ganeti.cmdlib.node import check_ndparams
+from ganeti.cmdlib.node import (check_ndparams, maintain_candidate_pool,
+                                ship_candidate_files, update_candidate_certs)
 from ganeti.iallocator import AllocatorNotFound
 from ganeti.iallocator import defaults as ia_defaults
 
@@ -265,6 +268,8 @@ class LUClusterSetParams(LogicalUnit):
             changes["ndparams"] = update_params(c.ndparams, op.ndparams)
         self.group_policies = {}
         self._check_ipolicy(changes)
+        if op.diskparams is not None:
+            op.diskparams = diskparams.check_diskparams(op.diskparams)
         for family in ("hvparams", "os_hvp", "osparams",
                        "osparams_private_cluster", "diskparams"):
             value = getattr(op, family)
@@ -533,6 +538,14 @@ class LUClusterSetParams(LogicalUnit):
             self.log_info("Changed %s", key)
         if "max_running_jobs" in self.changes and self.ctx.queue is not None:
             self.ctx.queue.set_max_running(self.changes["max_running_jobs"])
+        if "candidate_pool_size" in self.changes:
+            # a bigger pool is filled at once (as Ganeti does); the new
+            # candidates get their files in this job
+            promoted = maintain_candidate_pool(self)
+            if promoted:
+                update_candidate_certs(self)
+                await replication.sync(self)
+                await ship_candidate_files(self, promoted)
 
 
 class LUClusterRepairCancel(LogicalUnit):

@@ -9,6 +9,7 @@ was not split before, unless ``force`` is given (Ganeti's rule).
 """
 
 from ganeti import constants
+from ganeti import diskparams as diskparams_mod
 from ganeti import errors
 from ganeti import ipolicy
 from ganeti import locking
@@ -28,18 +29,10 @@ def check_alloc_policy(policy):
 
 
 def check_diskparams(diskparams, field="diskparams"):
-    for template, params in sorted((diskparams or {}).items()):
-        known = constants.DISK_DT_DEFAULTS.get(template)
-        if known is None:
-            raise errors.OpPrereqError("%s: '%s' is not a disk template"
-                                       % (field, template),
-                                       errors.ECODE_INVAL)
-        unknown = sorted(set(params or {}) - set(known))
-        if unknown:
-            raise errors.OpPrereqError(
-                "%s/%s: unknown parameter%s %s" % (
-                    field, template, "s" if len(unknown) > 1 else "",
-                    ", ".join(unknown)), errors.ECODE_INVAL)
+    """The checked and typed diskparams of a group ("default" removes a
+    parameter); OpPrereqError naming the parameter otherwise."""
+    return diskparams_mod.check_diskparams(diskparams, field,
+                                           allow_default=True)
 
 
 def merge_diskparams(current, changes):
@@ -58,7 +51,7 @@ def _check_group_params(op):
     check_alloc_policy(op.alloc_policy)
     if op.ndparams:
         check_ndparams(op.ndparams, level="group")
-    check_diskparams(op.diskparams)
+    op.diskparams = check_diskparams(op.diskparams)
     ipolicy.check_policy(op.ipolicy, group=True)
 
 
@@ -117,7 +110,7 @@ class LUGroupAdd(LogicalUnit):
             name=op.group_name,
             alloc_policy=op.alloc_policy or constants.ALLOC_POLICY_PREFERRED,
             ndparams=dict(op.ndparams or {}),
-            diskparams={k: dict(v) for k, v in (op.diskparams or {}).items()},
+            diskparams=merge_diskparams({}, op.diskparams),
             ipolicy=dict(op.ipolicy or {}),
             hv_state_static=merge_state({}, op.hv_state, "hv_state"),
             disk_state_static=merge_state({}, op.disk_state, "disk_state"))

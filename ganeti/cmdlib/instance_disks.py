@@ -185,6 +185,36 @@ def free_drbd_minor(cfg, node_uuid):
     return minor
 
 
+def instance_group(cfg, instance):
+    """The node group whose disk parameters apply to an instance's disks:
+    its primary node's (None if unknown)."""
+    node = cfg.nodes.get(instance.primary_node) if instance else None
+    return cfg.nodegroups.get(node.group) if node is not None else None
+
+
+def rpc_disk(cfg, instance, disk):
+    """A disk's config dict as a node gets it: ``params`` filled with the
+    effective disk parameters (cluster, then the primary node's group,
+    then the disk's own), as Ganeti annotates the disks it sends."""
+    return objects.annotate_disk_dict(cfg.cluster,
+                                      instance_group(cfg, instance),
+                                      disk.to_dict())
+
+
+def rpc_children(cfg, instance, disk, children):
+    """The dicts of new ``children`` (data LV, metadata LV) of a drbd
+    ``disk`` as a node gets them: with the stripes of the disk's
+    ``data-stripes`` and ``meta-stripes``."""
+    data = disk.to_dict()
+    data["children"] = [c.to_dict() for c in children]
+    return rpc_disk_dict(cfg, instance, data)["children"]
+
+
+def rpc_disk_dict(cfg, instance, data):
+    return objects.annotate_disk_dict(cfg.cluster,
+                                      instance_group(cfg, instance), data)
+
+
 def disk_nodes(instance, disk):
     return list(disk.nodes or instance.all_nodes)
 
@@ -193,7 +223,8 @@ async def create_disk(lu, instance, disk, node_uuid):
     """blockdev_create one disk on one node; returns its path."""
     return await node_calls.call_node(
         lu, node_uuid, "blockdev_create",
-        [disk.to_dict(), disk.size, instance.name or instance.uuid,
+        [rpc_disk(lu.cfg, instance, disk), disk.size,
+         instance.name or instance.uuid,
          node_uuid == instance.primary_node,
          "originstname+%s" % (instance.name or instance.uuid)],
         "Creating disk %s (%s, %s MiB) of instance %s"
@@ -218,7 +249,7 @@ async def create_disks(lu, instance, disks):
     return created
 
 
-async def _each_disk(lu, pairs, procedure, what, ignore_failures):
+async def _each_disk(lu, instance, pairs, procedure, what, ignore_failures):
     """Call ``procedure`` with each (disk, node) but diskless ones; a
     failure is a warning "Could not <what(disk)> on node ..." (or, with
     ``ignore_failures`` false, all are tried, then an OpExecError).  True
@@ -227,8 +258,8 @@ async def _each_disk(lu, pairs, procedure, what, ignore_failures):
     for disk, node_uuid in pairs:
         if disk.dev_type == constants.DT_DISKLESS:
             continue
-        result = await node_calls.try_call_node(lu, node_uuid, procedure,
-                                                [disk.to_dict()])
+        result = await node_calls.try_call_node(
+            lu, node_uuid, procedure, [rpc_disk(lu.cfg, instance, disk)])
         if not result.success:
             name = node_calls.node_name(lu.cfg, node_uuid)
             msg = ("Could not %s on node %s: %s"
@@ -245,7 +276,7 @@ async def remove_disks(lu, instance, pairs, ignore_failures=True):
     """blockdev_remove each (disk, node); failures are warnings (or, with
     ``ignore_failures`` false, all tried, then an OpExecError)."""
     return await _each_disk(
-        lu, pairs, "blockdev_remove",
+        lu, instance, pairs, "blockdev_remove",
         lambda disk: "remove disk %s of instance %s"
         % (disk.iv_name, instance.display_name), ignore_failures)
 
@@ -274,7 +305,7 @@ async def assemble_disks(lu, instance, disks=None, ignore_failures=False):
             primary = node_uuid == instance.primary_node
             result = await node_calls.try_call_node(
                 lu, node_uuid, "blockdev_assemble",
-                [disk.to_dict(), instance.name, primary,
+                [rpc_disk(cfg, instance, disk), instance.name, primary,
                  instance.disks.index(disk.uuid)
                  if disk.uuid in instance.disks else idx])
             if not result.success:
@@ -307,7 +338,7 @@ async def shutdown_disks(lu, instance, pairs=None, ignore_failures=False):
     if pairs is None:
         pairs = all_disk_pairs(lu.cfg, instance)
     ok = await _each_disk(
-        lu, pairs, "blockdev_shutdown",
+        lu, instance, pairs, "blockdev_shutdown",
         lambda disk: "shut down disk %s" % disk.iv_name, ignore_failures)
     if mark and instance.uuid in lu.cfg.instances and \
             lu.cfg.instances[instance.uuid].disks_active:

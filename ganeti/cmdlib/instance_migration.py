@@ -101,8 +101,9 @@ def _ip(cfg, node_uuid):
 
 def disk_for_node(cfg, instance, disk, node_uuid):
     """A disk's config dict as ``node_uuid`` gets it: for drbd, with the
-    dynamic parameters naming this node's side (Ganeti's annotation)."""
-    data = disk.to_dict()
+    dynamic parameters naming this node's side (Ganeti's annotation); the
+    disk parameters in effect are in its ``params``."""
+    data = instance_disks.rpc_disk(cfg, instance, disk)
     if disk.dev_type != constants.DT_DRBD8:
         return data
     lid = list(disk.logical_id or [])

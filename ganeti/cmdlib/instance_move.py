@@ -750,14 +750,25 @@ class LUInstanceReplaceDisks(_InstanceLU):
         return None
 
     def _new_children(self, disk):
-        vg = disk.children[0].logical_id[0] if disk.children else \
-            self.cfg.cluster.volume_group_name
+        """New data and metadata LVs for a drbd disk: in the VGs of the
+        current ones (without those, the cluster's VG and the drbd
+        ``metavg`` disk parameter)."""
+        cfg = self.cfg
+        if len(disk.children or []) == 2:
+            vg = disk.children[0].logical_id[0]
+            metavg = disk.children[1].logical_id[0]
+        else:
+            vg = cfg.cluster.volume_group_name
+            metavg = objects.disk_params(
+                cfg.cluster, instance_disks.instance_group(
+                    cfg, self.instance), disk).get(
+                        constants.DRBD_DEFAULT_METAVG) or vg
         unique = objects.new_uuid()
         return [objects.Disk(dev_type=constants.DT_PLAIN, size=disk.size,
                              logical_id=[vg, "%s.disk_data" % unique]),
                 objects.Disk(dev_type=constants.DT_PLAIN,
                              size=constants.DRBD_META_SIZE,
-                             logical_id=[vg, "%s.disk_meta" % unique])]
+                             logical_id=[metavg, "%s.disk_meta" % unique])]
 
     async def _replace_on(self, node_uuid):
         cfg = self.cfg
@@ -787,10 +798,12 @@ class LUInstanceReplaceDisks(_InstanceLU):
         try:
             for idx in self.wanted:
                 children = self._new_children(disks[idx])
-                for child in children:
+                dicts = instance_disks.rpc_children(cfg, inst, disks[idx],
+                                                    children)
+                for child, data in zip(children, dicts):
                     await node_calls.call_node(
                         self, node_uuid, "blockdev_create",
-                        [child.to_dict(), child.size, inst.name, False,
+                        [data, child.size, inst.name, False,
                          "replace-disks"],
                         "Creating new storage for disk %d" % idx)
                     created.append(child)
@@ -800,7 +813,8 @@ class LUInstanceReplaceDisks(_InstanceLU):
                 await node_calls.call_node(
                     self, node_uuid, "blockdev_replace_children",
                     [disk_for_node(cfg, inst, disks[idx], node_uuid),
-                     [c.to_dict() for c in new[idx]],
+                     instance_disks.rpc_children(cfg, inst, disks[idx],
+                                                 new[idx]),
                      [c.to_dict() for c in disks[idx].children]],
                     "Replacing the storage of disk %d on %s" % (idx, name))
         except errors.GenericError:

@@ -137,7 +137,8 @@ class LUInstanceGrowDisk(_DiskLU):
             for node_uuid in nodes:
                 await node_calls.call_node(
                     self, node_uuid, "blockdev_grow",
-                    [disk.to_dict(), self.delta, dryrun],
+                    [instance_disks.rpc_disk(self.cfg, inst, disk),
+                     self.delta, dryrun],
                     "%s disk %d of instance %s"
                     % ("Checking the growth of" if dryrun else "Growing",
                        self.op.disk, inst.name))

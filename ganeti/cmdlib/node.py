@@ -88,6 +88,27 @@ def update_candidate_certs(lu):
         cfg.set_cluster_params(candidate_certs=wanted)
 
 
+async def ship_candidate_files(lu, node_names):
+    """Give newly promoted master candidates the files redistribution ships
+    to candidates (RAPI certificate and users file, with the other
+    distributed files) in the job that promoted them; a failed copy is a
+    warning naming the node and the file (``gnt-cluster verify`` reports
+    the node's missing file until ``gnt-cluster redist-conf``)."""
+    cfg = lu.cfg
+    uuids = [cfg.get_node(name).uuid for name in node_names]
+    uuids = [u for u in uuids if not cfg.nodes[u].offline]
+    if not uuids or lu.ctx.rpc is None or lu.ctx.paths is None:
+        return []
+    lu.log_info("Copying the master candidate files to %s"
+                % ", ".join(node_names))
+    try:
+        return await replication.upload_files(lu, uuids)
+    except errors.ParameterError as err:
+        lu.log_warning("Could not copy the master candidate files: %s"
+                       % err.args[-1])
+        return []
+
+
 def maintain_candidate_pool(lu, exceptions=()):
     """Promote nodes until the pool has its size again; the names of the
     nodes promoted (in name order, so the choice is predictable)."""
@@ -531,12 +552,14 @@ class LUNodeRemove(LogicalUnit):
         was_candidate = node.master_candidate
         cfg.remove_node(node.uuid)
         self.log_info("Removed node %s from the configuration", node.name)
+        promoted = []
         if was_candidate:
-            maintain_candidate_pool(self)
+            promoted = maintain_candidate_pool(self)
         update_candidate_certs(self)
         for level in (locking.LEVEL_NODE_RES, locking.LEVEL_NODE):
             await self.ctx.glm.remove(level, [node.uuid], self.owner)
         await replication.sync(self)
+        await ship_candidate_files(self, promoted)
         if node.offline:
             self.log_warning(
                 "Node %s is offline; it was not told to leave. On it, stop"
@@ -752,10 +775,15 @@ class LUNodeSetParams(LogicalUnit):
                     result.append((flag, str(new)))
         if changes:
             cfg.set_node_params(node.uuid, **changes)
+        promoted = []
+        if self.new_role == _ROLE_CANDIDATE and \
+                self.old_role != _ROLE_CANDIDATE:
+            promoted.append(node.name)
         if self.new_role != self.old_role and self.lock_all:
-            maintain_candidate_pool(self, exceptions=[node.uuid])
+            promoted += maintain_candidate_pool(self, exceptions=[node.uuid])
         update_candidate_certs(self)
         await replication.sync(self)
+        await ship_candidate_files(self, promoted)
         if self.old_role == _ROLE_CANDIDATE and \
                 self.new_role not in (_ROLE_CANDIDATE, _ROLE_OFFLINE):
             demoted = await self.ctx.rpc.call(node.name,

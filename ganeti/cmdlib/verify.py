@@ -22,6 +22,7 @@ was reported.
 """
 
 import datetime
+import hashlib
 import os
 import re
 
@@ -33,6 +34,7 @@ from ganeti import ipolicy
 from ganeti import locking
 from ganeti import objects
 from ganeti import opcodes
+from ganeti import replication
 from ganeti import rpc
 from ganeti import user_shutdown
 from ganeti.backend import rotation
@@ -209,6 +211,8 @@ def _cluster_hvparams(cluster, hv_name):
 class LUClusterVerifyGroup(LogicalUnit):
     """Verify the nodes of one group and the instances on them."""
     OP_ID = "OP_CLUSTER_VERIFY_GROUP"
+    #: the distributed files the master has (set when verification runs)
+    file_sums = {}
 
     def expand_names(self):
         self.group_uuid = self.expand_group(self.op.group_name)
@@ -256,8 +260,11 @@ class LUClusterVerifyGroup(LogicalUnit):
         storage_dirs, vgs = self._volume_sources()
         if not image.vm_capable:
             storage_dirs, vgs = [], []
-        files = await self._call(image, "verify_node_files",
-                                 [storage_dirs, vgs])
+        args = [storage_dirs, vgs]
+        wanted = self._files_for(image.node)
+        if wanted:
+            args.append(wanted)
+        files = await self._call(image, "verify_node_files", args)
         if files.success and isinstance(files.payload, dict):
             image.files = files.payload
         else:
@@ -588,6 +595,58 @@ class LUClusterVerifyGroup(LogicalUnit):
                       " configuration (serial %s) but is not a master"
                       " candidate", serial, code=ETYPE_WARNING)
 
+    def _master_file_sums(self):
+        """``{standard path: (who gets it, SHA-1)}`` of the files
+        redistribution ships (``gnt-cluster redist-conf``) that the master
+        has; empty without the master's paths."""
+        paths = self.ctx.paths
+        if paths is None:
+            return {}
+        try:
+            shipped = replication.ancillary_files(self.cfg, paths)
+        except errors.ParameterError as err:
+            self.log_warning("Not comparing the distributed files: %s"
+                             % err.args[-1])
+            return {}
+        result = {}
+        for path, who in shipped:
+            try:
+                with open(replication.local_path(paths, path), "rb") as f:
+                    result[path] = (who, hashlib.sha1(f.read()).hexdigest())
+            except OSError:
+                continue
+        return result
+
+    def _files_for(self, node):
+        """The distributed files ``node`` should hold, by standard path."""
+        if node.uuid == self.cfg.cluster.master_node:
+            return []
+        return sorted(path for path, (who, _) in self.file_sums.items()
+                      if replication.node_wants(node, who) and
+                      # the HMAC key has its own check (crypto state)
+                      path != replication.HMAC_KEY_FILE)
+
+    def _verify_node_file_copies(self, rep, image):
+        """Each distributed file the node should hold (the RAPI
+        certificate and users file on master candidates, the HMAC key and
+        the admin's extra files everywhere, ...) is there and the same as
+        the master's."""
+        if image.files is None or image.rpc_fail:
+            return
+        sums = image.files.get("checksums") or {}
+        for path in self._files_for(image.node):
+            if path not in sums:
+                continue
+            theirs = sums[path]
+            rep.error_if(theirs is None, CV_ENODEFILECHECK, image.name,
+                         "file %s is missing ('gnt-cluster redist-conf'"
+                         " copies it)", path)
+            rep.error_if(theirs is not None and
+                         theirs != self.file_sums[path][1],
+                         CV_ENODEFILECHECK, image.name, "file %s differs"
+                         " from the master's ('gnt-cluster redist-conf'"
+                         " copies it)", path)
+
     def _verify_node_crypto(self, rep, image, hmac_digest):
         """What a renewal of the cluster's secrets left on the node
         (docs/crypto.rst): a renewal that did not finish, an HMAC key that
@@ -719,6 +778,7 @@ class LUClusterVerifyGroup(LogicalUnit):
             await replicator.flush()
             missed = replicator.missed()
         settled = cfg.serial_no
+        self.file_sums = self._master_file_sums()
         self.log_info("* Gathering data (%d nodes)", len(online))
         # at most the RPC client's bound of nodes asked at once
         await rpc.fan_out(
@@ -745,6 +805,7 @@ class LUClusterVerifyGroup(LogicalUnit):
             if self._verify_node(rep, image) and image.vm_capable:
                 self._verify_node_instances(rep, image, by_name)
             self._verify_node_config(rep, image, settled, missed)
+            self._verify_node_file_copies(rep, image)
             self._verify_node_crypto(rep, image, hmac_digest)
         for uuid, image in images.items():
             if uuid not in group_uuids and image.rpc_fail:

@@ -16,13 +16,19 @@ The disk's config, as Ganeti stores it:
   Ganeti's): ``local_ip``, ``remote_ip``, ``local_minor``,
   ``remote_minor``, ``local_node_id`` (0 on the primary, 1 on the
   secondary), ``local_name``, ``remote_name`` and ``primary`` (whether this
-  node should hold the primary role).
+  node should hold the primary role);
+* ``params``: the disk parameters in effect (the master fills them from
+  the cluster's and the group's ``diskparams``): barriers, custom options,
+  protocol and resync speed become drbdsetup options (see
+  :func:`disk_options`, :func:`sync_options`); the children's ``params``
+  carry their ``stripes`` (``data-stripes``, ``meta-stripes``).
 
 A resource is named ``resource<local minor>`` and its device is
 ``/dev/drbd<local minor>``.
 """
 
 import json
+import shlex
 
 import attr
 from twisted.internet import defer
@@ -35,7 +41,8 @@ from ganeti.storage import (DISK_DEGRADED, DISK_MISSING, DISK_OK,
 
 __all__ = ["DrbdDevice", "DrbdParams", "ResourceStatus", "parse_status",
            "disk_status", "resource_name", "resource_config",
-           "META_SIZE", "DRBDSETUP", "DRBDMETA"]
+           "META_SIZE", "DRBDSETUP", "DRBDMETA", "disk_options", "sync_options",
+           "check_barriers"]
 
 DRBDSETUP = "drbdsetup"
 DRBDMETA = "drbdmeta"
@@ -79,6 +86,13 @@ class DrbdParams(object):
     remote_name = attr.ib(default="peer")
     primary = attr.ib(default=False)
     protocol = attr.ib(default="C")
+    #: options of ``drbdsetup attach`` from the disk parameters (barriers,
+    #: disk-custom)
+    disk_options = attr.ib(default=(), converter=tuple)
+    #: options of ``drbdsetup new-peer`` from net-custom
+    net_options = attr.ib(default=(), converter=tuple)
+    #: options of ``drbdsetup peer-device-options`` (resync speed)
+    sync_options = attr.ib(default=(), converter=tuple)
 
     @property
     def remote_node_id(self):
@@ -122,7 +136,10 @@ def params_from_disk(disk):
             raise errors.ParameterError(
                 "disk.dynamic_params", "disk.dynamic_params.%s must be a"
                 " minor number, not %r" % (key, dyn[key]))
-    params = (disk.get("params") or {})
+    params = disk.get("params") or {}
+    if not isinstance(params, dict):
+        raise errors.ParameterError(
+            "disk.params", "disk.params must be a dict, not %r" % (params,))
     return DrbdParams(
         port=port, secret=secret or "", local_ip=dyn["local_ip"],
         remote_ip=dyn["remote_ip"], local_minor=dyn["local_minor"],
@@ -131,7 +148,138 @@ def params_from_disk(disk):
         local_name=dyn.get("local_name") or "local",
         remote_name=dyn.get("remote_name") or "peer",
         primary=bool(dyn.get("primary")),
-        protocol=params.get("protocol", "C"))
+        protocol=_protocol(params),
+        disk_options=disk_options(params),
+        net_options=_custom(params, constants.DRBD_NET_CUSTOM),
+        sync_options=sync_options(params))
+
+
+# ---------------------------------------------------------------------------
+# Disk parameters -> drbdsetup options.  Only the parameters the disk dict
+# carries are turned into options (the master sends all of them, filled
+# from the cluster and group diskparams); without one DRBD's default holds.
+
+def _dp_error(key, msg):
+    return errors.ParameterError("disk.params",
+                                 "disk.params/%s: %s" % (key, msg))
+
+
+def _int_param(params, key, minimum=0):
+    value = params[key]
+    if isinstance(value, bool) or not isinstance(value, int) or \
+            value < minimum:
+        raise _dp_error(key, "must be an integer of at least %d, not %r"
+                        % (minimum, value))
+    return value
+
+
+def _bool_param(params, key):
+    value = params[key]
+    if not isinstance(value, bool):
+        raise _dp_error(key, "must be true or false, not %r" % (value,))
+    return value
+
+
+def _protocol(params):
+    value = params.get(constants.DRBD_PROTOCOL, "C")
+    if value not in constants.DRBD_VALID_PROTOCOLS:
+        raise _dp_error(constants.DRBD_PROTOCOL, "%r is not a DRBD"
+                        " replication protocol (one of %s)"
+                        % (value, ", ".join(sorted(
+                            constants.DRBD_VALID_PROTOCOLS))))
+    return value
+
+
+def _custom(params, key):
+    value = params.get(key) or ""
+    if not isinstance(value, str):
+        raise _dp_error(key, "must be a string of drbdsetup options, not %r"
+                        % (value,))
+    try:
+        words = shlex.split(value)
+    except ValueError as err:
+        raise _dp_error(key, "cannot split %r into options: %s"
+                        % (value, err))
+    # "--name value" as drbdadm writes it: "--name=value"
+    options = []
+    for word in words:
+        if options and options[-1].startswith("--") and \
+                "=" not in options[-1] and not word.startswith("-"):
+            options[-1] += "=" + word
+        else:
+            options.append(word)
+    return tuple(options)
+
+
+def check_barriers(value):
+    """The set of barrier letters of a ``disk-barriers`` value: "n" (none
+    disabled) or a combination of b (disk barriers), d (drain) and f
+    (flushes); ParameterError otherwise."""
+    letters = set(value) if isinstance(value, str) else None
+    if not value or letters is None or \
+            not letters <= BARRIER_LETTERS or \
+            (constants.DRBD_B_NONE in letters and len(letters) > 1):
+        raise _dp_error(constants.DRBD_DISK_BARRIERS, "%r is not 'n' or a"
+                        " combination of b (disk barriers), d (drain) and f"
+                        " (flushes)" % (value,))
+    return letters - {constants.DRBD_B_NONE}
+
+
+BARRIER_LETTERS = frozenset([constants.DRBD_B_DISK_BARRIERS,
+                             constants.DRBD_B_DISK_DRAIN,
+                             constants.DRBD_B_DISK_FLUSH,
+                             constants.DRBD_B_NONE])
+
+
+def disk_options(params):
+    """``drbdsetup attach`` options: what ``disk-barriers`` disables,
+    ``meta-barriers`` (no metadata flushes), then ``disk-custom``.  The
+    order is the one ``drbdadm`` uses for the same disk section."""
+    options = []
+    if constants.DRBD_META_BARRIERS in params and \
+            _bool_param(params, constants.DRBD_META_BARRIERS):
+        options.append("--md-flushes=no")
+    if constants.DRBD_DISK_BARRIERS in params:
+        disabled = check_barriers(params[constants.DRBD_DISK_BARRIERS])
+        for letter, option in ((constants.DRBD_B_DISK_DRAIN, "disk-drain"),
+                               (constants.DRBD_B_DISK_FLUSH, "disk-flushes"),
+                               (constants.DRBD_B_DISK_BARRIERS,
+                                "disk-barrier")):
+            if letter in disabled:
+                options.append("--%s=no" % option)
+    return tuple(options) + _custom(params, constants.DRBD_DISK_CUSTOM)
+
+
+#: the dynamic resync controller's parameters, in drbdadm's order
+_DYNAMIC_KEYS = (constants.DRBD_PLAN_AHEAD, constants.DRBD_FILL_TARGET,
+                 constants.DRBD_DELAY_TARGET, constants.DRBD_MAX_RATE,
+                 constants.DRBD_MIN_RATE)
+
+
+def sync_options(params):
+    """``drbdsetup peer-device-options`` options for the resync speed.
+
+    With ``dynamic-resync`` the dynamic controller's ``c-*`` parameters
+    (``c-plan-ahead`` must then be above 0: 0 switches the controller off);
+    without it the fixed ``resync-rate`` (KiB/s), with ``c-plan-ahead=0``
+    so that DRBD 9, whose controller is on by default, keeps to it."""
+    dynamic = constants.DRBD_DYNAMIC_RESYNC in params and \
+        _bool_param(params, constants.DRBD_DYNAMIC_RESYNC)
+    if dynamic:
+        options = []
+        for key in _DYNAMIC_KEYS:
+            if key in params:
+                options.append("--%s=%d" % (key, _int_param(params, key)))
+        if params.get(constants.DRBD_PLAN_AHEAD) == 0:
+            raise _dp_error(constants.DRBD_PLAN_AHEAD, "0 switches the"
+                            " dynamic resync speed controller off; set"
+                            " dynamic-resync to false instead")
+        return tuple(options)
+    if constants.DRBD_RESYNC_RATE not in params:
+        return ()
+    return ("--resync-rate=%d" % _int_param(params,
+                                             constants.DRBD_RESYNC_RATE, 1),
+            "--c-plan-ahead=0")
 
 
 # ---------------------------------------------------------------------------
@@ -146,7 +294,7 @@ def up_commands(p, data_dev, meta_dev):
         [DRBDMETA, str(p.local_minor), "v09", meta_dev, "flex-external",
          "apply-al"],
         [DRBDSETUP, "attach", str(p.local_minor), data_dev, meta_dev,
-         "flexible"],
+         "flexible"] + list(p.disk_options),
         [DRBDSETUP, "connect", p.resource, str(p.remote_node_id)],
     ]
 
@@ -154,15 +302,20 @@ def up_commands(p, data_dev, meta_dev):
 def net_commands(p, multimaster=False):
     """The peer and the path to it (not yet connected)."""
     peer = [DRBDSETUP, "new-peer", p.resource, str(p.remote_node_id),
-            "--_name=%s" % p.remote_name]
+            "--_name=%s" % p.remote_name] + list(p.net_options)
     if p.secret:
         peer += ["--shared-secret=%s" % p.secret, "--cram-hmac-alg=sha1"]
     peer.append("--protocol=%s" % p.protocol)
     if multimaster:
         peer.append("--allow-two-primaries=yes")
-    return [peer,
-            [DRBDSETUP, "new-path", p.resource, str(p.remote_node_id),
-             _address(p.local_ip, p.port), _address(p.remote_ip, p.port)]]
+    commands = [peer,
+                [DRBDSETUP, "new-path", p.resource, str(p.remote_node_id),
+                 _address(p.local_ip, p.port), _address(p.remote_ip,
+                                                        p.port)]]
+    if p.sync_options:
+        commands.append([DRBDSETUP, "peer-device-options", p.resource,
+                         str(p.remote_node_id), "0"] + list(p.sync_options))
+    return commands
 
 
 def create_md_command(p, meta_dev):
@@ -178,6 +331,10 @@ def resource_config(p, local_host, remote_host, data_dev, meta_dev,
     if p.secret:
         net += ["    cram-hmac-alg sha1;",
                 "    shared-secret \"%s\";" % p.secret]
+    # drbdadm hands net and disk options to drbdsetup in the reverse order
+    # of the file; written reversed, its commands equal ours
+    net += _conf_lines(p.net_options)[::-1]
+    disk = _conf_lines(p.disk_options)[::-1] + _conf_lines(p.sync_options)
 
     def host(name, node_id, minor, disk, meta, ip):
         family = "ipv6" if ":" in ip else "ipv4"
@@ -190,6 +347,9 @@ def resource_config(p, local_host, remote_host, data_dev, meta_dev,
                 "    address %s %s:%d;" % (family, addr, p.port),
                 "  }"]
     lines = ["resource %s {" % p.resource, "  net {"] + net + ["  }"]
+    if disk:
+        # drbd.conf has the resync speed in the disk section too
+        lines += ["  disk {"] + disk + ["  }"]
     lines += host(local_host, p.local_node_id, p.local_minor, data_dev,
                   meta_dev, p.local_ip)
     lines += host(remote_host, p.remote_node_id, p.remote_minor,
@@ -198,6 +358,21 @@ def resource_config(p, local_host, remote_host, data_dev, meta_dev,
     lines += ["  connection-mesh { hosts %s %s; }" % (local_host,
                                                       remote_host), "}"]
     return "\n".join(lines) + "\n"
+
+
+def _conf_lines(options):
+    """drbd.conf lines ("    name value;") of drbdsetup options written
+    ``--name=value`` or ``--name value``."""
+    lines = []
+    options = list(options)
+    while options:
+        option = options.pop(0)
+        name, sep, value = option.lstrip("-").partition("=")
+        if not sep:
+            value = options.pop(0) if options and \
+                not options[0].startswith("-") else "yes"
+        lines.append("    %s %s;" % (name, value))
+    return lines
 
 
 # ---------------------------------------------------------------------------
@@ -534,5 +709,5 @@ class DrbdDevice(BlockDevice):
         await self._run([DRBDMETA, minor, "v09", meta.path, "flex-external",
                          "apply-al"])
         await self._run([DRBDSETUP, "attach", minor, data.path, meta.path,
-                         "flexible"])
+                         "flexible"] + list(self.params.disk_options))
         self.data, self.meta = data, meta

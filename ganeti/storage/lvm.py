@@ -14,6 +14,7 @@ import json
 import re
 
 from twisted.internet import defer
+from twisted.logger import Logger
 from zope.interface import implementer
 
 from ganeti import constants
@@ -22,7 +23,9 @@ from ganeti.storage import (BlockDevice, IStorageUnitKind, StorageUnitInfo,
                             check_size, SF_ALLOCATABLE, SO_FIX_CONSISTENCY)
 
 __all__ = ["LogicalVolume", "VolumeGroupKind", "PhysicalVolumeKind",
-           "check_lvm_name", "parse_report", "NO_DM_CONFIG"]
+           "check_lvm_name", "check_stripes", "parse_report", "NO_DM_CONFIG"]
+
+log = Logger()
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9+_.][A-Za-z0-9+_.-]*$")
 #: Extra option of LVM commands when device-mapper is missing.
@@ -40,6 +43,17 @@ def check_lvm_name(field, name):
             field, "%s: %r is not a valid LVM name (letters, digits, '+_.-',"
             " not starting with '-')" % (field, name))
     return name
+
+
+def check_stripes(params):
+    """The ``stripes`` disk parameter (1 if not given): a positive integer,
+    else ParameterError naming it."""
+    value = params.get(constants.LDP_STRIPES, 1)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise errors.ParameterError(
+            "disk.params", "disk.params/stripes must be a positive integer,"
+            " not %r" % (value,))
+    return value
 
 
 def parse_report(stdout, kind):
@@ -98,9 +112,13 @@ class LogicalVolume(BlockDevice):
     dev_type = constants.DT_PLAIN
     format = "raw"
 
-    def __init__(self, vg, lv, ctx):
+    def __init__(self, vg, lv, ctx, params=None):
         self.vg = vg
         self.lv = lv
+        #: the disk's effective parameters (``stripes``)
+        self.params = dict(params or {})
+        #: stripes the last create used (None before one)
+        self.stripes_used = None
         self._ctx = ctx
         self._cmd = _LvmCommands(ctx)
 
@@ -122,8 +140,14 @@ class LogicalVolume(BlockDevice):
             raise errors.ParameterError(
                 "disk.logical_id", "disk.logical_id of a plain disk must be"
                 " [vg name, lv name], not %r" % (lid,))
+        params = disk.get("params") or {}
+        if not isinstance(params, dict):
+            raise errors.ParameterError(
+                "disk.params", "disk.params must be a dict, not %r"
+                % (params,))
+        check_stripes(params)
         return cls(check_lvm_name("disk.logical_id", lid[0]),
-                   check_lvm_name("disk.logical_id", lid[1]), ctx)
+                   check_lvm_name("disk.logical_id", lid[1]), ctx, params)
 
     async def _lv_row(self):
         """This LV's report row, or None if it does not exist."""
@@ -137,22 +161,79 @@ class LogicalVolume(BlockDevice):
         rows = parse_report(result.stdout, "lv")
         return rows[0] if rows else None
 
+    async def _allocatable_pvs(self):
+        """``[(pv name, free MiB)]`` of this VG's PVs that allow
+        allocation, the one with most free space first."""
+        result = await self._cmd.run(
+            "pvs", "--reportformat", "json", "--units", "m", "--nosuffix",
+            "-o", "pv_name,vg_name,pv_free,pv_attr", check=False)
+        if result.failed:
+            raise errors.BlockDeviceError(
+                "cannot list the physical volumes of volume group %s: %s"
+                % (self.vg, result.describe()))
+        pvs = [(row.get("pv_name"), _mib(row.get("pv_free")) or 0)
+               for row in parse_report(result.stdout, "pv")
+               if row.get("vg_name") == self.vg and
+               (row.get("pv_attr") or "")[:1] == "a"]
+        pvs.sort(key=lambda pv: -pv[1])
+        return pvs
+
     async def _create(self, size):
         size = check_size("size", size)
+        stripes = check_stripes(self.params)
         if await self._lv_row() is not None:
             raise errors.BlockDeviceError("logical volume %s already exists"
                                           % self.name)
         args = ["-L", "%dm" % size, "-n", self.lv, "-Wn"]
         if not self._ctx.has_device_mapper():
             args += ["-an", "-Zn"]   # metadata only: nothing to activate
-        args.append(self.vg)
-        result = await self._cmd.run("lvcreate", *args, mutates=True,
-                                     check=False)
+        if stripes == 1:
+            attempts = [(1, args + [self.vg])]
+        else:
+            attempts = await self._striped_attempts(args, size, stripes)
+        for used, argv in attempts:
+            result = await self._cmd.run("lvcreate", *argv, mutates=True,
+                                         check=False)
+            if not result.failed:
+                break
         if result.failed:
             raise errors.BlockDeviceError(
                 "cannot create logical volume %s: %s"
                 % (self.name, result.describe()))
+        if used < stripes:
+            log.warn("Created logical volume {name} with {used} stripe(s)"
+                     " instead of {stripes}", name=self.name, used=used,
+                     stripes=stripes)
+        self.stripes_used = used
         return self.path
+
+    async def _striped_attempts(self, args, size, stripes):
+        """The lvcreate arguments to try for a striped LV: as many stripes
+        as asked, but no more than the VG has allocatable PVs (a warning
+        then), and, when the free space is spread so that LVM cannot stripe
+        that wide, one stripe fewer each time down to one.  The PVs are
+        named, the one with most free space first."""
+        pvs = await self._allocatable_pvs()
+        if not pvs:
+            raise errors.BlockDeviceError(
+                "cannot create logical volume %s: volume group %s has no"
+                " allocatable physical volume" % (self.name, self.vg))
+        usable = min(stripes, len(pvs))
+        if usable < stripes:
+            msg = ("Could not use %d stripes for logical volume %s: volume"
+                   " group %s has only %d allocatable physical volume%s;"
+                   " using %d" % (stripes, self.name, self.vg, len(pvs),
+                                  "" if len(pvs) == 1 else "s", usable))
+            log.warn("{msg}", msg=msg)
+        free = sum(f for _, f in pvs)
+        if free < size:
+            raise errors.BlockDeviceError(
+                "cannot create logical volume %s: not enough free space in"
+                " volume group %s (%d MiB needed, %d MiB free)"
+                % (self.name, self.vg, size, free))
+        names = [name for name, _ in pvs]
+        return [(n, args + ["-i", str(n), self.vg] + names)
+                for n in range(usable, 0, -1)]
 
     async def _remove(self):
         if await self._lv_row() is None:

@@ -2,6 +2,7 @@
 storage space), hypervisor checks and the files ``gnt-cluster verify``
 compares with the configuration."""
 
+import hashlib
 import json
 import os
 
@@ -119,18 +120,29 @@ class NodeProcedures(object):
     VERIFY_MAX_FILES = 10000
 
     @procedure(Arg("storage_dirs", ht.list_of(ht.NESTR), []),
-               Arg("vgs", ht.list_of(ht.NESTR), []))
-    async def verify_node_files(self, storage_dirs, vgs):
+               Arg("vgs", ht.list_of(ht.NESTR), []),
+               Arg("checksums", ht.list_of(ht.NESTR), []))
+    async def verify_node_files(self, storage_dirs, vgs, checksums):
         """What ``gnt-cluster verify`` compares with the configuration:
         ``{"config_serial": serial of this node's config.data or null,
         "config_error": why it could not be read or null, "files": {dir:
         [paths of the files below it]}, "lvs": {vg: ["vg/lv", ...]},
-        "errors": {dir or vg: message}}``.  Each directory must be one of
+        "errors": {dir or vg: message}, "checksums": {path: SHA-1 of the
+        file or null if it is missing}}``.  Each directory must be one of
         the node's file storage directories (a missing one lists nothing);
-        paths are given below the directory as named."""
+        paths are given below the directory as named.  ``checksums`` names
+        cluster files by their standard paths (the master compares the
+        files it distributes)."""
+        for path in checksums:
+            if not path.startswith("/") or os.path.normpath(path) != path:
+                raise errors.ParameterError(
+                    "checksums", "argument 'checksums': %r is not an"
+                    " absolute, normalised path" % (path,))
         result = await self.run_blocking(
             _verify_files, self.paths, self.storage_ctx, storage_dirs,
             self.VERIFY_MAX_FILES)
+        result["checksums"] = await self.run_blocking(
+            file_checksums, self.paths.root, checksums)
         result["lvs"] = {}
         if vgs:
             from ganeti.storage import lvm
@@ -147,6 +159,19 @@ class NodeProcedures(object):
             except (errors.GenericError, OSError) as err:
                 result["errors"][vg] = error_message(err)
         return result
+
+
+def file_checksums(root, standard_paths):
+    """``{standard path: SHA-1 hex digest, or None if missing}`` of files
+    below ``root`` (file work)."""
+    result = {}
+    for path in standard_paths:
+        try:
+            with open(os.path.join(root, path.lstrip("/")), "rb") as f:
+                result[path] = hashlib.sha1(f.read()).hexdigest()
+        except OSError:
+            result[path] = None
+    return result
 
 
 def _verify_files(paths, storage_ctx, storage_dirs, max_files):
