@@ -895,6 +895,17 @@ def redist_conf(ctx, opts):
     ctx.run_op(ctx.opcode("OP_CLUSTER_REDIST_CONF"))
 
 
+@commands.command(
+    "repair-disk-sizes", opts=[base.DRY_RUN_OPT] + base.JOB_OPTS,
+    args=[Opt("instances", nargs="*", metavar="INSTANCE",
+              help="instances to check (default: all)")],
+    help="make the recorded disk sizes those the nodes measure")
+def repair_disk_sizes(ctx, opts):
+    # what was corrected is in the job's log, printed as it runs
+    ctx.run_op(ctx.opcode("OP_CLUSTER_REPAIR_DISK_SIZES",
+                          instances=list(opts.instances)))
+
+
 # --- renew-crypto and rename -------------------------------------------------
 
 def _read_file(path, option):
