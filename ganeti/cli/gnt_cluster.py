@@ -710,15 +710,20 @@ def _volume_text(volume):
 @commands.command(
     "verify-disks",
     opts=[Opt("-g", "--node-group", metavar="GROUP",
-              help="verify only the disks of this node group")]
+              help="verify only the disks of this node group"),
+          Opt("--strict", action="store_true",
+              help="also check that the disks of instances whose disks"
+              " are not active exist, and fail when a node could not be"
+              " asked")]
     + base.JOB_OPTS,
     help="find instances whose disks are not active or missing; activate"
     " the disks of the first")
 def verify_disks(ctx, opts):
     # As Ganeti: the master submits one job per node group; this command
     # follows them and activates the disks each one found inactive.
+    extra = {"is_strict": True} if opts.strict else {}
     result = ctx.run_op(ctx.opcode("OP_CLUSTER_VERIFY_DISKS",
-                                   group_name=opts.node_group))
+                                   group_name=opts.node_group, **extra))
     if result is None and opts.submit_only:
         return base.EXIT_SUCCESS
     code = base.EXIT_SUCCESS
@@ -737,6 +742,8 @@ def verify_disks(ctx, opts):
         for node in sorted(bad_nodes):
             ctx.out("Error gathering data on node %s: %s"
                     % (node, bad_nodes[node][-400:]))
+            if opts.strict:
+                code = base.EXIT_FAILURE
         for name in instances:
             if name in missing:
                 continue
