@@ -501,6 +501,12 @@ def init(ctx, opts):
             "Failure: cannot start the daemons: %s\nThe configuration was"
             " removed again." % err)
     ctx.out("The master daemon answers on %s" % paths.master_socket)
+    # as Ganeti's init: the cluster-init post hooks (OP_CLUSTER_POST_INIT)
+    try:
+        ctx.run_op(ctx.opcode("OP_CLUSTER_POST_INIT"))
+    except errors.GenericError as err:
+        msg, _ = common.format_error(err)
+        ctx.err("Warning: the post-init job failed: %s" % msg)
     return base.EXIT_SUCCESS
 
 
