@@ -112,6 +112,12 @@ class DebugVolumesTests(ClusterTestCase):
         self.assertNotEqual(code, 0)
         self.assertIn("Opcode needs secret parameters", out)
         out = self.ok("gnt-debug", "delay", "0")
+        if ganeti_peer.unavailable_reason() is None:
+            out = self.peer("gnt-debug", "test-osparams",
+                            "--os-parameters-secret", "root_pw=%s" % SECRET)
+            self.assertIn("root_pw", out)
+            self.assertNotIn(SECRET, out)
+            self.peer("gnt-debug", "delay", "0.1")
         queue = self.vc.master.paths.queue_dir
         for dirpath, _, files in os.walk(queue):
             for name in files:
