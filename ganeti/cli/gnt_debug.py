@@ -377,7 +377,7 @@ class _JobQueueReporter(object):
             sock.close()
 
 
-def _expect_refused(ctx, what, call):
+def _expect_refused(what, call):
     try:
         call()
     except errors.GenericError:
@@ -386,9 +386,13 @@ def _expect_refused(ctx, what, call):
                              % what)
 
 
+def _delay_op(**params):
+    return dict(OP_ID="OP_TEST_DELAY", duration=0, **params)
+
+
 def _test_submission(ctx):
     ctx.out("Testing job submission")
-    delay = lambda **kw: dict(OP_ID="OP_TEST_DELAY", duration=0, **kw)
+    delay = _delay_op
     bad = sorted(set(p + d for p in (list(opcodes.OP_PRIO_SUBMIT_VALID) +
                                      [opcodes.OP_PRIO_LOWEST,
                                       opcodes.OP_PRIO_HIGHEST])
@@ -399,9 +403,9 @@ def _test_submission(ctx):
             ops = ([delay() for _ in range(before)] +
                    [delay(priority=priority)] +
                    [delay() for _ in range(after)])
-            _expect_refused(ctx, "A job with priority %s" % priority,
+            _expect_refused("A job with priority %s" % priority,
                             lambda: ctx.client.submit_job(ops))
-            _expect_refused(ctx, "Several jobs, one with priority %s"
+            _expect_refused("Several jobs, one with priority %s"
                             % priority,
                             lambda: ctx.client.submit_many_jobs(
                                 [[delay(), delay(dry_run=True)], ops]))
@@ -410,7 +414,7 @@ def _test_submission(ctx):
 
 def _test_dependencies(ctx):
     ctx.out("Testing job dependencies")
-    _expect_refused(ctx, "A single job with a relative dependency",
+    _expect_refused("A single job with a relative dependency",
                     lambda: ctx.client.submit_job(
                         [{"OP_ID": "OP_TEST_DELAY", "duration": 0,
                           "depends": [[-1, None]]}]))
