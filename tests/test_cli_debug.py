@@ -5,6 +5,9 @@ ours and Ganeti's: tests.integration.test_debug_volumes.)"""
 
 import json
 import os
+import shutil
+import socket
+import tempfile
 
 from twisted.trial import unittest
 
@@ -79,3 +82,55 @@ class DebugCommandTests(unittest.TestCase):
         self.assertEqual(code, 0, err)
         self.assertEqual(self.client.op()["osparams_secret"],
                          {"pw": "x", "user": "y"})
+
+
+class _Ctx(object):
+    def __init__(self, client):
+        self.client = client
+
+
+class JobQueueReporterTests(unittest.TestCase):
+    """What test-jobqueue checks at each announcement of OP_TEST_JQUEUE."""
+
+    def setUp(self):
+        self.client = FakeClient()
+        self.job = self.client._make_job([{"OP_ID": "OP_TEST_JQUEUE"}])
+        d = tempfile.mkdtemp(prefix="jqt-", dir="/tmp")
+        self.addCleanup(shutil.rmtree, d, True)
+        self.path = os.path.join(d, "sock")
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.addCleanup(self.sock.close)
+        self.sock.bind(self.path)
+        self.sock.listen(5)
+        self.reporter = gnt_debug._JobQueueReporter(_Ctx(self.client),
+                                                    self.job)
+
+    def entry(self, test, arg=None):
+        return [1, [0, 0], "jqueue-test", [self.path, test, arg]]
+
+    def status(self, value):
+        self.client.jobs[self.job].status = value
+
+    def test_steps_checked_against_the_job_status(self):
+        self.status("waiting")
+        self.assertTrue(self.reporter(self.entry("expandnames")))
+        self.status("running")
+        self.assertTrue(self.reporter(self.entry("exec")))
+        self.assertTrue(self.reporter(self.entry("startmsg", 1)))
+        self.assertTrue(self.reporter([2, [0, 0], "message", "TESTMSG=hi"]))
+        self.assertTrue(self.reporter(self.entry("logmsg", 1)))
+        self.assertEqual(self.reporter.messages, ["hi"])
+        # other messages are printed as usual
+        self.assertFalse(self.reporter([3, [0, 0], "message", "Executing"]))
+
+    def test_wrong_status_or_count_fails(self):
+        self.status("running")
+        self.assertRaises(gnt_debug.JobQueueTestFailed, self.reporter,
+                          self.entry("expandnames"))
+        self.assertRaises(gnt_debug.JobQueueTestFailed, self.reporter,
+                          [2, [0, 0], "message", "TESTMSG=early"])
+        self.reporter(self.entry("startmsg", 2))
+        self.assertRaises(gnt_debug.JobQueueTestFailed, self.reporter,
+                          self.entry("logmsg", 1))
+        self.assertRaises(gnt_debug.JobQueueTestFailed, self.reporter,
+                          self.entry("bogus"))
