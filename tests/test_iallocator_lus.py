@@ -453,6 +453,26 @@ class ChangeGroupNetworkTests(AllocatorLUTestCase):
         err = self.fails(self.evacuate(iallocator="fake"))
         self.assertIn("network net1", str(err))
 
+    def test_named_groups_lacking_the_network_left_out(self):
+        third = self.cfg.add_nodegroup(objects.NodeGroup(name="third"))
+        self.glm.add(locking.LEVEL_NODEGROUP, [third])
+        self.cfg.add_node(objects.Node(name="node6.example.com",
+                                       primary_ip="127.0.0.6", group=third))
+        self.glm.add(locking.LEVEL_NODE,
+                     [self.cfg.get_node("node6.example.com").uuid])
+        self.rpc.os_list["node6.example.com"] = list(
+            self.rpc.os_list[NODE1])
+        self.connect("third")
+        self.fake.reply([[["a.example.com", "third", ["node6.example.com"]]],
+                         [], [[migrate_op("a.example.com",
+                                          "node6.example.com")]]])
+        self.ok(self.change_group(target_groups=["other", "third"]))
+        self.assertEqual(self.fake.requests[0]["target_groups"],
+                         [self.cfg.get_nodegroup("third").uuid])
+        self.assertIn("Not moving a.example.com to every group named: node"
+                      " group other is not connected to network net1",
+                      self.log)
+
     def test_connected_group_offered(self):
         self.cfg.add_nodegroup(objects.NodeGroup(name="third"))
         self.connect("other")

@@ -12,11 +12,11 @@ allocator cannot move fails the opcode before any job is submitted.
 makes each job wait for the one before it.  A dry run asks the allocator and submits nothing.
 
 An instance whose NICs are on networks can only go to a group connected
-to every one of those networks (``gnt-network connect``): a target group
-named in ``target_groups`` that lacks one is refused, naming the network;
-without ``target_groups`` only connected groups are offered to the
-allocator, and an instance no group can take fails the opcode before
-anything is submitted.  Instances of an evacuated group that need
+to every one of those networks (``gnt-network connect``): only connected
+groups are offered to the allocator (a group named in ``target_groups``
+that lacks one is left out, and said so in the job's log), and an
+instance no target group can take fails the opcode before anything is
+submitted, naming the groups and networks.  Instances of an evacuated group that need
 different networks are planned in separate requests, one per set of
 networks; a plan that would still put an instance in a group lacking one
 of its networks is refused.
@@ -113,18 +113,29 @@ class _ChangeGroupLU(LogicalUnit):
         result = []
         for nets, members in sorted(batches.items()):
             usable = []
+            refused = []
             for group in targets:
                 lacking = missing_networks(cfg, group, nets)
-                if not lacking:
+                if lacking:
+                    refused.append("node group %s is not connected to"
+                                   " network %s"
+                                   % (cfg.nodegroups[group].name,
+                                      _network_names(cfg, lacking)))
+                else:
                     usable.append(group)
-                elif explicit:
+            if explicit and refused:
+                if not usable:
                     raise errors.OpPrereqError(
-                        "target_groups: node group %s is not connected to"
-                        " network %s, which instance %s uses (gnt-network"
-                        " connect)" % (cfg.nodegroups[group].name,
-                                       _network_names(cfg, lacking),
-                                       members[0].name),
+                        "target_groups: %s, which instance%s %s use%s"
+                        " (gnt-network connect)"
+                        % ("; ".join(refused),
+                           "s" if len(members) > 1 else "",
+                           ", ".join(i.name for i in members),
+                           "" if len(members) > 1 else "s"),
                         errors.ECODE_STATE)
+                self.log_info("Not moving %s to every group named: %s",
+                              ", ".join(i.name for i in members),
+                              "; ".join(refused))
             if not usable:
                 raise errors.OpPrereqError(
                     "No target node group is connected to network%s %s,"
