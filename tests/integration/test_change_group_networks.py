@@ -1,9 +1,9 @@
 """Changing an instance's node group with its NIC on a network, through
 the real daemons and the cluster's default allocator: two nodes, each in
-its own group; ``gnt-instance change-group`` is refused while the other group is
-not connected to the instance's network (the job fails, no move is
-submitted), and asks
-the allocator for a plan into that group once it is."""
+its own group; ``gnt-instance change-group`` is refused while the other
+group is not connected to the instance's network (the job fails, no move
+is submitted), and asks the allocator for a plan into that group once it
+is."""
 
 from tests.integration.test_migration import ClusterTestCase
 
