@@ -137,3 +137,20 @@ class VolumeRowsTests(InstanceTestCase):
              "dev": "/dev/loop7"},
             {"name": "spread", "vg": "xenvg", "size": 300,
              "dev": "/dev/loop8"}])
+
+
+class QueryResourcesTests(InstanceTestCase):
+
+    def test_resources_not_answered_here(self):
+        for what in ("os", "extstorage", "export"):
+            err = self.fails({"OP_ID": "OP_QUERY", "what": what,
+                              "fields": ["name"]})
+            self.assertIn("Resource %r cannot be queried" % what,
+                          err.args[0])
+            self.assertEqual(err.args[1], errors.ECODE_INVAL)
+
+    def test_locks_and_jobs_as_luxi_answers_them(self):
+        result = self.ok({"OP_ID": "OP_QUERY", "what": "lock",
+                          "fields": ["name"],
+                          "qfilter": ["=", "name", "cluster/BGL"]})
+        self.assertEqual(result["data"], [[[0, "cluster/BGL"]]])
