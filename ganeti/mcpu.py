@@ -129,7 +129,8 @@ class Processor(object):
         lu.owner = owner
         try:
             lu.check_arguments()
-            lu.expand_names()
+            # may be a coroutine (a test opcode talks to its client there)
+            await _maybe_await(lu.expand_names())
             try:
                 await self._acquire_locks(lu, owner)
             except BaseException:

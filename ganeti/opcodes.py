@@ -433,7 +433,10 @@ _op("OP_CLUSTER_VERIFY_CONFIG", None,
     P("ignore_errors", list_of(VERIFY_ERROR_CODE), []),
     P("verbose", BOOL, False))
 _op("OP_CLUSTER_VERIFY_DISKS", None,
-    P("group_name", maybe(NESTR)))
+    P("group_name", maybe(NESTR)),
+    # strict: the disks of instances whose disks are not active must
+    # exist too (gnt-cluster verify-disks --strict)
+    X("is_strict", maybe(BOOL)))
 _op("OP_CLUSTER_VERIFY_GROUP", "group_name",
     R("group_name", NESTR),
     P("debug_simulate_errors", BOOL, False),
@@ -800,7 +803,8 @@ _op("OP_GROUP_SET_PARAMS", "group_name",
     P("disk_state", maybe(DICT)),
     P("ipolicy", maybe(DICT)))
 _op("OP_GROUP_VERIFY_DISKS", "group_name",
-    R("group_name", NESTR))
+    R("group_name", NESTR),
+    X("is_strict", maybe(BOOL)))
 
 # --- Operating systems and external storage providers ----------------------
 

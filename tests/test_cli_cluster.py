@@ -606,6 +606,20 @@ class VerifyDisksCommandTests(unittest.TestCase):
                           self.submitted("OP_INSTANCE_ACTIVATE_DISKS")],
                          ["inst2.example.com"])
 
+    def test_strict_fails_on_a_node_not_asked(self):
+        self.groups([{"node3.example.com": "connection refused"}, [], {}])
+        code, out, _ = gnt(self.client, "verify-disks")
+        self.assertEqual(code, 0)
+        self.assertNotIn("is_strict",
+                         self.submitted("OP_CLUSTER_VERIFY_DISKS")[0])
+        self.client.jobs.clear()
+        self.groups([{"node3.example.com": "connection refused"}, [], {}])
+        code, out, _ = gnt(self.client, "verify-disks", "--strict")
+        self.assertEqual(code, 1)
+        self.assertIn("Error gathering data on node node3.example.com", out)
+        self.assertIs(self.submitted("OP_CLUSTER_VERIFY_DISKS")[0]
+                      ["is_strict"], True)
+
     def test_failed_group_job(self):
         self.client.errors["OP_GROUP_VERIFY_DISKS"] = encoded(
             errors.OpPrereqError("Group 'x' not found", "unknown_entity"))

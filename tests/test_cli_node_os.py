@@ -150,6 +150,34 @@ class NodeTests(unittest.TestCase):
         self.assertEqual((op["storage_type"], op["nodes"]),
                          ("lvm-vg", ["node1"]))
 
+    def test_volumes(self):
+        self.client.results["OP_NODE_QUERYVOLS"] = [
+            ["node1", "/dev/loop7", "xenvg", "d0", "2048", "inst1"],
+            ["node1", "/dev/loop7", "xenvg", "spare", "300", "-"]]
+        code, out, err = node(self.client, "volumes")
+        self.assertEqual(code, 0, err)
+        op = self.client.op()
+        self.assertEqual((op["nodes"], op["output_fields"]),
+                         ([], ["node", "phys", "vg", "name", "size",
+                               "instance"]))
+        self.assertEqual(out.splitlines(), [
+            "Node  PhysDev    VG    Name  Size Instance",
+            "node1 /dev/loop7 xenvg d0    2.0G inst1",
+            "node1 /dev/loop7 xenvg spare 300M -"])
+        self.client.results["OP_NODE_QUERYVOLS"] = [["d0", "2048"]]
+        code, out, _ = node(self.client, "volumes", "--no-headers",
+                            "--separator", "|", "-o", "name,size", "node1")
+        op = self.client.op()
+        self.assertEqual((op["nodes"], op["output_fields"]),
+                         (["node1"], ["name", "size"]))
+        self.assertEqual(out, "d0|2048\n")
+
+    def test_volumes_unknown_field(self):
+        code, _, err = node(self.client, "volumes", "-o", "name,colour")
+        self.assertNotEqual(code, 0)
+        self.assertIn("colour", err)
+        self.assertEqual(self.client.jobs, {})
+
     def test_tags(self):
         node(self.client, "add-tags", "node1", "rack:1")
         op = self.client.op()

@@ -413,6 +413,88 @@ class GroupEvacuateTests(AllocatorLUTestCase):
         self.assertEqual(self.queue.jobs[0][0]["target_node"], NODE5)
 
 
+class ChangeGroupNetworkTests(AllocatorLUTestCase):
+    """An instance on a network goes only to groups connected to it."""
+
+    evacuate = GroupEvacuateTests.evacuate
+    plan = GroupEvacuateTests.plan
+
+    def setUp(self):
+        AllocatorLUTestCase.setUp(self)
+        self.ok({"OP_ID": "OP_NETWORK_ADD", "network_name": "net1",
+                 "network": "192.0.2.0/28", "gateway": "192.0.2.1"})
+        self.connect("default")
+        self.create_shared("a.example.com",
+                           nics=[{"network": "net1", "ip": "pool"}])
+
+    def connect(self, group):
+        self.ok({"OP_ID": "OP_NETWORK_CONNECT", "network_name": "net1",
+                 "group_name": group, "network_mode": "bridged",
+                 "network_link": "br0"})
+
+    def change_group(self, **kw):
+        op = {"OP_ID": "OP_INSTANCE_CHANGE_GROUP",
+              "instance_name": "a.example.com", "iallocator": "fake"}
+        op.update(kw)
+        return op
+
+    def test_refused_without_a_connected_group(self):
+        err = self.fails(self.change_group())
+        self.assertIn("No target node group is connected to network net1,"
+                      " which instance a.example.com uses", str(err))
+        self.assertEqual(err.args[1], errors.ECODE_STATE)
+        err = self.fails(self.change_group(target_groups=["other"]))
+        self.assertIn("target_groups: node group other is not connected to"
+                      " network net1, which instance a.example.com uses",
+                      str(err))
+        # the allocator was not asked, nothing submitted
+        self.assertEqual(self.fake.requests, [])
+        self.assertEqual(self.queue.jobs, [])
+        err = self.fails(self.evacuate(iallocator="fake"))
+        self.assertIn("network net1", str(err))
+
+    def test_named_groups_lacking_the_network_left_out(self):
+        third = self.cfg.add_nodegroup(objects.NodeGroup(name="third"))
+        self.glm.add(locking.LEVEL_NODEGROUP, [third])
+        self.cfg.add_node(objects.Node(name="node6.example.com",
+                                       primary_ip="127.0.0.6", group=third))
+        self.glm.add(locking.LEVEL_NODE,
+                     [self.cfg.get_node("node6.example.com").uuid])
+        self.rpc.os_list["node6.example.com"] = list(
+            self.rpc.os_list[NODE1])
+        self.connect("third")
+        self.fake.reply([[["a.example.com", "third", ["node6.example.com"]]],
+                         [], [[migrate_op("a.example.com",
+                                          "node6.example.com")]]])
+        self.ok(self.change_group(target_groups=["other", "third"]))
+        self.assertEqual(self.fake.requests[0]["target_groups"],
+                         [self.cfg.get_nodegroup("third").uuid])
+        self.assertIn("Not moving a.example.com to every group named: node"
+                      " group other is not connected to network net1",
+                      self.log)
+
+    def test_connected_group_offered(self):
+        self.cfg.add_nodegroup(objects.NodeGroup(name="third"))
+        self.connect("other")
+        self.fake.reply(self.plan("a.example.com", target=NODE5))
+        self.ok(self.change_group())
+        # "third" lacks net1: not offered
+        self.assertEqual(self.fake.requests[0]["target_groups"],
+                         [self.cfg.get_nodegroup("other").uuid])
+        self.assertEqual(self.queue.jobs[0][0]["target_node"], NODE5)
+
+    def test_evacuation_plans_per_set_of_networks(self):
+        self.connect("other")
+        self.create_shared("b.example.com")
+        # one request per set of networks: none (b), net1 (a)
+        self.fake.reply(self.plan("b.example.com"))
+        self.fake.reply(self.plan("a.example.com"))
+        result = self.ok(self.evacuate(iallocator="fake"))
+        self.assertEqual(len(result["jobs"]), 2)
+        self.assertEqual([r["instances"] for r in self.fake.requests],
+                         [["b.example.com"], ["a.example.com"]])
+
+
 class ClusterDefaultsTests(AllocatorLUTestCase):
 
     def modify(self, **kw):

@@ -79,6 +79,29 @@ class GroupVerifyDisksTests(VerifyDisksTestCase):
         self.assertEqual(self.verify(), [{}, [], {}])
         self.assertEqual(self.rpc.calls, [])
 
+    def test_strict_checks_inactive_instances_disks_exist(self):
+        self.create()
+        self.create("inst2.example.com")
+        self.cfg.set_instance_disks_active("inst1.example.com", False)
+        path = self.disk_path()
+        # not active where they are is no fault, but missing is
+        self.rpc.answers["blockdev_status"] = lambda node, disks: [
+            {"path": None, "status": "degraded", "sync_percent": None}
+            if d["logical_id"][1] in self.rpc.files[node] else None
+            for d in disks]
+        self.assertEqual(self.verify(), [{}, ["inst2.example.com"], {}])
+        self.rpc.calls = []
+        result = self.ok({"OP_ID": "OP_GROUP_VERIFY_DISKS",
+                          "group_name": "default", "is_strict": True})
+        self.assertEqual(result, [{}, ["inst2.example.com"], {}])
+        self.rpc.files[NODE1].discard(path)
+        result = self.ok({"OP_ID": "OP_GROUP_VERIFY_DISKS",
+                          "group_name": "default", "is_strict": True})
+        self.assertEqual(result, [{}, ["inst2.example.com"],
+                                  {"inst1.example.com": [[NODE1, path]]}])
+        # without strict, the inactive instance is not looked at
+        self.assertEqual(self.verify(), [{}, ["inst2.example.com"], {}])
+
     def test_other_group_not_looked_at(self):
         self.create()
         self.add_group("rack2")
@@ -126,6 +149,15 @@ class ClusterVerifyDisksTests(VerifyDisksTestCase):
         d, fb = self.run_cluster_op(group_name="rack2")
         self.assertEqual(self.successResultOf(d), {"jobs": [[True, 100]]})
         self.assertEqual(fb.submitted[0][0]["group_name"], "rack2")
+
+    def test_strict_passed_on_to_the_group_jobs(self):
+        d, fb = self.run_cluster_op(is_strict=True)
+        self.successResultOf(d)
+        self.assertIs(fb.submitted[0][0]["is_strict"], True)
+        d, fb = self.run_cluster_op()
+        self.successResultOf(d)
+        # left out, so Ganeti's loaders take the job
+        self.assertNotIn("is_strict", fb.submitted[0][0])
 
     def test_unknown_group_submits_nothing(self):
         d, fb = self.run_cluster_op(group_name="nosuch")

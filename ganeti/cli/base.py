@@ -430,9 +430,11 @@ class Context(object):
                 results.append((label, False, err))
         return results
 
-    def poll_job(self, job_id, quiet=False):
+    def poll_job(self, job_id, quiet=False, on_entry=None):
         """Wait for a job, printing its log messages; return its opcode
-        results or raise the error of the first failed opcode."""
+        results or raise the error of the first failed opcode.
+        ``on_entry(entry)`` sees each log entry first; true: it handled
+        it (it is not printed)."""
         prev_info = None
         prev_serial = None
         reported = set()
@@ -459,7 +461,8 @@ class Context(object):
             status = info[0]
             for entry in log_entries or []:
                 serial = entry[0]
-                if not quiet:
+                handled = on_entry is not None and on_entry(entry)
+                if not quiet and not handled:
                     self.out(format_log_entry(entry))
                 prev_serial = (serial if prev_serial is None
                                else max(prev_serial, serial))

@@ -506,6 +506,12 @@ def init(ctx, opts):
             "Failure: cannot start the daemons: %s\nThe configuration was"
             " removed again." % err)
     ctx.out("The master daemon answers on %s" % paths.master_socket)
+    # as Ganeti's init: the cluster-init post hooks (OP_CLUSTER_POST_INIT)
+    try:
+        ctx.run_op(ctx.opcode("OP_CLUSTER_POST_INIT"))
+    except errors.GenericError as err:
+        msg, _ = common.format_error(err)
+        ctx.err("Warning: the post-init job failed: %s" % msg)
     return base.EXIT_SUCCESS
 
 
@@ -715,15 +721,20 @@ def _volume_text(volume):
 @commands.command(
     "verify-disks",
     opts=[Opt("-g", "--node-group", metavar="GROUP",
-              help="verify only the disks of this node group")]
+              help="verify only the disks of this node group"),
+          Opt("--strict", action="store_true",
+              help="also check that the disks of instances whose disks"
+              " are not active exist, and fail when a node could not be"
+              " asked")]
     + base.JOB_OPTS,
     help="find instances whose disks are not active or missing; activate"
     " the disks of the first")
 def verify_disks(ctx, opts):
     # As Ganeti: the master submits one job per node group; this command
     # follows them and activates the disks each one found inactive.
+    extra = {"is_strict": True} if opts.strict else {}
     result = ctx.run_op(ctx.opcode("OP_CLUSTER_VERIFY_DISKS",
-                                   group_name=opts.node_group))
+                                   group_name=opts.node_group, **extra))
     if result is None and opts.submit_only:
         return base.EXIT_SUCCESS
     code = base.EXIT_SUCCESS
@@ -742,6 +753,8 @@ def verify_disks(ctx, opts):
         for node in sorted(bad_nodes):
             ctx.out("Error gathering data on node %s: %s"
                     % (node, bad_nodes[node][-400:]))
+            if opts.strict:
+                code = base.EXIT_FAILURE
         for name in instances:
             if name in missing:
                 continue
@@ -898,6 +911,17 @@ def deactivate_master_ip(ctx, opts):
                   help="push the configuration files to every node again")
 def redist_conf(ctx, opts):
     ctx.run_op(ctx.opcode("OP_CLUSTER_REDIST_CONF"))
+
+
+@commands.command(
+    "repair-disk-sizes", opts=[base.DRY_RUN_OPT] + base.JOB_OPTS,
+    args=[Opt("instances", nargs="*", metavar="INSTANCE",
+              help="instances to check (default: all)")],
+    help="make the recorded disk sizes those the nodes measure")
+def repair_disk_sizes(ctx, opts):
+    # what was corrected is in the job's log, printed as it runs
+    ctx.run_op(ctx.opcode("OP_CLUSTER_REPAIR_DISK_SIZES",
+                          instances=list(opts.instances)))
 
 
 # --- renew-crypto and rename -------------------------------------------------

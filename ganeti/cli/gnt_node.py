@@ -460,6 +460,51 @@ def repair_command(ctx, opts):
 
 # --- storage ------------------------------------------------------------------------
 
+VOLUME_FIELDS = ["node", "phys", "vg", "name", "size", "instance"]
+_VOLUME_TITLES = {"node": "Node", "phys": "PhysDev", "vg": "VG",
+                  "name": "Name", "size": "Size", "instance": "Instance"}
+
+
+@commands.command(
+    "volumes",
+    opts=[base.NOHDR_OPT, base.SEP_OPT, base.UNITS_OPT,
+          base.fields_opt(VOLUME_FIELDS)] + base.JOB_OPTS,
+    args=[Opt("names", nargs="*", metavar="NODE",
+              help="nodes to show (default: all)")],
+    help="list the logical volumes of nodes (OP_NODE_QUERYVOLS)")
+def volumes(ctx, opts):
+    fields = common.select_fields(VOLUME_FIELDS, opts.output)
+    unknown = [f for f in fields if f not in _VOLUME_TITLES]
+    if unknown:
+        raise errors.ParameterError(
+            "-o", "unknown field%s %s (known: %s)"
+            % ("s" if len(unknown) > 1 else "", ", ".join(unknown),
+               ", ".join(VOLUME_FIELDS)))
+    result = ctx.run_op(ctx.opcode("OP_NODE_QUERYVOLS",
+                                   nodes=list(opts.names),
+                                   output_fields=fields))
+    if opts.submit_only:
+        return
+    units = base.default_units(opts.separator, opts.units)
+    rows = []
+    for row in result or []:
+        cells = []
+        for field, value in zip(fields, row):
+            if field == "size":
+                try:
+                    value = common.format_unit(int(value), units)
+                except (TypeError, ValueError):
+                    pass
+            cells.append(value)
+        rows.append(cells)
+    numeric = set(i for i, f in enumerate(fields) if f == "size")
+    for line in common.format_table(
+            [_VOLUME_TITLES[f] for f in fields], rows,
+            separator=opts.separator, no_headers=opts.no_headers,
+            numeric=numeric):
+        ctx.out(line)
+
+
 def _default_storage_type(ctx):
     info = ctx.client.query_cluster_info()
     templates = info.get("enabled_disk_templates") or []

@@ -4,7 +4,7 @@ A logical unit (LU) executes one opcode.  Its life, driven by
 ``ganeti.mcpu.Processor``:
 
 1. ``check_arguments()``: opcode parameters that need more than type checks;
-2. ``expand_names()``: turn names into UUIDs and fill ``needed_locks``
+2. ``expand_names()`` (may be a coroutine): turn names into UUIDs and fill ``needed_locks``
    (level -> list of UUIDs or ``locking.ALL_SET``) and ``share_locks``
    (level -> bool);
 3. ``declare_locks(level)``: just before each level is acquired, for locks

@@ -11,6 +11,16 @@ allocator cannot move fails the opcode before any job is submitted.
 ``force_failover`` turns the migrations into failovers, ``sequential``
 makes each job wait for the one before it.  A dry run asks the allocator and submits nothing.
 
+An instance whose NICs are on networks can only go to a group connected
+to every one of those networks (``gnt-network connect``): only connected
+groups are offered to the allocator (a group named in ``target_groups``
+that lacks one is left out, and said so in the job's log), and an
+instance no target group can take fails the opcode before anything is
+submitted, naming the groups and networks.  Instances of an evacuated group that need
+different networks are planned in separate requests, one per set of
+networks; a plan that would still put an instance in a group lacking one
+of its networks is refused.
+
 A forthcoming instance (a reservation) changes group in one step: the
 plan's jobs for it, which would pass it through both groups (a new
 secondary in the target group, a failover, another new secondary), become
@@ -38,6 +48,24 @@ def _to_failover(op):
         target_node=op.target_node, target_node_uuid=op.target_node_uuid,
         ignore_ipolicy=op.ignore_ipolicy, cleanup=op.cleanup,
         reason=list(op.reason or []))
+
+
+def instance_networks(inst):
+    """The uuids of the networks an instance's NICs are on (sorted)."""
+    return sorted(set(nic.network for nic in inst.nics or []
+                      if nic.network))
+
+
+def missing_networks(cfg, group_uuid, networks):
+    """The networks of ``networks`` group ``group_uuid`` is not
+    connected to."""
+    connected = cfg.nodegroups[group_uuid].networks or {}
+    return [n for n in networks if n not in connected]
+
+
+def _network_names(cfg, uuids):
+    return ", ".join(cfg.networks[u].name if u in cfg.networks else u
+                     for u in uuids)
 
 
 def _job_name(ops):
@@ -70,7 +98,80 @@ class _ChangeGroupLU(LogicalUnit):
         self.needed_locks[locking.LEVEL_NODEGROUP] = locking.ALL_SET
         self.needed_locks[locking.LEVEL_NODE] = locking.ALL_SET
 
-    async def _plan(self, instances, targets):
+    def _network_batches(self, instances, targets, explicit):
+        """``[(instances, target groups)]``: the instances grouped by the
+        networks their NICs are on, each batch with the targets connected
+        to all of them.  An explicit target lacking a network, or an
+        instance no target can take, is refused."""
+        cfg = self.cfg
+        batches = {}
+        for inst in instances:
+            nets = tuple(instance_networks(inst))
+            if nets not in batches:
+                batches[nets] = []
+            batches[nets].append(inst)
+        result = []
+        for nets, members in sorted(batches.items()):
+            usable = []
+            refused = []
+            for group in targets:
+                lacking = missing_networks(cfg, group, nets)
+                if lacking:
+                    refused.append("node group %s is not connected to"
+                                   " network %s"
+                                   % (cfg.nodegroups[group].name,
+                                      _network_names(cfg, lacking)))
+                else:
+                    usable.append(group)
+            if explicit and refused:
+                if not usable:
+                    raise errors.OpPrereqError(
+                        "target_groups: %s, which instance%s %s use%s"
+                        " (gnt-network connect)"
+                        % ("; ".join(refused),
+                           "s" if len(members) > 1 else "",
+                           ", ".join(i.name for i in members),
+                           "" if len(members) > 1 else "s"),
+                        errors.ECODE_STATE)
+                self.log_info("Not moving %s to every group named: %s",
+                              ", ".join(i.name for i in members),
+                              "; ".join(refused))
+            if not usable:
+                raise errors.OpPrereqError(
+                    "No target node group is connected to network%s %s,"
+                    " which instance%s %s use%s (gnt-network connect)"
+                    % ("s" if len(nets) > 1 else "",
+                       _network_names(cfg, nets),
+                       "s" if len(members) > 1 else "",
+                       ", ".join(i.name for i in members),
+                       "" if len(members) > 1 else "s"),
+                    errors.ECODE_STATE)
+            result.append((members, usable))
+        return result
+
+    def _check_plan_networks(self, instances):
+        """Refuse a plan that puts an instance into a group lacking one of
+        its networks (an allocator that does not look at networks)."""
+        cfg = self.cfg
+        by_name = dict((i.name, i) for i in instances)
+        for name, group, _ in self.moved:
+            inst = by_name.get(name)
+            if inst is None:
+                continue
+            try:
+                group_uuid = cfg.get_nodegroup(group).uuid
+            except errors.OpPrereqError:
+                continue
+            lacking = missing_networks(cfg, group_uuid,
+                                       instance_networks(inst))
+            if lacking:
+                raise errors.OpPrereqError(
+                    "The allocator %s would move instance %s to node group"
+                    " %s, which is not connected to network %s"
+                    % (self.allocator, name, cfg.nodegroups[group_uuid].name,
+                       _network_names(cfg, lacking)), errors.ECODE_STATE)
+
+    async def _plan(self, instances, targets, explicit=False):
         cfg = self.cfg
         op = self.op
         names = allocation.allocator_names(
@@ -80,14 +181,19 @@ class _ChangeGroupLU(LogicalUnit):
             raise allocation.no_allocator_error(
                 ia_requests.MODE_CHG_GROUP,
                 "an allocator for change-group requests")
-        request = ia_requests.ChangeGroupRequest(
-            instances=[i.name for i in instances], target_groups=targets)
-        found = await allocation.allocate(self, request, names,
-                                          op.iallocator_params)
-        plan = found.result
-        self.moved = plan.moved
-        self.failed = plan.failed
-        jobs = evacuation_jobs(plan, op.early_release, op.reason)
+        self.moved, self.failed, jobs = [], [], []
+        for members, usable in self._network_batches(instances, targets,
+                                                     explicit):
+            request = ia_requests.ChangeGroupRequest(
+                instances=[i.name for i in members], target_groups=usable)
+            found = await allocation.allocate(self, request, names,
+                                              op.iallocator_params)
+            plan = found.result
+            self.allocator = found.allocator
+            self.moved.extend(plan.moved)
+            self.failed.extend(plan.failed)
+            jobs.extend(evacuation_jobs(plan, op.early_release, op.reason))
+        self._check_plan_networks(instances)
         jobs = self._reservation_jobs(instances, jobs)
         if getattr(op, "force_failover", False):
             jobs = [[_to_failover(o) for o in ops] for ops in jobs]
@@ -96,7 +202,6 @@ class _ChangeGroupLU(LogicalUnit):
                 for o in ops:
                     o.depends = [[-1, ["success", "error"]]]
         self.jobs = jobs
-        self.allocator = found.allocator
 
     def _reservation_jobs(self, instances, jobs):
         """``jobs`` with those of forthcoming instances replaced by one
@@ -180,7 +285,8 @@ class LUGroupEvacuate(_ChangeGroupLU):
             raise errors.OpPrereqError("There are no possible target groups"
                                        " (group %s is the only one)"
                                        % group.name, errors.ECODE_INVAL)
-        await self._plan(self.instances, targets)
+        await self._plan(self.instances, targets,
+                         explicit=bool(self.req_targets))
 
     async def exec_(self):
         name = self.cfg.nodegroups[self.group_uuid].name
@@ -227,7 +333,7 @@ class LUInstanceChangeGroup(_ChangeGroupLU):
                 "There are no possible target groups for instance %s"
                 % inst.name, errors.ECODE_INVAL)
         self.moved, self.failed, self.jobs = [], [], []
-        await self._plan([inst], targets)
+        await self._plan([inst], targets, explicit=bool(self.req_targets))
 
     async def exec_(self):
         inst = self.cfg.get_instance(self.instance_uuid)

@@ -3,6 +3,8 @@
 * OP_NODE_QUERY_STORAGE: rows of the storage units of a type (lvm-pv,
   lvm-vg, file, sharedfile) on nodes, fields ``node``, ``type``, ``name``,
   ``size``, ``used``, ``free``, ``allocatable`` (Ganeti's SF_* names);
+* OP_NODE_QUERYVOLS: the logical volumes of nodes (``gnt-node volumes``),
+  fields ``node``, ``phys``, ``vg``, ``name``, ``size``, ``instance``;
 * OP_NODE_MODIFY_STORAGE: change a unit (lvm-pv ``allocatable``: ``pvchange
   -x``);
 * OP_REPAIR_NODE_STORAGE: ``fix-consistency`` of a unit (lvm-vg:
@@ -24,7 +26,7 @@ from ganeti.cmdlib import node_calls
 from ganeti.cmdlib.base import LogicalUnit
 from ganeti.cmdlib.instance_migration import disks_for_node
 
-__all__ = ["LUNodeQueryStorage", "LUNodeModifyStorage",
+__all__ = ["LUNodeQueryStorage", "LUNodeQueryvols", "LUNodeModifyStorage",
            "LURepairNodeStorage", "instance_disk_status", "storage_args",
            "DISK_OK", "DISK_DEGRADED", "DISK_MISSING"]
 
@@ -150,6 +152,101 @@ class LUNodeQueryStorage(LogicalUnit):
                     else:
                         out.append(row.get(field))
                 result.append(out)
+        return result
+
+
+#: every field OP_NODE_QUERYVOLS knows (Ganeti's VF_* names)
+VOLUME_FIELDS = ("node", "phys", "vg", "name", "size", "instance")
+
+
+def _plain_lvs(disk, nodes):
+    """``(node uuid, "vg/lv")`` of a disk's logical volumes."""
+    if disk.dev_type == constants.DT_PLAIN and \
+            isinstance(disk.logical_id, (list, tuple)) and \
+            len(disk.logical_id) == 2:
+        for node in nodes:
+            yield node, "%s/%s" % tuple(disk.logical_id)
+    for child in disk.children or []:
+        yield from _plain_lvs(child, nodes)
+
+
+def instance_lvs(cfg):
+    """``{(node uuid, "vg/lv"): instance}`` for every instance's LVs."""
+    result = {}
+    for inst in cfg.instances.values():
+        for disk in cfg.instance_disks(inst):
+            nodes = list(disk.nodes or []) or [inst.primary_node]
+            for key in _plain_lvs(disk, nodes):
+                result[key] = inst
+    return result
+
+
+class LUNodeQueryvols(LogicalUnit):
+    """OP_NODE_QUERYVOLS: one row per logical volume and physical volume
+    it lies on, for each node asked (all when ``nodes`` is empty), the
+    values as strings in ``output_fields`` order (as Ganeti's); the
+    ``instance`` of a volume no instance owns is ``-``.  A node that cannot
+    answer is a warning; offline nodes are left out."""
+    OP_ID = "OP_NODE_QUERYVOLS"
+
+    def check_arguments(self):
+        unknown = [f for f in self.op.output_fields
+                   if f not in VOLUME_FIELDS]
+        if unknown:
+            raise errors.OpPrereqError(
+                "output_fields: unknown field%s %s (known: %s)"
+                % ("s" if len(unknown) > 1 else "", ", ".join(unknown),
+                   ", ".join(VOLUME_FIELDS)), errors.ECODE_INVAL)
+
+    def expand_names(self):
+        self.share_all()
+        if self.op.nodes:
+            self.node_uuids = []
+            for name in self.op.nodes:
+                uuid = self.expand_node(name)
+                if uuid not in self.node_uuids:
+                    self.node_uuids.append(uuid)
+            self.needed_locks[locking.LEVEL_NODE] = list(self.node_uuids)
+        else:
+            self.node_uuids = None
+            self.needed_locks[locking.LEVEL_NODE] = locking.ALL_SET
+
+    async def exec_(self):
+        cfg = self.cfg
+        uuids = self.node_uuids or list(cfg.nodes)
+        nodes = sorted((cfg.nodes[u] for u in uuids), key=lambda n: n.name)
+        owners = instance_lvs(cfg)
+        result = []
+        for node in nodes:
+            if node.offline:
+                continue
+            res = await node_calls.try_call_node(self, node.uuid,
+                                                 "node_volumes", [])
+            if not res.success:
+                self.log_warning("Can't compute volume data on node %s: %s",
+                                 node.name, res.fail_msg)
+                continue
+            vols = sorted(res.payload or [],
+                          key=lambda v: (str(v.get("dev")),
+                                         str(v.get("vg")),
+                                         str(v.get("name"))))
+            for vol in vols:
+                row = []
+                for field in self.op.output_fields:
+                    if field == "node":
+                        value = node.name
+                    elif field == "phys":
+                        value = vol.get("dev")
+                    elif field == "size":
+                        value = int(float(vol.get("size") or 0))
+                    elif field == "instance":
+                        inst = owners.get((node.uuid, "%s/%s" % (
+                            vol.get("vg"), vol.get("name"))))
+                        value = inst.name if inst is not None else "-"
+                    else:
+                        value = vol.get(field)
+                    row.append(str(value))
+                result.append(row)
         return result
 
 

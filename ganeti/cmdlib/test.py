@@ -1,16 +1,42 @@
-"""Logical units that exist for testing: the job machinery (delays) and
-the instance allocators (what they get and answer)."""
+"""Logical units that exist for testing: the job machinery (delays, dummy
+opcodes, the job queue test of ``gnt-debug test-jobqueue``), the
+transmission of secret OS parameters, and the instance allocators (what
+they get and answer)."""
 
 import json
+import os
+import shutil
+import tempfile
 
+from twisted.internet import defer
+from twisted.internet import protocol
 from twisted.internet import task
+from twisted.internet.interfaces import IReactorUNIX
+from twisted.logger import Logger
 
 from ganeti import constants
 from ganeti import errors
 from ganeti import locking
+from ganeti import opcodes
+from ganeti.ht import REDACTED
 from ganeti.cmdlib import allocation
 from ganeti.cmdlib.base import LogicalUnit
 from ganeti.iallocator import requests as ia_requests
+from ganeti.jqueue import model as jq_model
+
+log = Logger()
+
+# What OP_TEST_JQUEUE tells its client (Ganeti's names): the log entry of
+# type "jqueue-test" is ``[socket path, test, argument]``; the client
+# connects to the socket, checks the job, and closes it.
+JQT_EXPANDNAMES = "expandnames"
+JQT_EXEC = "exec"
+JQT_STARTMSG = "startmsg"
+JQT_LOGMSG = "logmsg"
+JQT_MSGPREFIX = "TESTMSG="
+#: how long the client has to connect, then to close the socket (seconds)
+JQT_CONNECT_TIMEOUT = 20.0
+JQT_CONFIRM_TIMEOUT = 60.0
 
 
 class LUTestDelay(LogicalUnit):
@@ -182,3 +208,174 @@ class LUTestAllocator(LogicalUnit):
         return await allocation.run_for_test(
             self, self.request, self.allocator, self.op.iallocator_params,
             self._hypervisor())
+
+
+class LUTestDummy(LogicalUnit):
+    """OP_TEST_DUMMY: logs each of ``messages`` into the job, fails with
+    OpExecError when ``fail`` is true, submits ``submit_jobs`` (a list of
+    jobs, each a list of opcodes), and returns ``result``; with jobs
+    submitted the result is ``{"jobs": [[true, job id] or [false, error],
+    ...], "result": result}``."""
+    OP_ID = "OP_TEST_DUMMY"
+
+    def check_arguments(self):
+        op = self.op
+        messages = op.messages
+        if messages is not None and not (
+                isinstance(messages, list) and
+                all(isinstance(m, str) for m in messages)):
+            raise errors.OpPrereqError(
+                "messages: expected a list of strings, got %s"
+                % type(messages).__name__, errors.ECODE_INVAL)
+        self.jobs = []
+        if op.submit_jobs:
+            if not isinstance(op.submit_jobs, list):
+                raise errors.OpPrereqError(
+                    "submit_jobs: expected a list of jobs (lists of"
+                    " opcodes), got %s" % type(op.submit_jobs).__name__,
+                    errors.ECODE_INVAL)
+            for idx, job in enumerate(op.submit_jobs):
+                if not isinstance(job, list) or not job:
+                    raise errors.OpPrereqError(
+                        "submit_jobs[%d]: expected a non-empty list of"
+                        " opcodes" % idx, errors.ECODE_INVAL)
+                ops = []
+                for opidx, data in enumerate(job):
+                    if isinstance(data, opcodes.OpCode):
+                        ops.append(data)
+                        continue
+                    try:
+                        ops.append(opcodes.OpCode.from_dict(data))
+                    except errors.GenericError as err:
+                        raise errors.OpPrereqError(
+                            "submit_jobs[%d][%d]: %s"
+                            % (idx, opidx, err.args[0] if err.args
+                               else err), errors.ECODE_INVAL)
+                self.jobs.append(ops)
+
+    async def exec_(self):
+        op = self.op
+        for msg in op.messages or []:
+            self.log_info("%s", msg)
+        if op.fail:
+            raise errors.OpExecError("Opcode failure was requested")
+        if self.jobs:
+            submitted = await self.submit_jobs(self.jobs)
+            return {"jobs": submitted, "result": op.result}
+        return op.result
+
+
+class _Accepting(protocol.Protocol):
+    """The client's connection to a notification socket."""
+
+    def connectionMade(self):
+        self.factory.connected.callback(self)
+
+    def connectionLost(self, reason=None):
+        if not self.factory.closed.called:
+            self.factory.closed.callback(None)
+
+
+class _NotifyFactory(protocol.ServerFactory):
+    protocol = _Accepting
+
+    def __init__(self):
+        self.connected = defer.Deferred()
+        self.closed = defer.Deferred()
+
+    def buildProtocol(self, addr):
+        if self.connected.called:
+            return None     # one client only
+        return protocol.ServerFactory.buildProtocol(self, addr)
+
+
+class LUTestJqueue(LogicalUnit):
+    """OP_TEST_JQUEUE, what ``gnt-debug test-jobqueue`` runs: each step
+    (``notify_waitlock``: while the job waits for its locks, i.e. before
+    they are asked for; ``notify_exec``: while it runs) and each of
+    ``log_messages`` is announced to the client by a "jqueue-test" log
+    entry naming a UNIX socket; the opcode waits until the client has
+    connected to it (and looked at the job) and closed it.  The messages
+    themselves are logged with the prefix ``TESTMSG=``.  With ``fail`` the
+    opcode fails at the end.  The master node is locked (shared)."""
+    OP_ID = "OP_TEST_JQUEUE"
+
+    def _reactor(self):
+        clock = self.ctx.clock
+        if IReactorUNIX.providedBy(clock):
+            return clock
+        from twisted.internet import reactor
+        return reactor
+
+    async def _notify(self, errcls, test, arg):
+        tmpdir = tempfile.mkdtemp(prefix="jqueue-test-")
+        path = os.path.join(tmpdir, "sock")
+        factory = _NotifyFactory()
+        try:
+            port = self._reactor().listenUNIX(path, factory)
+        except Exception:
+            shutil.rmtree(tmpdir, ignore_errors=True)
+            raise
+        clock = self.ctx.clock
+        conn = None
+        try:
+            self._feedback([path, test, arg], type=jq_model.ELOG_JQUEUE_TEST)
+            try:
+                conn = await factory.connected.addTimeout(
+                    JQT_CONNECT_TIMEOUT, clock)
+            except defer.TimeoutError:
+                raise errcls("Client didn't connect in time (%s s) to %s"
+                             % (JQT_CONNECT_TIMEOUT, path))
+        finally:
+            # no other client may come
+            await defer.maybeDeferred(port.stopListening)
+            shutil.rmtree(tmpdir, ignore_errors=True)
+        try:
+            await factory.closed.addTimeout(JQT_CONFIRM_TIMEOUT, clock)
+        except defer.TimeoutError:
+            raise errcls("Client failed to confirm notification (did not"
+                         " close the socket in %s s)" % JQT_CONFIRM_TIMEOUT)
+        finally:
+            if conn.transport is not None and not factory.closed.called:
+                conn.transport.loseConnection()
+
+    async def expand_names(self):
+        if self.op.notify_waitlock:
+            await self._notify(errors.OpPrereqError, JQT_EXPANDNAMES, None)
+        self.log_info("Expanding names")
+        master = self.cfg.cluster.master_node
+        if master:
+            self.needed_locks[locking.LEVEL_NODE] = [master]
+            self.share_locks[locking.LEVEL_NODE] = True
+
+    async def exec_(self):
+        op = self.op
+        if op.notify_exec:
+            await self._notify(errors.OpExecError, JQT_EXEC, None)
+        self.log_info("Executing")
+        if op.log_messages:
+            await self._notify(errors.OpExecError, JQT_STARTMSG,
+                               len(op.log_messages))
+            for idx, msg in enumerate(op.log_messages):
+                self.log_info("Sending log message %s", idx + 1)
+                self._feedback(JQT_MSGPREFIX + msg)
+                await self._notify(errors.OpExecError, JQT_LOGMSG, idx + 1)
+        if op.fail:
+            raise errors.OpExecError("Opcode failure was requested")
+        return True
+
+
+class LUTestOsParams(LogicalUnit):
+    """OP_TEST_OS_PARAMS: receives secret OS parameters, as an instance
+    creation would, and reports which arrived; their values never reach
+    the job's log or result (they show as ``<redacted>``).  Without any
+    the opcode fails."""
+    OP_ID = "OP_TEST_OS_PARAMS"
+
+    async def exec_(self):
+        params = self.op.osparams_secret
+        if not params:
+            raise errors.OpExecError("Opcode needs secret parameters")
+        self.log_info("Secret OS parameters: %s",
+                      {name: REDACTED for name in sorted(params)})
+        return None

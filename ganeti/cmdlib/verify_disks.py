@@ -17,6 +17,10 @@ returns Ganeti's triple:
 
 The group opcode only reads: it changes neither the configuration nor a
 node.  Offline nodes are not asked and their disks not reported.
+
+With ``is_strict`` (``gnt-cluster verify-disks --strict``) the disks of
+instances whose disks are not active are asked about too: they need not
+be active, but a missing one is reported in the third list.
 """
 
 from ganeti import constants
@@ -43,9 +47,10 @@ class LUClusterVerifyDisks(LogicalUnit):
                                  for g in self.cfg.nodegroups.values())
 
     async def exec_(self):
+        extra = {"is_strict": True} if self.op.is_strict else {}
         jobs = [[opcodes.opcode_class("OP_GROUP_VERIFY_DISKS")(
             group_name=name, reason=list(self.op.reason or []),
-            priority=self.op.priority)] for name in self.groups]
+            priority=self.op.priority, **extra)] for name in self.groups]
         return {"jobs": await self.submit_jobs(
             jobs, describe=lambda ops: "verify disks of group %s"
             % ops[0].group_name)}
@@ -100,11 +105,13 @@ class LUGroupVerifyDisks(LogicalUnit):
 
     def _wanted(self):
         """{node uuid: [(instance, disk)]}: the disks each node should
-        have active."""
+        have active (strict: have at all, for instances whose disks are
+        not active)."""
         cfg = self.cfg
         wanted = {}
         for inst in self._instances():
-            if not inst.disks_active or inst.forthcoming:
+            if inst.forthcoming or not (inst.disks_active or
+                                        self.op.is_strict):
                 continue
             for disk in cfg.instance_disks(inst):
                 if disk.dev_type == constants.DT_DISKLESS:
@@ -137,7 +144,7 @@ class LUGroupVerifyDisks(LogicalUnit):
                 if status is None:
                     missing.setdefault(inst.name, []).append(
                         [name, volume_name(disk)])
-                elif needs_activation(status):
+                elif inst.disks_active and needs_activation(status):
                     inactive.add(inst.name)
         for name, volumes in missing.items():
             volumes.sort()

@@ -621,6 +621,9 @@ class MasterService(service.MultiService):
         _exit_when_stopped(1)
 
     def _started(self):
+        # the query opcodes (OP_QUERY, ...) read what luxi's Query reads
+        if self.config.ctx is not None:
+            self.config.ctx.query_context = self.query_context
         if self.freeze_start_objects:
             # What the start loaded (modules, the configuration, the jobs
             # found on disk) lives as long as the daemon.  Kept out of the

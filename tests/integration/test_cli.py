@@ -51,7 +51,18 @@ class ClusterTestCase(GntCommandsMixin, unittest.TestCase):
 class ClusterTests(ClusterTestCase):
 
     def test_init_info_tags_jobs_verify(self):
+        # a cluster-init post hook, run by init's OP_CLUSTER_POST_INIT
+        hooks = os.path.join(self.root, "etc", "ganeti", "hooks",
+                             "cluster-init-post.d")
+        os.makedirs(hooks)
+        seen = os.path.join(self.base, "hook-ran")
+        with open(os.path.join(hooks, "10-record"), "w") as f:
+            f.write("#!/bin/sh\necho \"$GANETI_HOOKS_PHASE $GANETI_CLUSTER"
+                    " $GANETI_MASTER\" > %s\n" % seen)
+        os.chmod(os.path.join(hooks, "10-record"), 0o755)
         out = self.init()
+        with open(seen) as f:
+            self.assertEqual(f.read(), "post %s %s\n" % (CLUSTER, NODE))
         self.assertIn("Initialised cluster %s" % CLUSTER, out)
         pids = daemon_util.status(self.root)
         self.assertTrue(all(pids.values()), pids)
@@ -99,8 +110,11 @@ class ClusterTests(ClusterTestCase):
         self.assertIn("TAGS_SET", out)
         self.assertTrue(all(re.match(r"^ *\d+ (success|error) ", line)
                             for line in lines[1:]), out)
+        # job 1 is init's OP_CLUSTER_POST_INIT (the cluster-init hooks)
         out = self.ok("gnt-job", "info", "1")
-        self.assertTrue(out.startswith("- Job ID: 1\n  Status: success\n"),
+        self.assertIn("OP_ID: OP_CLUSTER_POST_INIT\n", out)
+        out = self.ok("gnt-job", "info", "2")
+        self.assertTrue(out.startswith("- Job ID: 2\n  Status: success\n"),
                         out)
         self.assertIn("      Input fields: \n        OP_ID: OP_TAGS_SET\n",
                       out)

@@ -1,7 +1,8 @@
 """``gnt-cluster verify-disks`` against real node daemons: a two-node
 virtual cluster with file disks; a disk file removed behind the cluster's
 back is reported missing with its node, an unreachable node is reported
-as such, and the watcher's pass verifies the group's disks too."""
+as such (``--strict``: also the disks of an instance whose disks are
+down), and the watcher's pass verifies the group's disks too."""
 
 import os
 import signal
@@ -48,6 +49,22 @@ class VerifyDisksTests(WatcherMixin, ClusterTestCase):
             self.fsd, "--file-storage-dir", self.shared)
         out = self.ok("gnt-cluster", "verify-disks")
         self.assertIn("No disks need to be activated.", out)
+
+        # --strict: the disks of an instance whose disks are down must
+        # exist too
+        self.run_job({"OP_ID": "OP_INSTANCE_SHUTDOWN", "instance_name": WEB})
+        self.run_job({"OP_ID": "OP_INSTANCE_DEACTIVATE_DISKS",
+                      "instance_name": WEB})
+        os.rename(disk, disk + ".away")
+        out = self.ok("gnt-cluster", "verify-disks")
+        self.assertIn("No disks need to be activated.", out)
+        code, out = self.gnt("gnt-cluster", "verify-disks", "--strict")
+        self.assertEqual(code, 1, out)
+        self.assertIn("Instance %s has missing logical volumes:" % WEB, out)
+        os.rename(disk + ".away", disk)
+        out = self.ok("gnt-cluster", "verify-disks", "--strict")
+        self.assertIn("No disks need to be activated.", out)
+        self.assertNotIn("Activating disks", out)
 
         # an unknown group: refused, nothing submitted
         code, out = self.gnt("gnt-cluster", "verify-disks", "-g",

@@ -56,3 +56,33 @@ class StorageUnitProcedures(object):
         except errors.ParameterError as err:
             raise errors.ParameterError("su_name", "argument 'su_name': %s"
                                         % err.args[-1])
+
+    @procedure()
+    async def node_volumes(self):
+        """Every logical volume of this node, one row per physical volume
+        it lies on: ``{"name": lv, "vg": vg, "size": MiB, "dev": pv}``
+        (``gnt-node volumes``)."""
+        from ganeti.storage import lvm
+        command = lvm._LvmCommands(self.storage_ctx)
+        answer = await command.run(
+            "lvs", "--reportformat", "json", "--units", "m", "--nosuffix",
+            "-o", "lv_name,lv_size,devices,vg_name")
+        return volume_rows(lvm.parse_report(answer.stdout, "lv"))
+
+
+def volume_rows(report):
+    """``node_volumes`` rows from the rows of an ``lvs`` JSON report."""
+    result = []
+    for row in report:
+        try:
+            size = int(float(row.get("lv_size") or 0))
+        except ValueError:
+            size = 0
+        devices = [d.split("(", 1)[0].strip()
+                   for d in (row.get("devices") or "").split(",")]
+        devices = [d for d in devices if d] or ["-"]
+        for dev in devices:
+            result.append({"name": row.get("lv_name"),
+                           "vg": row.get("vg_name"), "size": size,
+                           "dev": dev})
+    return result
