@@ -41,6 +41,7 @@ from ganeti import ipolicy
 from ganeti import locking
 from ganeti import objects
 from ganeti.cmdlib import allocation
+from ganeti.cmdlib import backup
 from ganeti.cmdlib import capacity
 from ganeti.cmdlib import kept_domains
 from ganeti.cmdlib import checks
@@ -842,7 +843,6 @@ class LUInstanceCreate(LogicalUnit):
         new primary node, goes through the OS import script there."""
         op = self.op
         cfg = self.cfg
-        from ganeti.cmdlib import backup
         if op.no_install:
             self.log_info("No-installation mode: the disks are not"
                           " imported")
