@@ -123,7 +123,8 @@ class GntBackupTests(ClusterTestCase):
         self.assertNotIn(COPY, out)
         out = self.ok("gnt-backup", "import", "-n", n3.name, "--src-node",
                       n2.name, "--src-dir", SOURCE, "--no-name-check",
-                      "--no-ip-check", "--net", "0:mac=generate", COPY)
+                      "--no-ip-check", "--net", "0:mac=generate",
+                      "--ignore-ipolicy", COPY)
         self.assertIn("Importing disk/0", out)
         info = self.query(COPY)
         self.assertEqual((info["pnode"], info["run_state"]), (n3.name, "up"))
