@@ -9,8 +9,8 @@ from ganeti import errors
 from ganeti.cmdlib import (
     backup, cluster, cluster_crypto, extstorage, group, group_evacuate,
     instance, instance_console, instance_create, instance_migration,
-    instance_move, instance_multi_alloc, instance_set_params, instance_storage, network,
-    node, node_commands,
+    instance_move, instance_multi_alloc, instance_set_params,
+    instance_storage, network, node, node_commands,
     node_evacuate, node_oob, node_powercycle, operating_system, storage,
     tags, test, verify, verify_disks)
 from ganeti.cmdlib.base import LogicalUnit
