@@ -251,7 +251,9 @@ class MasterLuxiHandler(object):
             "export", ["node", "export"], qfilter, fresh=True)
 
         def convert(answer):
-            result = {}
+            # nodes without exports have no rows, yet are in the answer
+            result = {node.name: [] for node in self.cfg.nodes.values()
+                      if not nodes or node.name in nodes}
             for (_, node), (status, export) in answer["data"]:
                 entry = result.setdefault(node, [])
                 if status != query.RS_NORMAL:

@@ -102,7 +102,7 @@ class GntBackupTests(ClusterTestCase):
 
         self.assertEqual(self.list_rows(), [[n2.name, SOURCE]])
         self.assertEqual(self.list_rows("--node", n3.name), [])
-        self.assertEqual(self.client.call("QueryExports", [None, False]),
+        self.assertEqual(self.client.call("QueryExports", None, False),
                          {n1.name: [], n2.name: [SOURCE], n3.name: []})
         if not ganeti_peer.unavailable_reason():
             code, theirs = self.theirs("list")
