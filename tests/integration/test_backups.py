@@ -11,6 +11,10 @@ hypervisor, busybox OS, file disks.
 
 And through ganeti-rapi, Ganeti's RAPI client's ExportInstance and
 PrepareExport, and GET /2/query/export.
+
+A real kvm guest (qemu TCG) is exported and imported: the imported
+instance boots (skipped with the reason where qemu or the test guest
+cannot be had).
 """
 
 import json
@@ -19,7 +23,9 @@ import subprocess
 import textwrap
 
 from tests import ganeti_peer
+from tests.integration.daemons import wait_for
 from tests.integration.test_instance import INSTANCE
+from tests.integration.test_kvm import BOOT_DEADLINE, KvmClusterTestCase
 from tests.integration.test_migration import ClusterTestCase
 from tests.integration.test_rapi import (PASSWORD, TLS_PORT, USER,
                                          RapiDaemonTestCase)
@@ -212,3 +218,44 @@ class GanetiRapiClientExportTests(RapiDaemonTestCase):
         self.assertEqual(body["data"], [[[0, node.name], [0, INSTANCE]]])
 
 
+
+
+class KvmExportImportTests(KvmClusterTestCase):
+    """A real kvm guest (qemu TCG, the tiny test guest) exported and
+    imported: the imported instance boots.  One node: the export is
+    written to the instance's own node, as Ganeti allows."""
+
+    BASE_PREFIX = "gnt-kb-"
+
+    def test_exported_guest_boots_when_imported(self):
+        self.create("vm1", "idle")
+        self.wait_status("vm1", "running")
+        wait_for("the guest to boot", lambda: "ganeti-test: booted" in
+                 self.console("vm1"), BOOT_DEADLINE, 0.25)
+        node = self.vc.master.name
+        result = self.run_job({"OP_ID": "OP_BACKUP_EXPORT",
+                               "instance_name": "vm1", "target_node": node,
+                               "shutdown_timeout": 10, "compress": "gzip"})
+        self.assertEqual(result, [True, [True]])
+        # restarted after the export
+        self.wait_status("vm1", "running")
+        self.run_job({"OP_ID": "OP_INSTANCE_CREATE", "instance_name": "vm2",
+                      "mode": "import", "src_node": node, "src_path": "vm1",
+                      "pnode": node, "disks": [], "nics": [],
+                      "name_check": False, "ip_check": False,
+                      "ignore_ipolicy": True})
+        info = self.run_job({"OP_ID": "OP_INSTANCE_QUERY_DATA",
+                             "instances": ["vm1", "vm2"]})
+        self.assertEqual(info["vm2"]["hypervisor"], "kvm")
+        self.assertEqual(info["vm2"]["hv_instance"]["kernel_args"],
+                         "quiet ganeti_test=idle")
+        disks = [_read(info[n]["disks"][0]["logical_id"][1])
+                 for n in ("vm1", "vm2")]
+        self.assertEqual(disks[0], disks[1])
+        self.wait_status("vm2", "running")
+        wait_for("the imported guest to boot",
+                 lambda: "ganeti-test: booted, mode=idle" in
+                 self.console("vm2"), BOOT_DEADLINE, 0.25)
+        for name in ("vm1", "vm2"):
+            self.run_job({"OP_ID": "OP_INSTANCE_REMOVE",
+                          "instance_name": name, "shutdown_timeout": 10})
