@@ -152,6 +152,23 @@ class GntBackupTests(ClusterTestCase):
         self.assertIn("compression = gzip", _read(os.path.join(
             self.export_dir(n3), "config.ini")).decode())
 
+        if not ganeti_peer.unavailable_reason():
+            # Ganeti's own gnt-backup drives our master
+            code, out = self.theirs("export", "-n", n1.name, SOURCE)
+            self.assertEqual(code, 0, out)
+            self.assertEqual(self.list_rows(), [[n1.name, SOURCE]])
+            code, out = self.theirs(
+                "import", "-n", n2.name, "--src-node", n1.name,
+                "--src-dir", SOURCE, "--no-name-check", "--no-ip-check",
+                "--net", "0:mac=generate", "--ignore-ipolicy",
+                "copy2.example.com")
+            self.assertEqual(code, 0, out)
+            self.assertEqual(_read(self.disk_path("copy2.example.com")),
+                             original)
+            code, out = self.theirs("remove", SOURCE)
+            self.assertEqual(code, 0, out)
+            self.assertEqual(self.list_rows(), [])
+            self.ok("gnt-backup", "export", "-n", n3.name, SOURCE)
         self.ok("gnt-backup", "remove", SOURCE)
         self.assertEqual(self.list_rows(), [])
         self.assertFalse(os.path.exists(self.export_dir(n3)))
