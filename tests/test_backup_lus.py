@@ -165,10 +165,18 @@ class ExportTests(BackupTestCase):
 
     def test_stopped_instance_stays_stopped(self):
         self.ok({"OP_ID": "OP_INSTANCE_SHUTDOWN", "instance_name": INST})
+        self.assertFalse(self.inst().disks_active)
         self.rpc.calls = []
         self.ok(export_op())
         self.assertNotIn("instance_start", self.rpc.procedures())
         self.assertNotIn((NODE1, INST), self.rpc.domains)
+        # its disks were activated for the export only
+        procs = self.rpc.procedures()
+        self.assertLess(procs.index("blockdev_assemble"),
+                        procs.index("instance_os_export"))
+        self.assertLess(procs.index("instance_os_export"),
+                        procs.index("blockdev_shutdown"))
+        self.assertFalse(self.inst().disks_active)
 
     def test_older_export_elsewhere_is_removed(self):
         self.ok(export_op(target_node=NODE3))

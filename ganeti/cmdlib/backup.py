@@ -205,6 +205,8 @@ class LUBackupExport(InstanceLU):
                 [inst.name, inst.hypervisor, op.shutdown_timeout],
                 "Shutting down instance %s" % inst.name)
         restart = was_running and op.shutdown and not op.remove_instance
+        # disks activated only for the export are deactivated afterwards
+        deactivate = not inst.disks_active and not restart
         transfers = []   # transfer ids on the target
         dump_names = []
         try:
@@ -232,11 +234,9 @@ class LUBackupExport(InstanceLU):
         except BaseException:
             for tid in transfers:
                 await _remove_transfer(self, self.target_uuid, tid)
-            if restart:
-                await self._restart(inst)
+            await self._after(inst, restart, deactivate)
             raise
-        if restart:
-            await self._restart(inst)
+        await self._after(inst, restart, deactivate)
         config = exportinfo.build(
             self._instance_dict(inst), [d.to_dict() for d in self.disks],
             [self._nic_dict(n) for n in inst.nics], source=pname,
@@ -279,6 +279,13 @@ class LUBackupExport(InstanceLU):
             network = net.name if net is not None else nic.network
         return {"mac": nic.mac, "ip": nic.ip, "network": network,
                 "name": nic.name, "nicparams": dict(nic.nicparams or {})}
+
+    async def _after(self, inst, restart, deactivate):
+        if restart:
+            await self._restart(inst)
+        elif deactivate and not self.op.remove_instance:
+            await instance_disks.shutdown_disks(self, self.instance,
+                                                ignore_failures=True)
 
     async def _restart(self, inst):
         cfg = self.cfg
