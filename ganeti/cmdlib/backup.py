@@ -179,10 +179,6 @@ class LUBackupExport(InstanceLU):
             raise errors.OpPrereqError(
                 "Cannot export diskless instance %s" % inst.name,
                 errors.ECODE_INVAL)
-        if any(d.dev_type == constants.DT_EXT for d in disks):
-            raise errors.OpPrereqError(
-                "Instance %s has ext disks, which cannot be exported"
-                % inst.name, errors.ECODE_INVAL)
         self.disks = disks
 
     async def exec_(self):
