@@ -1,8 +1,11 @@
 """Export logical units (OP_BACKUP_EXPORT / _PREPARE / _REMOVE) and the
 import mode of OP_INSTANCE_CREATE, with node daemons simulated in memory
-(their export directories and transfer files) and a Clock."""
+(their export directories and transfer files) and a Clock; gnt-backup's
+commands with a fake master."""
 
 import base64
+
+from twisted.trial import unittest
 
 from ganeti import cmdlib
 from ganeti import errors
@@ -342,3 +345,79 @@ class ImportTests(BackupTestCase):
         self.assertNotIn("copy1.example.com",
                          [i.name for i in self.cfg.instances.values()])
         self.assertEqual(self.rpc.files.get(NODE3, set()), set())
+
+
+class CommandLineTests(unittest.TestCase):
+    """gnt-backup -> opcodes and output, with a fake master."""
+
+    def setUp(self):
+        from tests.test_cli_fakes import FakeClient, field
+        self.client = FakeClient()
+        self.client.tables["export"] = (
+            [field("node", "Node"), field("export", "Export")],
+            [[NODE2, INST], [NODE3, "web1.example.com"]])
+
+    def backup(self, *argv):
+        from ganeti.cli import gnt_backup
+        from tests.test_cli_fakes import run
+        return run(gnt_backup.commands, argv, self.client)
+
+    def test_export(self):
+        self.client.results["OP_BACKUP_EXPORT"] = [True, [True, True]]
+        code, out, err = self.backup("export", "-n", NODE2, "--noshutdown",
+                                     "--compress", "gzip", INST)
+        self.assertEqual(code, 0, err)
+        op = self.client.op()
+        self.assertEqual(
+            {k: op[k] for k in ("OP_ID", "instance_name", "target_node",
+                                "shutdown", "compress", "mode",
+                                "remove_instance")},
+            {"OP_ID": "OP_BACKUP_EXPORT", "instance_name": INST,
+             "target_node": NODE2, "shutdown": False, "compress": "gzip",
+             "mode": "local", "remove_instance": False})
+        # a disk that was not exported is a failure
+        self.client.results["OP_BACKUP_EXPORT"] = [True, [True, False]]
+        code, out, err = self.backup("export", "-n", NODE2, INST)
+        self.assertEqual(code, 1)
+        self.assertIn("disk(s) 1 could not be exported", err)
+        code, out, err = self.backup("export", INST)
+        self.assertNotEqual(code, 0)
+        self.assertIn("-n", err)
+
+    def test_import(self):
+        code, out, err = self.backup(
+            "import", "-n", NODE3, "--src-node", NODE2, "--src-dir", INST,
+            "--no-name-check", "copy1.example.com")
+        self.assertEqual(code, 0, err)
+        op = self.client.op()
+        self.assertEqual(
+            {k: op[k] for k in ("OP_ID", "instance_name", "mode", "pnode",
+                                "src_node", "src_path", "disks", "nics")},
+            {"OP_ID": "OP_INSTANCE_CREATE",
+             "instance_name": "copy1.example.com", "mode": "import",
+             "pnode": NODE3, "src_node": NODE2, "src_path": INST,
+             "disks": [], "nics": []})
+        # what is given is given: a disk, a NIC
+        code, out, err = self.backup(
+            "import", "-n", NODE3, "--src-node", NODE2, "--disk",
+            "0:size=2g", "--net", "0:mac=generate", "copy2.example.com")
+        self.assertEqual(code, 0, err)
+        op = self.client.op()
+        self.assertEqual(op["disks"], [{"size": 2048}])
+        self.assertEqual(op["nics"], [{"mac": "generate"}])
+
+    def test_list_and_remove(self):
+        code, out, err = self.backup("list")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(out.splitlines()[0].split(), ["Node", "Export"])
+        self.assertIn(INST, out)
+        code, out, err = self.backup("list", "--node", NODE2,
+                                     "--no-headers")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(self.client.calls[-1][1][2],
+                         ["|", ["==", "node", NODE2]])
+        code, out, err = self.backup("remove", INST)
+        self.assertEqual(code, 0, err)
+        op = self.client.op()
+        self.assertEqual((op["OP_ID"], op["instance_name"]),
+                         ("OP_BACKUP_REMOVE", INST))
