@@ -245,6 +245,18 @@ class ExportDirectoryTests(unittest.TestCase):
                                 self.paths, "bad")
         self.assertIn("disk_count: missing", str(err))
 
+    def test_stale_transfer_files_are_cleaned(self):
+        old = self.transfer(b"left over")
+        new = self.transfer(b"in progress")
+        now = os.stat(exports.transfer_path(self.paths, new)).st_mtime
+        os.utime(exports.transfer_path(self.paths, old),
+                 (now - 3 * 86400, now - 3 * 86400))
+        self.assertEqual(exports.clean_transfers(self.paths, now), [old])
+        self.assertTrue(os.path.exists(exports.transfer_path(self.paths,
+                                                             new)))
+        self.assertFalse(os.path.exists(exports.transfer_path(self.paths,
+                                                              old)))
+
     def test_compression_round_trip(self):
         data = b"abc" * 100000
         tid = self.transfer(data)
@@ -265,6 +277,7 @@ class ExportDirectoryTests(unittest.TestCase):
 class _Procedures(ExportProcedures, ProcedureTable):
 
     def __init__(self, paths, os_backend):
+        self.reactor = reactor
         self.paths = paths
         self.os = os_backend
         ProcedureTable.__init__(self, INLINE)

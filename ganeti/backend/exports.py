@@ -31,6 +31,7 @@ from ganeti.utils import io
 
 __all__ = ["export_dir", "transfer_path", "new_transfer_id", "list_exports",
            "read_info", "finalize", "remove", "compress", "decompress",
+           "clean_transfers",
            "read_chunk", "write_chunk", "truncate", "remove_transfer",
            "dump_path"]
 
@@ -38,6 +39,9 @@ TRANSFER_DIR = ".transfer"
 _TRANSFER_RE = re.compile(r"^[0-9a-f]{8,64}$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _COPY_BUFFER = 1024 * 1024
+#: seconds after which an untouched transfer file is left over from an
+#: export or import that ended without removing it
+STALE_TRANSFER_AGE = 2 * 24 * 3600
 
 
 def export_dir(paths):
@@ -190,6 +194,26 @@ def remove_transfer(paths, transfer_id):
         except FileNotFoundError:
             pass
     return True
+
+
+def clean_transfers(paths, now, max_age=STALE_TRANSFER_AGE):
+    """Remove transfer files not written to for ``max_age`` seconds (left
+    by an export or import whose master went away); their names."""
+    directory = os.path.join(export_dir(paths), TRANSFER_DIR)
+    removed = []
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return removed
+    for name in sorted(names):
+        path = os.path.join(directory, name)
+        try:
+            if now - os.stat(path).st_mtime > max_age:
+                os.unlink(path)
+                removed.append(name)
+        except FileNotFoundError:
+            pass
+    return removed
 
 
 def compress(path, compression):

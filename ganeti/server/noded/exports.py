@@ -110,6 +110,11 @@ class ExportProcedures(object):
         transfer_id = exports.new_transfer_id()
         path = exports.transfer_path(self.paths, transfer_id)
         await self.run_blocking(exports.ensure_transfer_dir, self.paths)
+        stale = await self.run_blocking(exports.clean_transfers, self.paths,
+                                        self.reactor.seconds())
+        if stale:
+            log.info("Removed {count} stale transfer files: {names}",
+                     count=len(stale), names=", ".join(stale))
         try:
             await self.os.export_disk(instance, disk_index, path, debug)
             size = await self.run_blocking(exports.compress, path, compress)
