@@ -290,6 +290,41 @@ class ImportTests(BackupTestCase):
                          "running")
         self.assertEqual(self.cfg.verify(), [])
 
+    def kvm_export(self):
+        """The export as if the instance had been a kvm one."""
+        export = self.rpc.exports[NODE2][INST]
+        export["config"] = export["config"].replace(
+            "hypervisor = fake", "hypervisor = kvm").replace(
+            "[hypervisor]\n", "[hypervisor]\nboot_order = cdrom\n"
+            "acpi = False\n")
+
+    def test_hypervisor_parameters_come_from_the_export(self):
+        self.ok(export_op())
+        self.kvm_export()
+        self.ok(self.import_op())
+        copy = self.inst("copy1.example.com")
+        self.assertEqual(copy.hypervisor, "kvm")
+        self.assertEqual(copy.hvparams, {"boot_order": "cdrom",
+                                         "acpi": False})
+
+    def test_what_the_opcode_gives_wins(self):
+        self.ok(export_op())
+        self.kvm_export()
+        self.ok(self.import_op(beparams={"memory": 512},
+                               disks=[{"size": 2048}], hypervisor="fake",
+                               osparams={"motd": "mine"}))
+        copy = self.inst("copy1.example.com")
+        self.assertEqual((copy.beparams["maxmem"], copy.beparams["minmem"],
+                          copy.beparams["vcpus"]), (512, 512, 2))
+        self.assertEqual(copy.hypervisor, "fake")
+        # the export's kvm parameters do not go to another hypervisor
+        self.assertEqual(copy.hvparams, {})
+        self.assertEqual(copy.osparams, {"motd": "mine"})
+        (disk,) = self.cfg.instance_disks(copy)
+        self.assertEqual(disk.size, 2048)
+        # the exported disk's data is imported onto the bigger disk
+        self.assertEqual(self.rpc.data[disk.logical_id[1]], self.content)
+
     def test_import_without_src_node_finds_the_export(self):
         self.ok(export_op())
         op = self.import_op()

@@ -322,6 +322,8 @@ class LUInstanceCreate(LogicalUnit):
         self.export_path = path
         if op.os_type is None:
             op.os_type = einfo.os
+        same_os = (op.os_type or "").split("+")[0] == \
+            (einfo.os or "").split("+")[0]
         template = einfo.disk_template
         if op.disk_template is None and template and \
                 not any(d.get("dev_type") for d in op.disks):
@@ -348,25 +350,33 @@ class LUInstanceCreate(LogicalUnit):
                     params["network"] = nic["network"]
                 else:
                     params.update({k: nic[k] for k in exportinfo.NIC_PARAMS
-                                   if nic.get(k) is not None})
+                                   if nic.get(k)})
                 nics.append(params)
             op.nics = nics
         if not op.tags:
             op.tags = einfo.tags
         if op.hypervisor is None and einfo.hypervisor:
             op.hypervisor = einfo.hypervisor
-        hv_defaults = cfg.cluster.hvparams.get(
-            op.hypervisor or cfg.cluster.default_hypervisor) or {}
-        hvp = dict(op.hvparams or {})
-        for name, value in einfo.section(exportinfo.SECT_HV).items():
-            if name not in hvp and name not in constants.HVC_GLOBALS:
-                hvp[name] = _typed(value, hv_defaults.get(name))
-        op.hvparams = hvp
+        hv_name = op.hypervisor or cfg.cluster.default_hypervisor
+        if hv_name == einfo.hypervisor:
+            # another hypervisor's parameters would not apply
+            hv_defaults = cfg.cluster.hvparams.get(hv_name) or {}
+            hvp = dict(op.hvparams or {})
+            for name, value in einfo.section(exportinfo.SECT_HV).items():
+                if name not in hvp and name not in constants.HVC_GLOBALS:
+                    hvp[name] = _typed(value, hv_defaults.get(name))
+            op.hvparams = hvp
         be = dict(op.beparams or {})
+        given_memory = constants.BE_MEMORY in be
         for name, value in einfo.beparams().items():
-            if name not in be:
-                be[name] = _typed(value, constants.BEC_DEFAULTS.get(name))
+            if name in be or (given_memory and name in (
+                    constants.BE_MAXMEM, constants.BE_MINMEM)):
+                continue
+            be[name] = _typed(value, constants.BEC_DEFAULTS.get(name))
         op.beparams = be
+        if not same_os:
+            # another OS's parameters would not apply
+            return
         osp = dict(op.osparams or {})
         for name, value in einfo.section(exportinfo.SECT_OS).items():
             osp.setdefault(name, value)
