@@ -222,6 +222,27 @@ class ExportDirectoryTests(unittest.TestCase):
         self.assertFalse(exports.remove(self.paths, "web1.example.com"))
         self.assertEqual(exports.list_exports(self.paths), [])
 
+    def test_a_failing_switch_keeps_the_older_export(self):
+        exports.finalize(self.paths, "web1.example.com", GANETI_CONFIG,
+                         {"d0": self.transfer(b"old")})
+        real_rename = os.rename
+
+        def rename(src, dst):
+            if os.path.basename(src).startswith(".web1.example.com.new-"):
+                raise OSError(5, "Input/output error")
+            return real_rename(src, dst)
+        self.patch(os, "rename", rename)
+        self.assertRaises(OSError, exports.finalize, self.paths,
+                          "web1.example.com", GANETI_CONFIG,
+                          {"d0": self.transfer(b"new")})
+        self.assertEqual(exports.list_exports(self.paths),
+                         ["web1.example.com"])
+        with open(os.path.join(self.base, "web1.example.com", "d0"),
+                  "rb") as f:
+            self.assertEqual(f.read(), b"old")
+        self.assertEqual(sorted(n for n in os.listdir(self.base)
+                                if n != ".transfer"), ["web1.example.com"])
+
     def test_paths_outside_the_export_directory_are_refused(self):
         for path in ("/etc", "../etc", os.path.join(self.base, ".transfer"),
                      os.path.join(self.base, "a", "..", "..")):

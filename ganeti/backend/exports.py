@@ -156,13 +156,13 @@ def finalize(paths, name, config_text, dumps):
     os.makedirs(base, mode=0o750, exist_ok=True)
     tmp = os.path.join(base, ".%s.new-%s" % (name, uuid.uuid4().hex[:8]))
     os.mkdir(tmp, 0o750)
+    final = os.path.join(base, name)
+    old = None
     try:
         for src, dump in moves:
             os.rename(src, os.path.join(tmp, dump))
         io.atomic_write(os.path.join(tmp, exportinfo.CONFIG_FILE),
-                           config_text.encode("utf-8"))
-        final = os.path.join(base, name)
-        old = None
+                        config_text.encode("utf-8"))
         if os.path.lexists(final):
             old = os.path.join(base, ".%s.old-%s"
                                % (name, uuid.uuid4().hex[:8]))
@@ -170,6 +170,8 @@ def finalize(paths, name, config_text, dumps):
         os.rename(tmp, final)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        if old is not None and not os.path.lexists(final):
+            os.rename(old, final)     # the older export stays
         raise
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
