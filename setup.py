@@ -47,6 +47,7 @@ setup(
             "gnt-node = ganeti.cli.gnt_node:main",
             "gnt-group = ganeti.cli.gnt_group:main",
             "gnt-network = ganeti.cli.gnt_network:main",
+            "gnt-backup = ganeti.cli.gnt_backup:main",
             "gnt-filter = ganeti.cli.gnt_filter:main",
             "gnt-job = ganeti.cli.gnt_job:main",
             "gnt-os = ganeti.cli.gnt_os:main",

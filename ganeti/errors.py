@@ -167,6 +167,10 @@ class X509CertError(GenericError):
     """A certificate is invalid or cannot be used."""
 
 
+class ExportError(GenericError):
+    """An instance export is missing, unreadable or cannot be written."""
+
+
 def encode_exception(err):
     """Encode an exception as ``(class name, args)`` for the wire."""
     args = []

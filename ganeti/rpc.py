@@ -62,6 +62,10 @@ PROCEDURE_TIMEOUTS = {
     "restricted_command": TIMEOUT_SLOW,
     "repair_command": TIMEOUT_SLOW,
     "instance_os_add": TIMEOUT_1DAY,
+    "instance_os_export": TIMEOUT_1DAY,
+    "instance_os_import": TIMEOUT_1DAY,
+    "export_list": TIMEOUT_FAST,
+    "export_info": TIMEOUT_FAST,
 }
 
 

@@ -103,8 +103,8 @@ class TestDelayTests(ProcessorTestCase):
 class GenericTests(ProcessorTestCase):
 
     def test_opcode_without_logical_unit(self):
-        err = self.failure(self.run_op({"OP_ID": "OP_BACKUP_REMOVE",
-                                        "instance_name": "n"}),
+        err = self.failure(self.run_op({"OP_ID": "OP_NODE_QUERYVOLS",
+                                        "output_fields": ["name"]}),
                            errors.OpCodeUnknown)
         self.assertIn("not implemented", str(err))
 

@@ -156,11 +156,15 @@ class ProcedureTableTests(unittest.TestCase):
         procs = NodeProcedures(None, None, None, None, None,
                                run_blocking=proc_mod.INLINE)
         self.assertEqual(procs.blocking_names(),
-                         ["extstorage_diagnose", "jobqueue_set_drain_flag",
+                         ["export_finalize", "export_info", "export_list",
+                          "export_read_chunk", "export_remove",
+                          "extstorage_diagnose", "jobqueue_set_drain_flag",
                           "master_vote_info",
                           "merge_forget_backup", "merge_info",
                           "node_demote_from_mc", "os_diagnose",
-                          "set_watcher_pause", "write_ssconf_files"])
+                          "set_watcher_pause", "transfer_finish",
+                          "transfer_read_chunk", "transfer_remove",
+                          "transfer_write_chunk", "write_ssconf_files"])
 
 
 class _LogFile(BytesIO):

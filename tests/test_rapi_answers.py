@@ -100,7 +100,13 @@ class AnswerCacheTests(RapiTestCase):
         filtered = yield self.ok("PUT", "/2/query/instance", {
             "fields": ["name"], "qfilter": ["=[]", "tags", "itag"]})
         self.assertEqual(filtered["data"], [[[0, I1]]])
-        yield self.error(501, "GET", "/2/query/export?fields=node")
+        # exports are asked from the nodes (none answer here): one row
+        # per node
+        exports = yield self.ok("GET", "/2/query/export?fields=node,export")
+        self.assertEqual(sorted(row[0][1] for row in exports["data"]),
+                         ["node1.example.com", "node2.example.com"])
+        self.assertEqual(set(row[1][0] for row in exports["data"]),
+                         {query.RS_NODATA})
 
     @defer.inlineCallbacks
     def test_a_master_without_versions_is_asked_with_query(self):

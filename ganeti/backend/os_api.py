@@ -433,11 +433,18 @@ class OsBackend(object):
             action, os_name, instance_name, stamp) + ".log")
 
     async def _run(self, osdef, script, env, what, log_path, timeout,
-                   args=()):
+                   args=(), redirect=None):
         log.info("Running OS {os} {script} for {what} (log {log_path})",
                  os=osdef.name, script=script, what=what, log_path=log_path)
+        argv = [osdef.script(script)] + list(args)
+        if redirect is not None:
+            # export: stdout into a file; import: stdin from one (the
+            # shell opens the file, the script replaces it)
+            direction, path = redirect
+            argv = ["/bin/sh", "-c", 'exec "$0" %s "$1"' % direction,
+                    osdef.script(script), path]
         result = await process.run_command(
-            self.reactor, [osdef.script(script)] + list(args), env=env,
+            self.reactor, argv, env=env,
             cwd=osdef.path, timeout=timeout, log_path=log_path,
             run_blocking=self.run_blocking)
         if result.failed:
@@ -511,6 +518,44 @@ class OsBackend(object):
         await self._run(osdef, SCRIPT_RENAME, env,
                         "instance %s (was %s)" % (instance["name"], old_name),
                         log_path, self.short_timeout)
+        return log_path
+
+    def export_disk(self, instance, index, out_path, debug=0):
+        """Run the OS export script for disk ``index`` of ``instance``
+        (the dict of :meth:`create`), its output into ``out_path``."""
+        return defer.Deferred.fromCoroutine(
+            self._import_export(SCRIPT_EXPORT, instance, index, out_path,
+                                debug))
+
+    def import_disk(self, instance, index, in_path, debug=0):
+        """Run the OS import script for disk ``index`` of ``instance``,
+        reading the dump in ``in_path``."""
+        return defer.Deferred.fromCoroutine(
+            self._import_export(SCRIPT_IMPORT, instance, index, in_path,
+                                debug))
+
+    async def _import_export(self, script, instance, index, path, debug):
+        osdef, env = await self._prepare(instance, debug)
+        disks = instance.get("disks_info") or []
+        if not 0 <= index < len(disks):
+            raise errors.ParameterError(
+                "disk_index", "disk_index: instance %s has no disk %d"
+                % (instance["name"], index))
+        device = env.get("DISK_%d_PATH" % index)
+        if not device:
+            raise OsApiError("disk %d of instance %s has no data path on"
+                             " this node" % (index, instance["name"]))
+        prefix = "EXPORT" if script == SCRIPT_EXPORT else "IMPORT"
+        env[prefix + "_DEVICE"] = device
+        env[prefix + "_DISK_PATH"] = device
+        env[prefix + "_INDEX"] = "%d" % index
+        log_path = self._log_path(script, instance["os"], "%s-disk%d" % (
+            instance["name"], index))
+        await self._run(osdef, script, env, "disk %d of instance %s"
+                        % (index, instance["name"]), log_path,
+                        self.create_timeout,
+                        redirect=(">" if script == SCRIPT_EXPORT else "<",
+                                  path))
         return log_path
 
     def validate(self, required, name, checks, osparams, force_variant=False):

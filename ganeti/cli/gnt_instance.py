@@ -300,9 +300,8 @@ def _run_per_instance(ctx, names, make_op):
 
 # --- add ------------------------------------------------------------------------
 
-@commands.command(
-    "add",
-    opts=[
+#: the options of ``add`` (``gnt-backup import`` takes them too)
+ADD_OPTS = [
         Opt("-t", "--disk-template", choices=sorted(constants.DISK_TEMPLATES),
             help="disk template (default: the cluster's first enabled one)"),
         Opt("--disk", action="append", metavar="N:size=SIZE[,KEY=VAL...]",
@@ -361,21 +360,36 @@ def _run_per_instance(ctx, names, make_op):
             help="do not wait for mirrored disks to sync"),
         Opt("--tags", metavar="TAG[,TAG...]", help="tags of the instance"),
         base.DRY_RUN_OPT,
-    ] + base.JOB_OPTS,
+    ] + base.JOB_OPTS
+
+
+@commands.command(
+    "add", opts=ADD_OPTS,
     args=[Opt("instance", metavar="INSTANCE", help="name of the instance")],
     help="create an instance")
 def add(ctx, opts):
     ctx.run_op(create_opcode(ctx, opts))
 
 
-def create_opcode(ctx, opts):
-    """OP_INSTANCE_CREATE for ``gnt-instance add`` options."""
+def create_opcode(ctx, opts, mode=opcodes.INSTANCE_CREATE, **extra):
+    """OP_INSTANCE_CREATE for ``gnt-instance add`` options (``mode``
+    import: ``gnt-backup import``; disks and NICs not given then come from
+    the export)."""
     template = opts.disk_template
+    importing = mode == opcodes.INSTANCE_IMPORT
+    if importing and not (opts.disk or opts.os_size):
+        disks = []
+    else:
+        disks = parse_disks(opts.disk, opts.os_size, template)
+    if importing and not (opts.net or opts.no_nics):
+        nics = []
+    else:
+        nics = parse_nics(opts.net, opts.no_nics)
     params = {
         "instance_name": opts.instance,
-        "mode": opcodes.INSTANCE_CREATE,
-        "disks": parse_disks(opts.disk, opts.os_size, template),
-        "nics": parse_nics(opts.net, opts.no_nics),
+        "mode": mode,
+        "disks": disks,
+        "nics": nics,
         "disk_template": template,
         "beparams": base.parse_beparams(opts.beparams) or {},
         "os_type": opts.os_type,
@@ -414,6 +428,7 @@ def create_opcode(ctx, opts):
     params.update(_file_storage_params(opts))
     if opts.tags:
         params["tags"] = base.split_list(opts.tags)
+    params.update(extra)
     return ctx.opcode("OP_INSTANCE_CREATE", **params)
 
 

@@ -7,18 +7,18 @@ new logical unit is found once its module is listed in ``_MODULES``.
 
 from ganeti import errors
 from ganeti.cmdlib import (
-    cluster, cluster_crypto, cluster_post_init, extstorage, group, group_evacuate, instance,
-    instance_console, instance_create, instance_migration, instance_move,
-    instance_multi_alloc, instance_set_params, instance_storage, network,
-    node, node_commands,
+    backup, cluster, cluster_crypto, cluster_post_init, extstorage, group,
+    group_evacuate, instance, instance_console, instance_create,
+    instance_migration, instance_move, instance_multi_alloc,
+    instance_set_params, instance_storage, network, node, node_commands,
     node_evacuate, node_oob, node_powercycle, operating_system, query,
     repair_disk_sizes, storage, tags, test, verify, verify_disks)
 from ganeti.cmdlib.base import LogicalUnit
 
 __all__ = ["LOGICAL_UNITS", "logical_units"]
 
-_MODULES = (cluster, cluster_crypto, cluster_post_init, repair_disk_sizes,
-            query, verify, verify_disks, group,
+_MODULES = (backup, cluster, cluster_crypto, cluster_post_init,
+            repair_disk_sizes, query, verify, verify_disks, group,
             group_evacuate, network, node,
             node_evacuate, node_oob, node_commands, node_powercycle,
             instance, instance_console, instance_create, instance_multi_alloc,

@@ -36,10 +36,12 @@ from twisted.python.failure import Failure
 
 from ganeti import constants
 from ganeti import errors
+from ganeti import exportinfo
 from ganeti import ipolicy
 from ganeti import locking
 from ganeti import objects
 from ganeti.cmdlib import allocation
+from ganeti.cmdlib import backup
 from ganeti.cmdlib import capacity
 from ganeti.cmdlib import kept_domains
 from ganeti.cmdlib import checks
@@ -74,9 +76,20 @@ class LUInstanceCreate(LogicalUnit):
             raise errors.OpPrereqError(
                 "forthcoming and commit: creating a forthcoming instance and"
                 " committing one are mutually exclusive", errors.ECODE_INVAL)
-        if op.mode != "create":
+        if op.mode == "remote-import":
             raise errors.OpPrereqError(
-                "mode: '%s' is not supported yet (only 'create')" % op.mode,
+                "mode: remote imports (remote-import) are not supported by"
+                " this cluster; use mode 'import' with an export on one of"
+                " its nodes", errors.ECODE_INVAL)
+        self.importing = op.mode == "import"
+        if self.importing and (op.forthcoming or op.commit):
+            raise errors.OpPrereqError(
+                "mode: an import makes a real instance; it cannot be"
+                " forthcoming or a commit", errors.ECODE_INVAL)
+        if not self.importing and (op.src_node or op.src_node_uuid or
+                                   op.src_path):
+            raise errors.OpPrereqError(
+                "src_node, src_path: only for mode 'import'",
                 errors.ECODE_INVAL)
         if not op.instance_name and not op.forthcoming:
             raise errors.OpPrereqError("instance_name: an instance needs a"
@@ -137,6 +150,14 @@ class LUInstanceCreate(LogicalUnit):
         pnode = op.pnode_uuid or op.pnode
         if pnode:
             self.pnode_uuid = self.expand_node(pnode)
+        self.src_node_uuid = None
+        if self.importing and (op.src_node_uuid or op.src_node):
+            try:
+                self.src_node_uuid = self.expand_node(op.src_node_uuid or
+                                                      op.src_node)
+            except errors.OpPrereqError as err:
+                raise errors.OpPrereqError("src_node: %s" % err.args[0],
+                                           errors.ECODE_NOENT)
         snode = op.snode_uuid or op.snode
         self.snode_uuid = self.expand_node(snode) if snode else None
         self.allocators = self._allocators()
@@ -156,6 +177,12 @@ class LUInstanceCreate(LogicalUnit):
                 self.opportunistic_locks[locking.LEVEL_NODE_RES] = need
         elif not op.commit:
             nodes = [self.pnode_uuid] if self.pnode_uuid else []
+            if self.src_node_uuid is not None and \
+                    self.src_node_uuid not in nodes:
+                self.needed_locks[locking.LEVEL_NODE] = nodes + [
+                    self.src_node_uuid]
+                self.needed_locks[locking.LEVEL_NODE_RES] = list(nodes)
+                return
             self.needed_locks[locking.LEVEL_NODE] = nodes
             self.needed_locks[locking.LEVEL_NODE_RES] = list(nodes)
 
@@ -261,6 +288,8 @@ class LUInstanceCreate(LogicalUnit):
 
     async def check_prereq(self):
         try:
+            if self.importing:
+                await self._read_export()
             if self.allocators:
                 await self._allocate()
             if self.op.commit:
@@ -273,6 +302,106 @@ class LUInstanceCreate(LogicalUnit):
             self._drop_lock()
             self.op.dry_run = self.orig_dry_run
             raise
+
+    async def _read_export(self):
+        """Find the export, read its config.ini and take from it what the
+        opcode does not give (as Ganeti: OS, disks, NICs, tags,
+        hypervisor and its parameters, backend and OS parameters)."""
+        op = self.op
+        cfg = self.cfg
+        path = op.src_path or op.instance_name
+        if self.src_node_uuid is None:
+            self.src_node_uuid = await self._find_export(path)
+        src = self.src_node_uuid
+        checks.check_node_online(cfg, src, "the export is there")
+        text = await node_calls.call_node(
+            self, src, "export_info", [path],
+            "Reading export %s" % path, prereq=True)
+        einfo = exportinfo.parse(text)
+        self.export_info = einfo
+        self.export_path = path
+        if op.os_type is None:
+            op.os_type = einfo.os
+        same_os = (op.os_type or "").split("+")[0] == \
+            (einfo.os or "").split("+")[0]
+        template = einfo.disk_template
+        if op.disk_template is None and template and \
+                not any(d.get("dev_type") for d in op.disks):
+            op.disk_template = template
+        exported = einfo.disks()
+        if not op.disks:
+            disks = []
+            for disk in exported:
+                params = {"size": disk["size"]}
+                if disk.get("name"):
+                    params["name"] = disk["name"]
+                disks.append(params)
+            op.disks = disks
+        if not op.disks and op.disk_template != constants.DT_DISKLESS:
+            raise errors.OpPrereqError(
+                "No disk info specified and the export is missing the disk"
+                " information", errors.ECODE_INVAL)
+        if not op.nics:
+            nics = []
+            for nic in einfo.nics():
+                params = {k: nic[k] for k in ("ip", "mac", "name")
+                          if nic.get(k)}
+                if nic.get("network"):
+                    params["network"] = nic["network"]
+                else:
+                    params.update({k: nic[k] for k in exportinfo.NIC_PARAMS
+                                   if nic.get(k)})
+                nics.append(params)
+            op.nics = nics
+        if not op.tags:
+            op.tags = einfo.tags
+        if op.hypervisor is None and einfo.hypervisor:
+            op.hypervisor = einfo.hypervisor
+        hv_name = op.hypervisor or cfg.cluster.default_hypervisor
+        if hv_name == einfo.hypervisor:
+            # another hypervisor's parameters would not apply
+            hv_defaults = cfg.cluster.hvparams.get(hv_name) or {}
+            hvp = dict(op.hvparams or {})
+            for name, value in einfo.section(exportinfo.SECT_HV).items():
+                if name not in hvp and name not in constants.HVC_GLOBALS:
+                    hvp[name] = _typed(value, hv_defaults.get(name))
+            op.hvparams = hvp
+        be = dict(op.beparams or {})
+        given_memory = constants.BE_MEMORY in be
+        for name, value in einfo.beparams().items():
+            if name in be or (given_memory and name in (
+                    constants.BE_MAXMEM, constants.BE_MINMEM)):
+                continue
+            be[name] = _typed(value, constants.BEC_DEFAULTS.get(name))
+        op.beparams = be
+        if not same_os:
+            # another OS's parameters would not apply
+            return
+        osp = dict(op.osparams or {})
+        for name, value in einfo.section(exportinfo.SECT_OS).items():
+            osp.setdefault(name, value)
+        op.osparams = osp
+        private = einfo.section(exportinfo.SECT_OS_PRIVATE)
+        if private:
+            merged = dict(private)
+            merged.update(op.osparams_private or {})
+            op.osparams_private = merged
+
+    async def _find_export(self, path):
+        """The node holding export ``path`` (no src_node given): the first
+        of the online nodes listing it."""
+        name = path.rstrip("/").split("/")[-1]
+        for node in sorted(self.cfg.nodes.values(), key=lambda n: n.name):
+            if node.offline:
+                continue
+            result = await node_calls.try_call_node(self, node.uuid,
+                                                    "export_list", [])
+            if result.success and name in (result.payload or []):
+                self.log_info("Found export %s on node %s", name, node.name)
+                return node.uuid
+        raise errors.OpPrereqError(
+            "src_path: no export found for %s on any online node" % path,
+            errors.ECODE_NOENT)
 
     async def _allocate(self):
         """Nodes from the allocators; the other node locks are released."""
@@ -683,7 +812,10 @@ class LUInstanceCreate(LogicalUnit):
             raise
         try:
             cfg.set_instance_disks_active(uuid, True)
-            await self._install_os(cfg.get_instance(uuid))
+            if self.importing:
+                await self._import_disks(cfg.get_instance(uuid))
+            else:
+                await self._install_os(cfg.get_instance(uuid))
         except BaseException:
             inst = cfg.get_instance(uuid)
             self.log_warning("Removing the disks of instance %s",
@@ -715,6 +847,51 @@ class LUInstanceCreate(LogicalUnit):
                                   osparams_secret=self.op.osparams_secret),
              False, self.op.debug_level or 0],
             "Installing OS %s for instance %s" % (inst.os, inst.name))
+
+    async def _import_disks(self, inst):
+        """Each exported disk's dump, copied from the source node to the
+        new primary node, goes through the OS import script there."""
+        op = self.op
+        cfg = self.cfg
+        if op.no_install:
+            self.log_info("No-installation mode: the disks are not"
+                          " imported")
+            return
+        einfo = self.export_info
+        exported = einfo.disks()
+        pnode = inst.primary_node
+        payload = payloads.os_instance(
+            cfg, inst, osparams_secret=op.osparams_secret)
+        disks = cfg.instance_disks(inst)
+        if len(exported) > len(disks):
+            self.log_warning("The export has %d disks, the instance %d:"
+                             " disks %s are not imported", len(exported),
+                             len(disks), ", ".join(
+                                 "disk/%d" % i for i in range(
+                                     len(disks), len(exported))))
+        src_name = node_calls.node_name(cfg, self.src_node_uuid)
+        for idx, dump in enumerate(exported[:len(disks)]):
+            transfer_id = objects.new_uuid().replace("-", "")
+            self.log_info("Importing disk/%d from %s:%s", idx, src_name,
+                          dump["dump"])
+            try:
+                await backup.copy_transfer(
+                    self, self.src_node_uuid,
+                    ("export_read_chunk", [self.export_path, dump["dump"]]),
+                    pnode, transfer_id, "dump of disk/%d" % idx)
+            except BaseException:
+                res = await node_calls.try_call_node(
+                    self, pnode, "transfer_remove", [transfer_id])
+                if not res.success:
+                    self.log_warning("Could not remove transfer %s: %s",
+                                     transfer_id, res.fail_msg)
+                raise
+            # the node removes the transfer file, whatever happens
+            await node_calls.call_node(
+                self, pnode, "instance_os_import",
+                [payload, idx, transfer_id, einfo.compression,
+                 op.debug_level or 0],
+                "Importing disk/%d of instance %s" % (idx, inst.name))
 
     async def _start(self, inst):
         cfg = self.cfg
@@ -777,6 +954,30 @@ class LUInstanceCreate(LogicalUnit):
         if self.start:
             await self._start(cfg.get_instance(uuid))
         return self._placement(cfg.get_instance(uuid))
+
+
+def _typed(value, like):
+    """A config.ini value (text) as the type of ``like`` (the default of
+    the parameter), so the usual parameter checks apply."""
+    if value is None or not isinstance(value, str):
+        return value
+    if isinstance(like, bool):
+        if value.lower() in ("true", "yes", "1"):
+            return True
+        if value.lower() in ("false", "no", "0"):
+            return False
+        return value
+    if isinstance(like, int):
+        try:
+            return int(value)
+        except ValueError:
+            return value
+    if isinstance(like, float):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
 
 
 class _Undo(object):

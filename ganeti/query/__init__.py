@@ -28,6 +28,7 @@ from ganeti.query.cluster import ClusterResource
 from ganeti.query.locks import LockResource
 from ganeti.query.jobs import JobResource
 from ganeti.query.filters import FilterResource
+from ganeti.query.exports import ExportResource
 
 __all__ = [
     "RS_NORMAL", "RS_UNKNOWN", "RS_NODATA", "RS_UNAVAIL", "RS_OFFLINE",
@@ -47,6 +48,7 @@ QR_CLUSTER = "cluster"
 QR_LOCK = "lock"
 QR_JOB = "job"
 QR_FILTER = "filter"
+QR_EXPORT = "export"
 
 RESOURCES = {
     QR_INSTANCE: InstanceResource(),
@@ -57,6 +59,7 @@ RESOURCES = {
     QR_LOCK: LockResource(),
     QR_JOB: JobResource(),
     QR_FILTER: FilterResource(),
+    QR_EXPORT: ExportResource(),
 }
 
 #: Resources of luxi's QueryNodes / QueryInstances / QueryGroups /

@@ -66,6 +66,14 @@ class RpcLiveData(object):
         return _per_node(node_uuids, results, _node_info)
 
 
+    @defer.inlineCallbacks
+    def exports(self, node_uuids):
+        """{node uuid: [export names] or None (no answer)}."""
+        results = yield self._call(node_uuids, "export_list", [])
+        return _per_node(node_uuids, results,
+                         lambda payload: list(payload or []))
+
+
 def _per_node(node_uuids, results, convert):
     """call_many's answer as {node uuid: convert(payload)}.
 

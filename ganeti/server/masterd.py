@@ -241,6 +241,28 @@ class MasterLuxiHandler(object):
     def query_networks(self, names, fields, use_locking):
         return self._old_style("QueryNetworks", names, fields, use_locking)
 
+    def query_exports(self, nodes, use_locking):
+        """Ganeti's QueryExports: {node name: [export names], or False
+        for a node that did not answer (or is offline)}."""
+        qfilter = None
+        if nodes:
+            qfilter = ["|"] + [["=", "node", n] for n in nodes]
+        d = self.master.query_context().query(
+            "export", ["node", "export"], qfilter, fresh=True)
+
+        def convert(answer):
+            # nodes without exports have no rows, yet are in the answer
+            result = {node.name: [] for node in self.cfg.nodes.values()
+                      if not nodes or node.name in nodes}
+            for (_, node), (status, export) in answer["data"]:
+                entry = result.setdefault(node, [])
+                if status != query.RS_NORMAL:
+                    result[node] = False
+                elif entry is not False:
+                    entry.append(export)
+            return result
+        return d.addCallback(convert)
+
     # configuration
     def query_cluster_info(self):
         return cluster_info(self.cfg)

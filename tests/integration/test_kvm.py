@@ -39,7 +39,8 @@ from tests.integration.daemons import (PROJECT, RunningClusterTestCase,
 BOOT_DEADLINE = 90
 
 
-class KvmClusterTests(WatcherMixin, RunningClusterTestCase):
+class KvmClusterTestCase(WatcherMixin, RunningClusterTestCase):
+    """The one-node kvm cluster and its helpers (no tests)."""
 
     timeout = 300
     HYPERVISORS = (constants.HT_KVM,)
@@ -117,6 +118,9 @@ class KvmClusterTests(WatcherMixin, RunningClusterTestCase):
         pid = state.read_pid_file(self.rt.pid_path(name))
         self.assertTrue(state.process_alive(pid), "no qemu for %s" % name)
         return pid
+
+
+class KvmClusterTests(KvmClusterTestCase):
 
     def test_guest_poweroff_is_a_user_shutdown(self):
         self.create("vm1", "poweroff")

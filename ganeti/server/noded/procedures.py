@@ -7,8 +7,8 @@ The procedures are grouped by what they act on, one module each:
 commands), :mod:`~.membership`, :mod:`~.renewal` (renewing the
 cluster's secrets), :mod:`~.merge` (the cluster merger),
 :mod:`~.queue_replica` (a master candidate's copy of the job queue),
-:mod:`~.powercycle` (``gnt-node powercycle``) and :mod:`~.extstorage`
-(ExtStorage providers).  The
+:mod:`~.powercycle` (``gnt-node powercycle``), :mod:`~.extstorage`
+(ExtStorage providers) and :mod:`~.exports` (instance exports).  The
 work itself is in ``ganeti.backend`` and ``ganeti.storage``.
 """
 
@@ -18,6 +18,7 @@ from ganeti.server.noded.commands import CommandProcedures
 from ganeti.server.noded.daemons import DaemonProcedures
 from ganeti.server.noded.disks import DiskProcedures
 from ganeti.server.noded.drbd import DrbdProcedures
+from ganeti.server.noded.exports import ExportProcedures
 from ganeti.server.noded.extstorage import ExtStorageProcedures
 from ganeti.server.noded.instances import InstanceProcedures
 from ganeti.server.noded.membership import MembershipProcedures
@@ -40,7 +41,8 @@ class NodeProcedures(_ThisNode, InstanceProcedures, DiskProcedures,
                      MembershipProcedures, DaemonProcedures,
                      CryptoProcedures, MergeProcedures,
                      QueueReplicaProcedures, PowercycleProcedures,
-                     ExtStorageProcedures, ProcedureTable):
+                     ExtStorageProcedures, ExportProcedures,
+                     ProcedureTable):
     """The procedures of one node: ``table`` maps each name to its
     argument spec and bound method; :meth:`call` runs one.
 
