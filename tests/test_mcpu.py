@@ -103,10 +103,20 @@ class TestDelayTests(ProcessorTestCase):
 class GenericTests(ProcessorTestCase):
 
     def test_opcode_without_logical_unit(self):
+        # every opcode has one in the master's table: a processor given a
+        # table without OP_NODE_QUERYVOLS stands for a master lacking it
+        table = dict(cmdlib.LOGICAL_UNITS)
+        del table["OP_NODE_QUERYVOLS"]
+        self.proc = mcpu.Processor(self.ctx, table)
         err = self.failure(self.run_op({"OP_ID": "OP_NODE_QUERYVOLS",
                                         "output_fields": ["name"]}),
                            errors.OpCodeUnknown)
         self.assertIn("not implemented", str(err))
+
+    def test_every_opcode_has_a_logical_unit(self):
+        from ganeti import opcodes
+        self.assertEqual(
+            sorted(set(opcodes._CLASSES) - set(cmdlib.LOGICAL_UNITS)), [])
 
     def test_invalid_opcode_names_the_parameter(self):
         err = self.failure(self.run_op({"OP_ID": "OP_TEST_DELAY",
