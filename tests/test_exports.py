@@ -255,6 +255,15 @@ class ExportDirectoryTests(unittest.TestCase):
         self.assertRaises(errors.ParameterError, exports.check_name,
                           "a/b")
 
+    def test_standard_paths_are_inside_the_nodes_root(self):
+        # a virtual cluster's node: /var/lib/ganeti/export/NAME is its own
+        self.assertEqual(
+            exports.export_path(self.paths,
+                                "/var/lib/ganeti/export/web1.example.com"),
+            os.path.join(os.path.realpath(self.base), "web1.example.com"))
+        self.assertRaises(errors.ParameterError, exports.export_path,
+                          self.paths, "/var/lib/ganeti/config.data")
+
     def test_missing_and_corrupt_exports(self):
         err = self.assertRaises(errors.ExportError, exports.read_info,
                                 self.paths, "nothere")

@@ -86,6 +86,11 @@ def export_path(paths, path, field="path"):
         raise errors.ParameterError(
             field, "%s: %r is neither an export name nor an absolute path"
             % (field, path))
+    root = paths.root.rstrip("/")
+    if root and not path.startswith(root + "/"):
+        # a standard path (/var/lib/ganeti/export/NAME), as an admin of a
+        # virtual cluster's node gives it: inside this node's root
+        path = os.path.join(root, path.lstrip("/"))
     real = os.path.realpath(path)
     if os.path.dirname(real) != base or \
             os.path.basename(real).startswith("."):
