@@ -2,14 +2,21 @@
 and OP_NODE_QUERYVOLS, run by the opcode processor against fake node
 daemons (tests.test_cmdlib_instance)."""
 
+import json
+
+from twisted.internet import defer
+from twisted.trial import unittest
+
 from ganeti import errors
 from ganeti import objects
 from ganeti import opcodes
 from ganeti import query
 from ganeti.server.noded import storage_units
 
+from tests import ganeti_peer
+from tests.inprocess import start_master
 from tests.test_cmdlib_instance import (BUSYBOX, NODE1, NODE2,
-                                       InstanceTestCase)
+                                       InstanceRpc, InstanceTestCase)
 
 
 class QueryTests(InstanceTestCase):
@@ -373,3 +380,49 @@ class ExtStorageQueryTests(InstanceTestCase):
                                 ["rbd", {"default": True}]])
         self.assertEqual(sorted(c.node for c in self.rpc.calls),
                          [NODE1, NODE2])
+
+
+# Ganeti's own client: an OP_QUERY job of the os resource (as Ganeti's
+# clients get OS rows), its result polled as gnt-* commands poll; then
+# luxi's QueryFields and Query of the same resource.
+_GANETI_OS_QUERY = """
+import json, sys
+from ganeti import cli, luxi, opcodes
+client = luxi.Client(address=sys.argv[1])
+op = opcodes.OpQuery(what="os", fields=["name", "valid", "variants",
+                                        "trusted"],
+                     qfilter=["=", "name", "busybox"])
+out = {"job": cli.SubmitOpCode(op, cl=client, feedback_fn=lambda msg: None)}
+out["fields"] = client.QueryFields("os", ["api_versions", "nosuch"]).ToDict()
+out["luxi"] = client.Query("extstorage", ["name"], None).ToDict()
+print(json.dumps(out))
+"""
+
+
+class GanetiClientOsQueryTests(unittest.TestCase):
+    """Ganeti 3.0's luxi client and opcodes against a master in this
+    process whose node daemons are fakes."""
+
+    if ganeti_peer.unavailable_reason():
+        skip = ganeti_peer.unavailable_reason()
+
+    @defer.inlineCallbacks
+    def test_os_rows_through_ganeti_client(self):
+        master, _client = yield start_master(self, "osq")
+        rpc = master.ctx.rpc = InstanceRpc()
+        rpc.answers["extstorage_diagnose"] = [provider("rbd")]
+        out, err, code = yield ganeti_peer.run_python(
+            _GANETI_OS_QUERY, [master.ctx.paths.master_socket])
+        self.assertEqual(code, 0, out + err)
+        result = json.loads(out)
+        self.assertEqual(result["job"]["data"], [[
+            [0, "busybox"], [0, True], [0, ["default", "minimal"]],
+            [0, True]]])
+        self.assertEqual(
+            [(f["name"], f["title"], f["kind"])
+             for f in result["fields"]["fields"]],
+            [("api_versions", "ApiVersions", "other"),
+             ("nosuch", "nosuch", "unknown")])
+        self.assertEqual(result["luxi"]["data"], [[[0, "rbd"]]])
+        self.assertEqual(sorted({c.procedure for c in rpc.calls}),
+                         ["extstorage_diagnose", "os_diagnose"])
