@@ -22,6 +22,8 @@ out: it makes no OS invalid.  One row per OS (provider), sorted by name:
   when valid on every node of the group that answered.
 """
 
+import abc
+
 from twisted.internet import defer
 from twisted.logger import Logger
 
@@ -233,8 +235,9 @@ class _DiagnoseResource(Resource):
     #: the noun of the "information is not available" error
     what = None
 
+    @abc.abstractmethod
     def merge(self, run, nodes, answers):
-        raise NotImplementedError
+        """{name: info dict} from {node name: diagnosis} of ``nodes``."""
 
     def items(self, run, names):
         live = run.ctx.live
