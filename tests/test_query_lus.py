@@ -245,6 +245,16 @@ class OsQueryTests(InstanceTestCase):
                                 if c.procedure == "os_diagnose"),
                          [NODE1, NODE2])
 
+    def test_private_parameters_not_shown(self):
+        self.cfg.set_cluster_params(
+            osparams={"busybox+default": {"motd": "hello"}},
+            osparams_private_cluster={
+                "busybox+default": {"root_password": "s3cret"}})
+        result = self.ok({"OP_ID": "OP_QUERY", "what": "os",
+                          "fields": OS_FIELDS})
+        self.assertIn("hello", json.dumps(result))
+        self.assertNotIn("s3cret", json.dumps(result, default=str))
+
     def test_same_values_as_os_diagnose(self):
         self.rpc.os_list[NODE2][0] = dict(BUSYBOX, variants=["minimal"])
         diagnose = self.ok({"OP_ID": "OP_OS_DIAGNOSE",
