@@ -232,8 +232,6 @@ class _DiagnoseResource(Resource):
     provider = "live"
     #: the provider's method (the node procedure) giving the diagnoses
     method = None
-    #: the noun of the "information is not available" error
-    what = None
 
     @abc.abstractmethod
     def merge(self, run, nodes, answers):
@@ -246,7 +244,7 @@ class _DiagnoseResource(Resource):
         if method is None:
             raise errors.OpPrereqError(
                 "%s information is not available here (no node daemons to"
-                " ask)" % self.what, errors.ECODE_ENVIRON)
+                " ask)" % self.noun, errors.ECODE_ENVIRON)
         nodes = diagnosed_nodes(run.cfg)
         if nodes:
             d = defer.maybeDeferred(method, [n.uuid for n in nodes])
@@ -287,7 +285,6 @@ class _DiagnoseResource(Resource):
 class OsResource(_DiagnoseResource):
     name = "os"
     noun = "OS"
-    what = "OS"
     method = OS_DIAGNOSE
     fields = build_os_fields()
 
@@ -298,7 +295,6 @@ class OsResource(_DiagnoseResource):
 class ExtStorageResource(_DiagnoseResource):
     name = "extstorage"
     noun = "ExtStorage provider"
-    what = "ExtStorage provider"
     method = EXTSTORAGE_DIAGNOSE
     fields = build_extstorage_fields()
 
