@@ -99,8 +99,15 @@ class DefinitionTests(unittest.TestCase):
         path = make_os(self.base, "notexec")
         os.chmod(os.path.join(path, "create"), 0o644)
         make_os(self.base, "busybox", skip=("create",))  # shadows etc/os's
+        path = make_os(self.base, "untrusted")
+        with open(os.path.join(path, "create_untrusted"), "w") as f:
+            f.write("#!/bin/sh\nexit 0\n")
         result = {e["name"]: e for e in os_api.diagnose([self.base, ETC_OS])}
         self.assertTrue(result["good"]["valid"])
+        self.assertEqual((result["good"]["trusted"],
+                          result["untrusted"]["valid"],
+                          result["untrusted"]["trusted"]),
+                         (True, True, False))
         self.assertTrue(result["api10"]["valid"])
         self.assertEqual(result["api10"]["variants"], [])
         for name, words in [("noscript", "rename is missing"),

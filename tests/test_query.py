@@ -290,7 +290,7 @@ class FieldDefinitionTests(Base):
         self.assertEqual(self.ctx.query_fields("node", [])["fields"], every)
 
     def test_unknown_resource(self):
-        for what in ("nodes", "os", None, 5):
+        for what in ("nodes", "oses", None, 5):
             self.assertRaises(errors.OpPrereqError, self.ctx.query_fields,
                               what)
             f = self.failureResultOf(self.ctx.query(what, ["name"]),

@@ -55,6 +55,8 @@ SCRIPT_EXPORT = "export"
 SCRIPT_IMPORT = "import"
 SCRIPT_RENAME = "rename"
 SCRIPT_VERIFY = "verify"
+#: an OS that has this script is reported untrusted (as Ganeti 3.0 does)
+SCRIPT_CREATE_UNTRUSTED = "create_untrusted"
 BASE_SCRIPTS = (SCRIPT_CREATE, SCRIPT_EXPORT, SCRIPT_IMPORT, SCRIPT_RENAME)
 #: os_validate's checks
 CHECK_PARAMETERS = "parameters"
@@ -103,6 +105,8 @@ class OsDefinition(object):
     api_versions = attr.ib(converter=tuple)
     variants = attr.ib(converter=tuple, default=())
     parameters = attr.ib(converter=tuple, default=())   # ((name, doc), ...)
+    #: False when the OS has a create_untrusted script
+    trusted = attr.ib(default=True)
 
     @property
     def api_version(self):
@@ -126,7 +130,8 @@ class OsDefinition(object):
         return {"name": self.name, "path": self.path,
                 "api_versions": list(self.api_versions),
                 "variants": list(self.variants),
-                "parameters": [list(p) for p in self.parameters]}
+                "parameters": [list(p) for p in self.parameters],
+                "trusted": self.trusted}
 
 
 def _read_lines(path):
@@ -198,8 +203,11 @@ def load_os(name, directory):
                                  % (name, pname, PARAMETERS_FILE))
             parsed.append((pname, doc.strip()))
         parameters = tuple(parsed)
+    trusted = not os.path.lexists(os.path.join(path,
+                                               SCRIPT_CREATE_UNTRUSTED))
     return OsDefinition(name=name, path=path, api_versions=versions,
-                        variants=variants, parameters=parameters)
+                        variants=variants, parameters=parameters,
+                        trusted=trusted)
 
 
 def find_os(name, search_path):
@@ -213,7 +221,8 @@ def find_os(name, search_path):
 
 def diagnose(search_path):
     """Every OS in the search path (first one of a name wins), as dicts:
-    name, path, valid, status message, variants, parameters, api_versions."""
+    name, path, valid, status message, variants, parameters, api_versions,
+    trusted (false when the OS has a create_untrusted script)."""
     seen = set()
     result = []
     for directory in search_path:
@@ -233,7 +242,7 @@ def diagnose(search_path):
                                "path": os.path.join(directory, name),
                                "valid": False, "status": str(err),
                                "variants": [], "parameters": [],
-                               "api_versions": []})
+                               "api_versions": [], "trusted": True})
                 continue
             entry = osdef.to_dict()
             entry.update(valid=True, status="")

@@ -25,48 +25,15 @@ providers are listed whatever templates the cluster uses.
 from ganeti import errors
 from ganeti.cmdlib import node_calls
 from ganeti.cmdlib.base import LogicalUnit
+from ganeti.query import oses
 
-ES_FIELDS = ("name", "node_status", "nodegroup_status", "parameters")
-
-
-def _entry(data):
-    return [data.get("path"), bool(data.get("valid")),
-            data.get("status") or "",
-            [list(p) for p in data.get("parameters") or []]]
+#: the fields of the ``extstorage`` query resource
+ES_FIELDS = tuple(oses.ExtStorageResource.fields.names())
 
 
-def merge_diagnoses(answers, group_of):
-    """{provider: info dict} from {node name: extstorage_diagnose payload};
-    ``group_of`` maps node names to group names."""
-    providers = {}
-    for node, payload in answers.items():
-        for data in payload or []:
-            name = data.get("name") if isinstance(data, dict) else None
-            if not name:
-                continue
-            per_node = providers.setdefault(name, {n: [] for n in answers})
-            per_node[node].append(_entry(data))
-    result = {}
-    for name, per_node in providers.items():
-        groups = {}
-        parameters = None
-        for node in sorted(per_node):
-            entries = per_node[node]
-            valid = bool(entries) and entries[0][1]
-            group = group_of.get(node)
-            if group is not None:
-                groups[group] = groups.get(group, True) and valid
-            if valid:
-                mine = set(tuple(p) for p in entries[0][3])
-                parameters = mine if parameters is None \
-                    else parameters & mine
-        result[name] = {
-            "name": name,
-            "node_status": per_node,
-            "nodegroup_status": groups,
-            "parameters": sorted(list(p) for p in parameters or []),
-        }
-    return result
+#: OP_EXT_STORAGE_DIAGNOSE's rows merge the nodes' answers as the
+#: ``extstorage`` query resource does
+merge_diagnoses = oses.merge_extstorage_diagnoses
 
 
 class LUExtStorageDiagnose(LogicalUnit):
@@ -82,13 +49,11 @@ class LUExtStorageDiagnose(LogicalUnit):
 
     async def exec_(self):
         cfg = self.cfg
-        nodes = sorted((n for n in cfg.nodes.values()
-                        if not n.offline and n.vm_capable),
-                       key=lambda n: n.name)
+        nodes = oses.diagnosed_nodes(cfg)
         answers = {}
         if nodes:
             results = await node_calls.rpc_client(self).call_many(
-                [n.name for n in nodes], "extstorage_diagnose", [])
+                [n.name for n in nodes], oses.EXTSTORAGE_DIAGNOSE, [])
             for name, result in sorted(results.items()):
                 if result.success and isinstance(result.payload, list):
                     answers[name] = result.payload
@@ -96,12 +61,7 @@ class LUExtStorageDiagnose(LogicalUnit):
                     self.log_warning("Can't get the ExtStorage providers of"
                                      " node %s: %s", name,
                                      result.fail_msg or "bad answer")
-        group_of = {}
-        for node in nodes:
-            group = cfg.nodegroups.get(node.group)
-            if group is not None:
-                group_of[node.name] = group.name
-        merged = merge_diagnoses(answers, group_of)
+        merged = merge_diagnoses(answers, oses.node_groups(cfg, nodes))
         wanted = list(self.op.names or [])
         missing = sorted(set(wanted) - set(merged))
         if missing:

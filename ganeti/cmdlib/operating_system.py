@@ -18,77 +18,15 @@ as Ganeti does.
 from ganeti import errors
 from ganeti.cmdlib import node_calls
 from ganeti.cmdlib.base import LogicalUnit
+from ganeti.query import oses
 
-OS_FIELDS = ("name", "valid", "hidden", "blacklisted", "variants",
-             "parameters", "api_versions", "node_status", "os_hvp",
-             "osparams", "trusted")
-
-
-def _entry(os_data):
-    """Ganeti's per-node tuple for one OS answer of ``os_diagnose``."""
-    return [os_data.get("path"), bool(os_data.get("valid")),
-            os_data.get("status") or "",
-            list(os_data.get("variants") or []),
-            [list(p) for p in os_data.get("parameters") or []],
-            list(os_data.get("api_versions") or []),
-            bool(os_data.get("trusted", True))]
+#: the fields of the ``os`` query resource
+OS_FIELDS = tuple(oses.OsResource.fields.names())
 
 
-def merge_diagnoses(answers, cluster):
-    """{os name: info dict} from {node name: os_diagnose payload}."""
-    all_os = {}
-    for node, payload in answers.items():
-        for os_data in payload or []:
-            name = os_data.get("name")
-            if not name:
-                continue
-            per_node = all_os.setdefault(name, {n: [] for n in answers})
-            per_node[node].append(_entry(os_data))
-    result = {}
-    for name, per_node in all_os.items():
-        valid = True
-        trusted = True
-        variants = parameters = api_versions = None
-        for node in sorted(per_node):
-            entries = per_node[node]
-            if not entries or not entries[0][1]:
-                valid = False
-                continue
-            _, _, _, n_var, n_par, n_api, n_trusted = entries[0]
-            n_par = set(tuple(p) for p in n_par)
-            if variants is None:
-                variants, parameters, api_versions = \
-                    set(n_var), n_par, set(n_api)
-            else:
-                variants &= set(n_var)
-                parameters &= n_par
-                api_versions &= set(n_api)
-            trusted = trusted and n_trusted
-        if not valid:
-            variants, parameters, api_versions = set(), set(), set()
-        variants = sorted(variants or [])
-        os_hvp = {}
-        osparams = {}
-        for variant in variants:
-            full = "%s+%s" % (name, variant)
-            if full in cluster.os_hvp:
-                os_hvp[full] = cluster.os_hvp[full]
-            if full in cluster.osparams:
-                osparams[full] = cluster.osparams[full]
-        result[name] = {
-            "name": name,
-            "valid": valid,
-            "hidden": name in (cluster.hidden_os or []),
-            "blacklisted": name in (cluster.blacklisted_os or []),
-            "variants": variants,
-            "parameters": sorted([list(p) for p in parameters or []]),
-            "api_versions": sorted(api_versions or []),
-            "node_status": per_node,
-            "os_hvp": os_hvp,
-            "osparams": osparams,
-            "trusted": trusted,
-        }
-    return result
+#: OP_OS_DIAGNOSE's rows merge the nodes' answers as the ``os`` query
+#: resource does
+merge_diagnoses = oses.merge_os_diagnoses
 
 
 class LUOsDiagnose(LogicalUnit):
@@ -105,22 +43,20 @@ class LUOsDiagnose(LogicalUnit):
     async def exec_(self):
         cfg = self.cfg
         fields = self.op.output_fields
-        nodes = sorted((n for n in cfg.nodes.values()
-                        if not n.offline and n.vm_capable),
-                       key=lambda n: n.name)
+        nodes = oses.diagnosed_nodes(cfg)
         client = node_calls.rpc_client(self)
         answers = {}
         if nodes:
             results = await client.call_many([n.name for n in nodes],
-                                             "os_diagnose", [])
+                                             oses.OS_DIAGNOSE, [])
             for name, result in sorted(results.items()):
-                if result.success:
+                if result.success and isinstance(result.payload, list):
                     answers[name] = result.payload
                 else:
                     # A node that does not answer does not make every OS
                     # invalid (as in Ganeti): it is left out.
                     self.log_warning("Can't get the OS list of node %s: %s",
-                                     name, result.fail_msg)
+                                     name, result.fail_msg or "bad answer")
         merged = merge_diagnoses(answers, cfg.cluster)
         wanted = set(self.op.names or [])
         missing = sorted(wanted - set(merged))

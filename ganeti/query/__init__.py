@@ -29,6 +29,7 @@ from ganeti.query.locks import LockResource
 from ganeti.query.jobs import JobResource
 from ganeti.query.filters import FilterResource
 from ganeti.query.exports import ExportResource
+from ganeti.query.oses import OsResource, ExtStorageResource
 
 __all__ = [
     "RS_NORMAL", "RS_UNKNOWN", "RS_NODATA", "RS_UNAVAIL", "RS_OFFLINE",
@@ -49,6 +50,8 @@ QR_LOCK = "lock"
 QR_JOB = "job"
 QR_FILTER = "filter"
 QR_EXPORT = "export"
+QR_OS = "os"
+QR_EXTSTORAGE = "extstorage"
 
 RESOURCES = {
     QR_INSTANCE: InstanceResource(),
@@ -60,6 +63,8 @@ RESOURCES = {
     QR_JOB: JobResource(),
     QR_FILTER: FilterResource(),
     QR_EXPORT: ExportResource(),
+    QR_OS: OsResource(),
+    QR_EXTSTORAGE: ExtStorageResource(),
 }
 
 #: Resources of luxi's QueryNodes / QueryInstances / QueryGroups /

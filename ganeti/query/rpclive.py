@@ -73,6 +73,29 @@ class RpcLiveData(object):
         return _per_node(node_uuids, results,
                          lambda payload: list(payload or []))
 
+    def os_diagnose(self, node_uuids):
+        """{node uuid: the node's ``os_diagnose`` list, or None (no
+        answer)}: the OSes each node found (the ``os`` resource)."""
+        return self._lists(node_uuids, "os_diagnose")
+
+    def extstorage_diagnose(self, node_uuids):
+        """{node uuid: the node's ``extstorage_diagnose`` list, or None}:
+        the ExtStorage providers each node found (``extstorage``)."""
+        return self._lists(node_uuids, "extstorage_diagnose")
+
+    def _lists(self, node_uuids, procedure):
+        def convert(results):
+            if not isinstance(results, dict):
+                results = dict(zip(node_uuids, results))
+            answers = {}
+            for uuid in node_uuids:
+                res = results.get(uuid)
+                ok = res is not None and res.success and \
+                    isinstance(res.payload, list)
+                answers[uuid] = list(res.payload) if ok else None
+            return answers
+        return self._call(node_uuids, procedure, []).addCallback(convert)
+
 
 def _per_node(node_uuids, results, convert):
     """call_many's answer as {node uuid: convert(payload)}.

@@ -14,7 +14,7 @@ class OsProcedures(object):
     @procedure(blocking=True)
     def os_diagnose(self):
         """Every OS in the search path: name, path, valid, status,
-        variants, parameters, api_versions."""
+        variants, parameters, api_versions, trusted."""
         return self.os.diagnose()
 
     @procedure(Arg("required", ht.BOOL), Arg("name", ht.NESTR),
