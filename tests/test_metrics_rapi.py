@@ -146,6 +146,15 @@ class MetricsTests(MetricsTestCase):
         self.assertEqual(found[("ganeti_rapi_master_metrics_up", ())], 0)
 
     @defer.inlineCallbacks
+    def test_a_failing_scrape_is_a_500_and_counted(self):
+        self.handler.fail_next = RuntimeError("a bug")
+        yield self.scrape(expect=500)
+        self.assertEqual(len(self.flushLoggedErrors(RuntimeError)), 1)
+        found = yield self.scrape()
+        self.assertEqual(found[("ganeti_rapi_requests_total",
+                                (("code", "500"), ("path", "/metrics")))], 1)
+
+    @defer.inlineCallbacks
     def test_reads_need_what_other_reads_need(self):
         # wrong credentials are refused, as on every resource
         yield self.scrape(auth="Basic d3Jvbmc6d3Jvbmc=", expect=401)

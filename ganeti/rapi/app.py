@@ -182,7 +182,12 @@ class RapiApp(object):
             self._user(_header(request, b"authorization"), resources.ANON)
         except HttpError as err:
             return self._answer_error(request, err)
-        data = await self.metrics.scrape(self.master)
+        try:
+            data = await self.metrics.scrape(self.master)
+        except Exception:
+            log.failure("GET {path} failed", path=rapi_metrics.METRICS_PATH)
+            return self._answer_error(request, baserlib.InternalError(
+                "Internal error; see the RAPI daemon's log"))
         request.setResponseCode(200)
         request.setHeader(b"content-type", METRICS_TYPE)
         request.setHeader(b"server", SERVER)
