@@ -810,7 +810,7 @@ class LockManager(object):
         clock = clock if clock is not None else _default_clock()
         self._clock = clock
         #: called ``(level name, seconds)`` after an acquisition that had
-        #: to wait, or None (:class:`ganeti.metrics.MasterMetrics`)
+        #: to wait, or None (:class:`ganeti.metrics.master.MasterMetrics`)
         self.wait_observer = None
         initial = {
             LEVEL_CLUSTER: [BGL],

@@ -10,6 +10,7 @@ from twisted.trial import unittest
 from ganeti import locking
 from ganeti import luxi
 from ganeti import metrics
+from ganeti.metrics import master as master_metrics
 from ganeti.jqueue import model as jq_model
 
 from tests import inprocess
@@ -44,7 +45,7 @@ class QueueMetricsTests(QueueTestCase):
         QueueTestCase.setUp(self)
         self.registry = metrics.new_registry()
         self.source = _Source()
-        self.metrics = metrics.MasterMetrics(self.registry, self.source)
+        self.metrics = master_metrics.MasterMetrics(self.registry, self.source)
         self.source.queue = self.queue
         self.metrics.attach(queue=self.queue)
 
@@ -98,7 +99,7 @@ class LockMetricsTests(unittest.TestCase):
         self.clock = task.Clock()
         self.glm = locking.LockManager(node_uuids=["n1"], clock=self.clock)
         self.registry = metrics.new_registry()
-        self.metrics = metrics.MasterMetrics(self.registry, _Source())
+        self.metrics = master_metrics.MasterMetrics(self.registry, _Source())
         self.metrics.attach(glm=self.glm)
 
     def test_only_waits_count_by_level_with_their_seconds(self):
@@ -135,7 +136,7 @@ class ConfigMetricsTests(unittest.TestCase):
         source = _Source()
         source.cfg = store
         registry = metrics.new_registry()
-        master = metrics.MasterMetrics(registry, source)
+        master = master_metrics.MasterMetrics(registry, source)
         master.attach(cfg=store)
         ticks = iter([10.0, 10.25])
         store.write_timer = lambda: next(ticks)

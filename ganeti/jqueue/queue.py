@@ -306,7 +306,7 @@ class JobQueue(object):
         # for the rules to change, RATE_LIMIT for a matching job to end)
         self._held = {}
         #: told of every job that ends (``job_finished(job)``), or None
-        #: (:class:`ganeti.metrics.MasterMetrics`)
+        #: (:class:`ganeti.metrics.master.MasterMetrics`)
         self.metrics = None
 
     @property

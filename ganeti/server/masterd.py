@@ -37,6 +37,7 @@ from ganeti import luxi
 from ganeti import mastervote
 from ganeti import mcpu
 from ganeti import metrics
+from ganeti.metrics import master as master_metrics
 from ganeti import opcodes
 from ganeti import pathutils
 from ganeti import query
@@ -604,7 +605,8 @@ class MasterService(service.MultiService):
         #: no start-up vote)
         self.vote = vote
         #: the Prometheus metrics (luxi QueryMetrics; its own registry)
-        self.metrics = metrics.MasterMetrics(metrics.new_registry(), self)
+        self.metrics = master_metrics.MasterMetrics(metrics.new_registry(),
+                                                    self)
 
     def privilegedStartService(self):
         if self.vote is None:

@@ -1,28 +1,17 @@
-"""Prometheus metrics of the daemons (docs/metrics.rst).
+"""The master daemon's Prometheus metrics (:class:`MasterMetrics`).
 
-Every daemon keeps its own :class:`prometheus_client.CollectorRegistry`,
-handed to whatever fills it; the library's global default registry is
-never used, so that several daemons (or tests) in one process never see
-each other's numbers.
-
-This module holds what is common (the exposition of several registries in
-one answer) and the master daemon's metrics (:class:`MasterMetrics`): the
-job queue, the lock manager and the configuration report to it through
-the hooks they offer (``JobQueue.metrics``, ``LockManager.wait_observer``,
-``ConfigStore.write_observers``), which cost nothing but a comparison with
-None when no metrics are kept.  Values that exist anyway (the jobs by
-status, the configuration's serial number) are read when scraped, not
-counted as they change.
+The job queue, the lock manager and the configuration report to it
+through the hooks they offer (``JobQueue.metrics``,
+``LockManager.wait_observer``, ``ConfigStore.write_observers``), which
+cost nothing but a comparison with None when no metrics are kept.  Values
+that exist anyway (the jobs by status, the configuration's serial number)
+are read when scraped, not counted as they change.
 """
 
-from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry,
-                               Counter, Histogram, generate_latest)
+from prometheus_client import Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 
 from ganeti.jqueue import model
-
-#: the Content-Type of a scrape's answer
-CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 #: statuses of unfinished jobs (ganeti_jobs); finished ones are counted
 #: by ganeti_jobs_finished_total
@@ -35,17 +24,6 @@ JOB_BUCKETS = (0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
 #: seconds: an fsync'ed write of config.data
 CONFIG_WRITE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
                         0.5, 1.0, 2.5, 5.0, float("inf"))
-
-
-def new_registry():
-    """A registry of one daemon (never the global default)."""
-    return CollectorRegistry(auto_describe=True)
-
-
-def exposition(*registries):
-    """The text exposition format (bytes) of ``registries``, one after
-    the other (their metric names must differ)."""
-    return b"".join(generate_latest(r) for r in registries)
 
 
 class _ReadAtScrape(object):
