@@ -32,6 +32,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from ganeti import errors
+from ganeti import pathutils
 
 __all__ = ["VERSION", "HANDSHAKE_TEXT", "CERT_VALIDITY", "SIGNATURE_HEADER",
            "new_salt", "sha1_hmac", "verify_hmac", "compute_handshake",
@@ -93,6 +94,8 @@ def verify_hmac(key, text, digest, salt=None):
 
 def read_domain_secret(paths):
     """The cluster domain secret of this (master) node."""
+    if paths is None:
+        paths = pathutils.Paths()
     path = os.path.join(paths.data_dir, DOMAIN_SECRET_FILE)
     try:
         with open(path, "r", encoding="ascii") as f:
