@@ -11,6 +11,7 @@ disk of known content.
   clear error there and nothing is created; the source instance stays.
 """
 
+import copy
 import os
 import subprocess
 
@@ -58,7 +59,13 @@ class RemoteMoveTests(GntCommandsMixin, unittest.TestCase):
         self.addCleanup(vc.stop_all)
         for node in vc.nodes:
             self.addCleanup(kill_fake_instances, node.root)
-        vc.create_master(hypervisors=(constants.HT_FAKE,))
+        store = vc.create_master(hypervisors=(constants.HT_FAKE,))
+        # small disks are allowed (move-instance creates without
+        # ignore_ipolicy)
+        policy = copy.deepcopy(store.cluster.ipolicy)
+        for minmax in policy[constants.ISPECS_MINMAX]:
+            minmax["min"][constants.ISPEC_DISK_SIZE] = 1
+        store.set_cluster_params(ipolicy=policy)
         users = vc.master.paths.rapi_users_file
         os.makedirs(os.path.dirname(users), exist_ok=True)
         with open(users, "w") as f:
@@ -122,7 +129,9 @@ class RemoteMoveTests(GntCommandsMixin, unittest.TestCase):
                 "--src-username", USER, "--src-password-file", password,
                 "--dest-username", USER, "--dest-password-file", password,
                 "--dest-primary-node", self.dst.master.name,
-                "--dest-disk-template", "file", "-v"] + list(extra) + [
+                "--dest-disk-template", "file", "-v",
+                # without it the tool fails comparing None with 0
+                "--opportunistic-tries", "0"] + list(extra) + [
                 self.src.master.ip, self.dst.master.ip, INSTANCE]
         env = {"PATH": "/usr/bin:/bin",
                "PYTHONPATH": ganeti_peer.GANETI_LIB, "LANG": "C.UTF-8"}
