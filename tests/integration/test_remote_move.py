@@ -7,13 +7,19 @@ disk of known content.
 
 * the instance exists on the destination, its disk byte for byte the
   source's, running as it did; ``move-instance`` removes the source;
+* the same steps with Ganeti's RAPI client (PrepareExport remote,
+  CreateInstance remote-import, ExportInstance remote), keeping the source
+  instance running and compressing with gzip: both instances exist, with
+  the same data;
 * with another domain secret on the destination the move fails with a
   clear error there and nothing is created; the source instance stays.
 """
 
 import copy
+import json
 import os
 import subprocess
+import textwrap
 
 from twisted.trial import unittest
 
@@ -31,6 +37,55 @@ INSTANCE = "vm1.example.com"
 USER, PASSWORD = "mover", "m0ve-it"
 SECRET = "5e1f0a4b2c3d4e5f60718293a4b5c6d7e8f90a1b"
 RAPI_PORT = 5080
+
+
+#: The same three steps as move-instance, with Ganeti's RAPI client, but
+#: keeping the source instance (remove_instance false), running during
+#: the export (shutdown false), with gzip compression.
+KEEP_SCRIPT = textwrap.dedent("""
+    import json, sys, time
+    from ganeti.rapi import client
+
+    (src, dst, ca_src, ca_dst, user, password, instance, dest_name,
+     pnode) = sys.argv[1:10]
+
+    def rapi(host, ca):
+        return client.GanetiRapiClient(
+            host, username=user, password=password,
+            curl_config_fn=client.GenericCurlConfig(cafile=ca))
+
+    def wait(cl, job):
+        cl.WaitForJobCompletion(job, period=0.2, retries=1500)
+        st = cl.GetJobStatus(job)
+        return st["status"], st["opresult"]
+
+    s, d = rapi(src, ca_src), rapi(dst, ca_dst)
+    status, result = wait(s, s.PrepareExport(instance, "remote"))
+    assert status == "success", result
+    exp = result[0]
+    info = s.GetInstance(instance)
+    job = d.CreateInstance(
+        "remote-import", dest_name, "file",
+        [{"size": size} for size in info["disk.sizes"]], [{}],
+        os="busybox+default", pnode=pnode, ip_check=False,
+        name_check=False, source_handshake=exp["handshake"],
+        source_x509_ca=exp["x509_ca"], source_instance_name=instance,
+        compress="gzip")
+    serial, impinfo = -1, None
+    for _ in range(600):
+        change = d.WaitForJobChange(job, ["status"], None, serial)
+        for (serial, _, kind, msg) in change["log_entries"] or []:
+            if kind == "remote-import":
+                impinfo = msg
+        if impinfo or change["job_info"][0] in ("error", "success"):
+            break
+    assert impinfo, d.GetJobStatus(job)
+    exported = wait(s, s.ExportInstance(
+        instance, "remote", impinfo["disks"], shutdown=False,
+        remove_instance=False, x509_key_name=exp["x509_key_name"],
+        destination_x509_ca=impinfo["x509_ca"], compress="gzip"))
+    print(json.dumps({"export": exported, "import": wait(d, job)}))
+""")
 
 
 class RemoteMoveTests(GntCommandsMixin, unittest.TestCase):
@@ -158,6 +213,27 @@ class RemoteMoveTests(GntCommandsMixin, unittest.TestCase):
         # move-instance asks the source to remove the instance
         self.assertNotIn(INSTANCE, self.instances(self.src))
         self.assertFalse(os.path.exists(self.src_disk))
+
+    def test_move_keeping_the_source(self):
+        env = {"PATH": "/usr/bin:/bin",
+               "PYTHONPATH": ganeti_peer.GANETI_LIB, "LANG": "C.UTF-8"}
+        proc = subprocess.run(
+            [ganeti_peer.GANETI_PYTHON, "-c", KEEP_SCRIPT,
+             self.src.master.ip, self.dst.master.ip, self.src.ca_file,
+             self.dst.ca_file, USER, PASSWORD, INSTANCE,
+             "copy1.example.com", self.dst.master.name],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            timeout=600)
+        self.assertEqual(proc.returncode, 0, proc.stderr.decode())
+        out = json.loads(proc.stdout.decode())
+        self.assertEqual(out["export"], ["success", [[True, [True]]]])
+        self.assertEqual(out["import"][0], "success", out)
+        copy = self.instances(self.dst)["copy1.example.com"]
+        with open(copy["disks"][0]["logical_id"][1], "rb") as f:
+            self.assertEqual(f.read(), self.original)
+        # the source instance stays, and kept running
+        self.assertEqual(self.instances(self.src)[INSTANCE]["run_state"],
+                         "up")
 
     def test_another_domain_secret_is_refused(self):
         other = os.path.join(self.base, "other-secret")
