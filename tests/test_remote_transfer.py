@@ -142,6 +142,22 @@ class TransferTests(unittest.TestCase):
         self.assertTrue(listener.status()["done"])
 
     @defer.inlineCallbacks
+    def test_one_sender_at_a_time(self):
+        listener = self.listen()
+        first = self.send(listener)
+        second = self.send(listener)
+        results = yield defer.DeferredList([first, second],
+                                           consumeErrors=True)
+        oks = [r for ok, r in results if ok]
+        errs = [r.value for ok, r in results if not ok]
+        # one got through, the other was refused (busy, received already,
+        # or no longer listening)
+        self.assertEqual(len(oks), 1, results)
+        self.assertIsInstance(errs[0], errors.ExportError)
+        with open(self.target, "rb") as f:
+            self.assertEqual(f.read(), self.data)
+
+    @defer.inlineCallbacks
     def test_wrong_client_certificate_is_refused(self):
         listener = self.listen()
         # a sender holding another key than the one announced
@@ -157,3 +173,14 @@ class TransferTests(unittest.TestCase):
         yield self.assertFailure(self.send(listener, peer=self.src),
                                  errors.ExportError)
         self.assertFalse(os.path.exists(self.target))
+
+
+class KeyCleanupTests(unittest.TestCase):
+
+    def test_expired_keys_go(self):
+        paths = pathutils.Paths(os.path.abspath(self.mktemp()))
+        old = rt.make_key(paths, 60, 1000000)[0]
+        new = rt.make_key(paths, 3600, 1000000)[0]
+        self.assertEqual(rt.clean_keys(paths, 1000000 + 600), [old])
+        self.assertRaises(errors.ExportError, rt.load_key, paths, old)
+        rt.load_key(paths, new)

@@ -95,6 +95,27 @@ def make_key(paths, validity, now):
     return [name, cert_pem.decode("ascii")]
 
 
+def clean_keys(paths, now):
+    """Remove the keys whose certificates expired before ``now`` (left
+    by moves that did not finish); their names."""
+    base = _key_dir(paths)
+    removed = []
+    try:
+        names = sorted(os.listdir(base))
+    except FileNotFoundError:
+        return removed
+    moment = datetime.datetime.fromtimestamp(now, datetime.timezone.utc)
+    for name in names:
+        try:
+            key = load_key(paths, name)
+        except (errors.ExportError, errors.ParameterError):
+            continue
+        if key.not_valid_after < moment:
+            remove_key(paths, name)
+            removed.append(name)
+    return removed
+
+
 def load_key(paths, name):
     """The key ``name`` as a :class:`ganeti.crypto.ClusterCertificate`."""
     path = _key_path(paths, name)
@@ -189,6 +210,9 @@ class _Receiver(LineReceiver):
             return self._refuse("bad size %r" % parts[2])
         if listener.finished:
             return self._refuse("this disk was received already")
+        if listener.receiving is not None:
+            return self._refuse("another transfer of this disk is under way")
+        listener.receiving = self
         self.size = size
         self.file = open(listener.partial_path, "wb")
         self.sendLine(b"OK")
@@ -202,6 +226,7 @@ class _Receiver(LineReceiver):
         if self.received + len(data) > self.size:
             self.file.close()
             self.file = None
+            self._release()
             return self._refuse("more data than announced")
         self.file.write(data)
         self.digest.update(data)
@@ -209,7 +234,13 @@ class _Receiver(LineReceiver):
         if self.received == self.size:
             self._complete()
 
+    def _release(self):
+        listener = self.factory.listener
+        if listener.receiving is self:
+            listener.receiving = None
+
     def _complete(self):
+        self._release()
         self.file.flush()
         os.fsync(self.file.fileno())
         self.file.close()
@@ -228,6 +259,7 @@ class _Receiver(LineReceiver):
         self._refuse("header line too long")
 
     def connectionLost(self, reason):
+        self._release()
         if self.file is not None:
             self.file.close()
             self.file = None
@@ -261,6 +293,8 @@ class ImportListener(object):
         self.sha256 = None
         self.error = None
         self.last_attempt = None
+        #: the connection receiving the data now, if any
+        self.receiving = None
         self._listening = None
         self._timer = None
 
@@ -300,6 +334,13 @@ class ImportListener(object):
         if self._timer is not None and self._timer.active():
             self._timer.cancel()
         self._timer = None
+        if self.receiving is not None:
+            self.receiving.transport.abortConnection()
+        if not self.finished:
+            try:
+                os.unlink(self.partial_path)
+            except FileNotFoundError:
+                pass
         listening, self._listening = self._listening, None
         if listening is not None:
             return listening.stopListening()

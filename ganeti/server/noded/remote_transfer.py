@@ -30,8 +30,13 @@ class RemoteTransferProcedures(object):
     async def x509_cert_create(self, validity):
         """A new key and self-signed certificate for a remote import or
         export, valid ``validity`` seconds; ``[name, certificate PEM]``."""
+        now = self.reactor.seconds()
+        expired = await self.run_blocking(rt.clean_keys, self.paths, now)
+        if expired:
+            log.info("Removed expired import/export keys: {names}",
+                     names=", ".join(expired))
         name, pem = await self.run_blocking(rt.make_key, self.paths,
-                                            validity, self.reactor.seconds())
+                                            validity, now)
         log.info("Made import/export key {name}", name=name)
         return [name, pem]
 
