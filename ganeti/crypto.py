@@ -57,7 +57,7 @@ __all__ = [
     "STAGED_SUFFIX", "PREVIOUS_SUFFIX",
     "certificate_digest", "format_candidate_certs", "parse_candidate_certs",
     "server_context_factory", "ClientPolicy", "AnyServerPolicy",
-    "parse_fingerprint",
+    "parse_fingerprint", "peer_pinned_options", "new_private_key",
     "format_fingerprint", "write_hmac_key",
 ]
 
@@ -409,6 +409,21 @@ def _options(cert):
         verify=True, requireCertificate=True,
         caCerts=[ssl.Certificate.loadPEM(cert.cert_pem).original],
         raiseMinimumTo=ssl.TLSVersion.TLSv1_2)
+
+
+def peer_pinned_options(own, peer, role):
+    """For a connection between two parties each holding a key of its own
+    (not the cluster's, e.g. the nodes of two clusters during a move):
+    CertificateOptions presenting ``own`` (a :class:`ClusterCertificate`)
+    and an OpenSSL verify callback accepting only ``peer`` (a cryptography
+    certificate), valid now.  The caller installs the callback."""
+    pins = {certificate_digest(peer): peer}
+    return _options(own), _pinned_verifier(lambda: pins, role)
+
+
+def new_private_key(key_type="rsa"):
+    """A new private key (``rsa``: 2048 bits, ``ec``: P-256)."""
+    return _new_key(key_type)
 
 
 def server_context_factory(cert, trusted=(), pins=None):

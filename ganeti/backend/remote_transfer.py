@@ -71,7 +71,7 @@ def make_key(paths, validity, now):
     """A new key and self-signed certificate valid ``validity`` seconds
     from ``now`` (epoch seconds), kept on this node; ``[name, cert
     PEM]``."""
-    key = crypto._new_key("rsa")
+    key = crypto.new_private_key("rsa")
     moment = datetime.datetime.fromtimestamp(now, datetime.timezone.utc)
     cn = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, CERT_CN)])
     cert = (x509.CertificateBuilder()
@@ -149,19 +149,10 @@ def load_peer(pem, field):
                                     % (field, err))
 
 
-def _pinned(own, peer, role):
-    """CertificateOptions presenting ``own`` and its OpenSSL verify
-    callback accepting only ``peer`` (cryptography certificate)."""
-    pins = {crypto.certificate_digest(peer): peer}
-    # the verify callback decides; OpenSSL's own verdict on the peer
-    # (which it checks against ``own`` only) is not used
-    options = crypto._options(own)
-    return options, crypto._pinned_verifier(lambda: pins, role)
-
-
 def server_options(own, peer):
     """The listener's context: presents ``own``, demands ``peer``."""
-    options, verify = _pinned(own, peer, "remote export client")
+    options, verify = crypto.peer_pinned_options(own, peer,
+                                                 "remote export client")
     options.getContext().set_verify(
         SSL.VERIFY_PEER | SSL.VERIFY_FAIL_IF_NO_PEER_CERT |
         SSL.VERIFY_CLIENT_ONCE, verify)
@@ -171,7 +162,8 @@ def server_options(own, peer):
 @implementer(IOpenSSLClientConnectionCreator)
 class _ClientCreator(object):
     def __init__(self, own, peer):
-        options, self._verify = _pinned(own, peer, "remote import server")
+        options, self._verify = crypto.peer_pinned_options(
+            own, peer, "remote import server")
         self._context = options.getContext()
 
     def clientConnectionForTLS(self, tlsProtocol):
