@@ -191,7 +191,7 @@ def load_signed_certificate(text, cds, field):
     return sane
 
 
-# --- X509 key name ------------------------------------------------------------
+# --- X509 key name -----------------------------------------------------------
 
 def compute_key_name(cds, name):
     salt = new_salt()

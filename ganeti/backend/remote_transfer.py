@@ -174,7 +174,7 @@ class _ClientCreator(object):
         return conn
 
 
-# --- the destination: a listener per disk -------------------------------------
+# --- the destination: a listener per disk ------------------------------------
 
 class _Receiver(LineReceiver):
     delimiter = b"\n"
