@@ -342,7 +342,8 @@ def _utcnow():
     return datetime.datetime.now(datetime.timezone.utc)
 
 
-def _pinned_verifier(pinned, role, names=None, now=_utcnow):
+def _pinned_verifier(pinned, role, names=None, now=_utcnow,
+                     what="the cluster certificate"):
     """An OpenSSL verify callback accepting only the pinned certificates.
 
     ``pinned()`` returns a dict of SHA-256 digests to the certificates
@@ -363,14 +364,14 @@ def _pinned_verifier(pinned, role, names=None, now=_utcnow):
             cert = pinned().get(digest)
             if cert is None:
                 log.warn("TLS: refusing {role} certificate {digest}: it is"
-                         " not the cluster certificate", role=role,
-                         digest=digest[:23])
+                         " not {what}", role=role, digest=digest[:23],
+                         what=what)
                 return False
             moment = now()
             if not (cert.not_valid_before_utc <= moment <=
                     cert.not_valid_after_utc):
-                log.warn("TLS: the {role} presented the cluster certificate"
-                         " but it is not valid now (valid {start} to {end})",
+                log.warn("TLS: the {role} presented {what} but it is not"
+                         " valid now (valid {start} to {end})", what=what,
                          role=role, start=cert.not_valid_before_utc,
                          end=cert.not_valid_after_utc)
                 return False
@@ -418,7 +419,8 @@ def peer_pinned_options(own, peer, role):
     and an OpenSSL verify callback accepting only ``peer`` (a cryptography
     certificate), valid now.  The caller installs the callback."""
     pins = {certificate_digest(peer): peer}
-    return _options(own), _pinned_verifier(lambda: pins, role)
+    return _options(own), _pinned_verifier(
+        lambda: pins, role, what="the certificate given for it")
 
 
 def new_private_key(key_type="rsa"):
