@@ -197,6 +197,16 @@ WRITER = basic("writer", "secret")
 READER = basic("reader", "readpw")
 
 
+_CHECKER = []
+
+
+def _openapi_checker():
+    if not _CHECKER:
+        from tests import openapi_check
+        _CHECKER.append(openapi_check.Checker())
+    return _CHECKER[0]
+
+
 class RapiTestCase(ClockTestCase):
 
     require_auth = False
@@ -239,7 +249,26 @@ class RapiTestCase(ClockTestCase):
         text = yield response.content()
         self.last_headers = response.headers
         value = json.loads(text.decode("utf-8")) if text else None
+        if self.openapi_checks and raw is None:
+            self.check_openapi(method, path, body, response.code, value)
         return response.code, value
+
+    #: every request a test makes is checked against the OpenAPI document:
+    #: an accepted body against its request body schema, every answer
+    #: against the schema of its status
+    openapi_checks = True
+
+    def check_openapi(self, method, path, body, code, value):
+        checker = _openapi_checker()
+        if checker.operation(method, path) is None:
+            return      # an undocumented path or method: 404/501 tests
+        if body is not None and code == 200:
+            self.assertEqual(checker.body_errors(method, path, body), [],
+                             "%s %s: the accepted body %r does not match"
+                             " the OpenAPI document" % (method, path, body))
+        self.assertEqual(checker.answer_errors(method, path, code, value),
+                         [], "%s %s: the answer %s does not match the"
+                         " OpenAPI document" % (method, path, code))
 
     @defer.inlineCallbacks
     def ok(self, method, path, body=None, auth=WRITER, **kwargs):

@@ -26,6 +26,7 @@ _ERRORS = {
     "403": "The user lacks the right",
     "404": "No such path or object",
     "415": "A body that is not application/json",
+    "500": "An unexpected error of the master daemon or of this server",
     "429": "The client submits jobs too fast (see Retry-After) or has too"
            " many unfinished query jobs; nothing was submitted",
     "501": "Method not supported here, or its opcode is not implemented by"
@@ -146,7 +147,8 @@ _COMPONENTS = {
         {"incidents": {"type": "array", "items": _obj(
             ["id", "node", "action"],
             {"id": _STR, "node": _STR, "node_name": _NSTR,
-             "original": _NSTR, "action": _NSTR, "repair-status": _NSTR,
+             "original": {"description": "what the node reported"},
+             "action": _NSTR, "repair-status": _NSTR,
              "jobs": {"type": "array", "items": {}}, "tag": _NSTR},
             "An incident of the maintenance daemon")},
          "jobs": {"type": "array", "items": {}},
