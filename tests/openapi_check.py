@@ -33,6 +33,21 @@ def validate_document(doc):
     _import()[1](doc)
 
 
+def shared_checker():
+    """One :class:`Checker` of this code's document for every test (its
+    validators are kept); None when the validators are missing and
+    ``GANETI_SKIP_OPENAPI_CHECKS`` is set."""
+    if not _SHARED:
+        try:
+            _SHARED.append(Checker())
+        except unittest.SkipTest:
+            _SHARED.append(None)
+    return _SHARED[0]
+
+
+_SHARED = []
+
+
 class Checker(object):
     """The operations of the OpenAPI document ``doc``."""
 
