@@ -600,3 +600,11 @@ class DocumentTests(unittest.TestCase):
                     names.add(ref.rsplit("/", 1)[1])
         self.assertLessEqual(names, set(doc["components"]["schemas"]))
         self.assertIn("InstanceCreate", names)
+        # a body with required keys must be given
+        paths = doc["paths"]
+        self.assertTrue(paths["/2/instances"]["post"]["requestBody"][
+            "required"])
+        self.assertFalse(paths["/2/instances/{name}/startup"]["put"][
+            "requestBody"]["required"])
+        self.assertTrue(paths["/2/nodes/{name}/role"]["put"]["requestBody"][
+            "required"])

@@ -7,6 +7,14 @@ document; the extensions ``x-ganeti-access`` (the users file options that
 may call an operation; empty: anonymous) and ``x-ganeti-opcodes`` (what it
 submits; the server answers 501 while the master lacks one) say what the
 standard fields cannot.
+
+Request bodies are the :class:`ganeti.rapi.resources.Body` of each method
+(an opcode's parameters as the handler changes them, or keys of its own)
+translated from the ht type language by :mod:`ganeti.rapi.schemas`; the
+answers are ``Method.returns``: the query fields of the list and bulk
+resources (:class:`~ganeti.rapi.resources.QueryList`,
+:class:`~ganeti.rapi.resources.QueryObject`) or one of the shapes named in
+:data:`_RETURNS`.  docs/rapi.rst, "The OpenAPI document".
 """
 
 import re
@@ -26,9 +34,9 @@ _ERRORS = {
     "403": "The user lacks the right",
     "404": "No such path or object",
     "415": "A body that is not application/json",
-    "500": "An unexpected error of the master daemon or of this server",
     "429": "The client submits jobs too fast (see Retry-After) or has too"
            " many unfinished query jobs; nothing was submitted",
+    "500": "An unexpected error of the master daemon or of this server",
     "501": "Method not supported here, or its opcode is not implemented by"
            " the master yet",
     "502": "The master daemon cannot be reached",
@@ -369,7 +377,8 @@ def _operation(res, method, bodies):
         op["requestBody"] = {
             "description": method.body or schema.get(
                 "description", "Optional"),
-            "required": body.whole is not None,
+            "required": body.whole is not None or bool(
+                schema.get("required")),
             "content": {"application/json": {"schema": {
                 "$ref": _REF % name}}},
         }
