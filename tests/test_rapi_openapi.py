@@ -541,6 +541,21 @@ class AnswerTests(RapiTestCase):
         yield self.answer("/2/networks?bulk=1")
 
     @defer.inlineCallbacks
+    def test_live_fields(self):
+        """With live data from the nodes the live fields have values, of
+        the documented types."""
+        self.handler.live = _Live(self.cfg)
+        nodes = yield self.answer("/2/nodes?bulk=1")
+        self.assertEqual(nodes[0]["mtotal"], 8192)
+        self.assertEqual(nodes[0]["ctotal"], 4)
+        instances = yield self.answer("/2/instances?bulk=1")
+        running = [i for i in instances if i["oper_state"]]
+        self.assertTrue(running)
+        self.assertEqual(running[0]["oper_ram"], 128)
+        self.assertIsInstance(running[0]["status"], str)
+        self.refused("/2/instances", [dict(running[0], oper_ram=128.5)])
+
+    @defer.inlineCallbacks
     def test_a_job(self):
         job_id = yield self.ok("PUT", "/2/instances/%s/startup" % I1)
         self.assertEqual(self.checker.answer_errors(
@@ -608,3 +623,26 @@ class DocumentTests(unittest.TestCase):
             "requestBody"]["required"])
         self.assertTrue(paths["/2/nodes/{name}/role"]["put"]["requestBody"][
             "required"])
+
+
+class _Live(object):
+    """Live data: every node has the same stats and runs its primary
+    instances."""
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+
+    def instances_runtime(self, node_uuids):
+        result = dict((u, {}) for u in node_uuids)
+        for inst in self.cfg.instances.values():
+            if inst.primary_node in result:
+                result[inst.primary_node][inst.name] = {
+                    "state": "running", "memory": 128, "vcpus": 1}
+        return result
+
+    def nodes_runtime(self, node_uuids):
+        return dict((u, {"mtotal": 8192, "mnode": 1024, "mfree": 4096,
+                         "dtotal": 10240, "dfree": 5000, "ctotal": 4,
+                         "cnos": 1, "cnodes": 1, "csockets": 1,
+                         "spfree": 0, "sptotal": 0, "bootid": "b1"})
+                    for u in node_uuids)
