@@ -232,7 +232,7 @@ def field_schema(field):
     if schema:
         schema = nullable(schema)
     text = field.doc
-    if "description" in schema:
+    if "description" in schema and schema["description"] not in text:
         text = "%s (%s)" % (text, schema["description"])
     schema["description"] = text
     schema["x-ganeti-query-kind"] = field.kind
