@@ -49,7 +49,9 @@ I_FIELDS = ["name", "admin_state", "os", "pnode", "snodes", "disk_template",
             "disk.uuids", "disk.names", "beparams", "hvparams", "oper_state",
             "oper_ram", "oper_vcpus", "status", "custom_hvparams",
             "custom_beparams", "custom_nicparams", "ctime", "mtime", "uuid",
-            "serial_no", "tags"]
+            "serial_no", "tags", "lease_until", "lease_state"]
+#: (``lease_until`` and ``lease_state``, the lease of a reservation, are
+#: this project's additions; clients reading Ganeti's fields ignore them.)
 #: one instance (GET /2/instances/{name}) also says whether it is
 #: forthcoming (this project's addition, for reservation clients)
 I_FIELDS_ONE = I_FIELDS + ["forthcoming"]

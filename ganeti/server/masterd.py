@@ -33,6 +33,7 @@ from ganeti import constants
 from ganeti import crypto
 from ganeti import errors
 from ganeti import jqueue
+from ganeti import leases
 from ganeti import luxi
 from ganeti import mastervote
 from ganeti import mcpu
@@ -684,7 +685,8 @@ class MasterService(service.MultiService):
                                   locks=self.ctx.glm,
                                   cluster_state=self._cluster_state,
                                   cache=self.query_cache,
-                                  root=paths.root if paths else "/")
+                                  root=paths.root if paths else "/",
+                                  clock=self.ctx.clock)
 
     def _job_rows(self, job_ids, field_names):
         names = ["id"] + [f for f in field_names if f != "id"]
@@ -828,6 +830,7 @@ def makeService(options, reactor=None, writer=None):
     LuxiService(reactor, paths.master_socket,
                 MasterLuxiHandler(top)).setServiceParent(top)
     ConfigAuditService(config_service, reactor).setServiceParent(top)
+    LeaseService(config_service, jobs, reactor).setServiceParent(top)
     interval = options.get("node-check-interval")
     if interval is None:
         interval = 5.0
@@ -938,3 +941,36 @@ class NodeHealthService(service.Service):
         service.Service.stopService(self)
         if self.health is not None:
             self.health.stop()
+
+
+class LeaseService(service.Service):
+    """Releases the reservations whose lease ended (docs/leases.rst): a
+    removal job when a lease ends, armed on the reactor's clock and again
+    on every configuration change; at start (also after a failover) the
+    leases that ended meanwhile are released at once."""
+
+    name = "leases"
+
+    def __init__(self, config_service, jobs, reactor):
+        self.config = config_service
+        self.jobs = jobs
+        self.reactor = reactor
+        self.keeper = None
+
+    def startService(self):
+        service.Service.startService(self)
+        cfg = self.config.cfg
+        queue = self.jobs.queue
+        if cfg is None or queue is None:
+            log.warn("no lease expiry: this master has no job queue")
+            return
+
+        def submit(ops):
+            return queue.submit_job([opcodes.from_dict(op) for op in ops])
+        self.keeper = leases.LeaseKeeper(cfg, submit, self.reactor)
+        self.keeper.start()
+
+    def stopService(self):
+        service.Service.stopService(self)
+        if self.keeper is not None:
+            self.keeper.stop()
