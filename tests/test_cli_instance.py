@@ -167,6 +167,28 @@ class AddTests(unittest.TestCase):
         self.assertEqual(code, 2)
         self.assertIn("not allowed with argument", err)
 
+    def test_lease_until(self):
+        op = self.add("-t", "plain", "-s", "1G", "--forthcoming",
+                      "--lease-until", "+2h", "res1")
+        self.assertEqual(op["lease_until"], "+2h")
+        op = self.add("-t", "plain", "-s", "1G", "--forthcoming",
+                      "--lease-until", "2099-12-01T12:00:00Z", "res1")
+        self.assertEqual(op["lease_until"], "2099-12-01T12:00:00Z")
+        # without a lease the opcode is Ganeti's (no extension parameter)
+        op = self.add("-t", "plain", "-s", "1G", "--forthcoming", "res1")
+        self.assertNotIn("lease_until", op)
+        for args, why in (
+                (["--lease-until", "+2h"], "only a forthcoming instance"),
+                (["--forthcoming", "--lease-until", "soon"],
+                 "'soon' is not a time"),
+                (["--forthcoming", "--lease-until", "2001-01-01T00:00:00Z"],
+                 "in the past"),
+                (["--forthcoming", "--lease-until", "none"],
+                 "needs an end")):
+            err = self.refused("-t", "plain", "-s", "1G", *(args + ["r1"]))
+            self.assertIn("--lease-until", err)
+            self.assertIn(why, err)
+
     def test_submit_and_dry_run(self):
         code, out, _ = gnt(self.client, "add", "--submit", "-t", "diskless",
                            "-o", "x", "inst1")
@@ -355,6 +377,18 @@ class ModifyTests(unittest.TestCase):
         self.assertEqual(op["hvparams"], {"kernel_args": "single"})
         self.assertEqual(op["osparams"], {"motd": "x"})
         self.assertEqual(op["os_name"], "busybox+minimal")
+
+    def test_lease_until(self):
+        op, _ = self.modify("--lease-until", "+3d", "res1")
+        self.assertEqual(op["lease_until"], "+3d")
+        op, _ = self.modify("--lease-until", "none", "res1")
+        self.assertEqual(op["lease_until"], "none")
+        before = len(self.client.jobs)
+        code, _, err = gnt(self.client, "modify", "--lease-until",
+                           "yesterday", "res1")
+        self.assertEqual(code, 1)
+        self.assertIn("--lease-until", err)
+        self.assertEqual(len(self.client.jobs), before)
 
     def test_disk_and_nic_changes(self):
         op, _ = self.modify("--disk", "add:size=1G,mode=ro", "--disk",
