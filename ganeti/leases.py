@@ -251,10 +251,14 @@ class LeaseKeeper(object):
     #: seconds before a failed submission is tried again
     RETRY = 60.0
 
-    def __init__(self, cfg, submit, clock):
+    def __init__(self, cfg, submit, clock, state_changed=None):
         self.cfg = cfg
         self.submit = submit
         self.clock = clock
+        #: called when a lease entered its warning window or ended (the
+        #: ``lease_state`` query field changed without a configuration
+        #: change): the master's query cache forgets its answers
+        self.state_changed = state_changed
         self._call = None
         self._pending_rearm = None
         #: instance uuid -> lease end whose removal was submitted (or is
@@ -299,6 +303,7 @@ class LeaseKeeper(object):
         window = warning_window(self.cfg.cluster)
         wake = []
         leases = {}
+        changed = False
         for inst in list(self.cfg.instances.values()):
             until = lease_of(inst)
             if until is None:
@@ -309,6 +314,7 @@ class LeaseKeeper(object):
                 if retry is not None and now < retry:
                     wake.append(retry)
                 elif self.released.get(inst.uuid) != until:
+                    changed = True
                     self._release(inst, now)
                     if inst.uuid in self._retry_at:   # refused at once
                         wake.append(self._retry_at[inst.uuid])
@@ -316,6 +322,7 @@ class LeaseKeeper(object):
             wake.append(until)
             if now >= until - window:
                 if self.warned.get(inst.uuid) != until:
+                    changed = True
                     self.warned[inst.uuid] = until
                     log.warn("The lease of forthcoming instance {name} ends"
                              " at {until} (in {left} s); it is then removed"
@@ -334,6 +341,8 @@ class LeaseKeeper(object):
                 if uuid not in leases:
                     del table[uuid]
         self._arm(min(wake) - now if wake else None)
+        if changed and self.state_changed is not None:
+            self.state_changed()
 
     def _arm(self, delay):
         if self._call is not None and self._call.active():

@@ -288,7 +288,7 @@ class FakeQueue(object):
                 self.case.ok(op)
 
 
-class KeeperTests(LeaseTestCase):
+class KeeperTestCase(LeaseTestCase):
 
     def setUp(self):
         LeaseTestCase.setUp(self)
@@ -314,6 +314,9 @@ class KeeperTests(LeaseTestCase):
         return [e for e in self.logged
                 if "ends at" in e.get("log_format", "")
                 and e.get("log_namespace") == "ganeti.leases"]
+
+
+class KeeperTests(KeeperTestCase):
 
     def test_expiry_submits_the_removal_once(self):
         uuid = self.reserve(lease="+2h")
@@ -444,6 +447,45 @@ class KeeperTests(LeaseTestCase):
         self.clock.advance(4 * HOUR)
         self.assertEqual([ops[0]["instance_uuid"]
                           for ops in self.queue.jobs], [first, second])
+
+
+class QueryCacheTests(KeeperTestCase):
+    """lease_state follows the clock in the master's query cache: the
+    lease keeper moves the cache's versions when a state changes."""
+
+    def setUp(self):
+        KeeperTestCase.setUp(self)
+        from ganeti.query.cache import QueryCache
+        self.cache = QueryCache(self.clock)
+
+    def versioned(self, version=None):
+        ctx = query.QueryContext(self.cfg, clock=self.clock,
+                                 cache=self.cache)
+        answer = self.successResultOf(ctx.query_versioned(
+            "instance", ["name", "lease_state"], None, version))
+        return answer.decode()
+
+    def test_cached_answers_follow_the_lease(self):
+        self.reserve(lease="+2h")
+        self.keeper = leases.LeaseKeeper(self.cfg, self.queue.submit,
+                                         self.clock,
+                                         state_changed=self.cache.time_changed)
+        self.keeper.start()
+        first = self.versioned()
+        self.assertIsNotNone(first["version"])
+        self.assertEqual(first["data"],
+                         [[[0, "inst1.example.com"], [0, "active"]]])
+        self.assertEqual(self.versioned(first["version"]),
+                         {"version": first["version"], "unchanged": True})
+        self.clock.advance(HOUR)
+        second = self.versioned(first["version"])
+        self.assertNotEqual(second["version"], first["version"])
+        self.assertEqual(second["data"],
+                         [[[0, "inst1.example.com"], [0, "expiring"]]])
+        self.clock.advance(HOUR)
+        third = self.versioned(second["version"])
+        self.assertEqual(third["data"],
+                         [[[0, "inst1.example.com"], [0, "expired"]]])
 
 
 class GanetiLoadsLeasesTests(LeaseTestCase):

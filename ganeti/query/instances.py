@@ -135,6 +135,9 @@ def _lease_until(_run, inst):
 
 
 def _lease_state(run, inst):
+    # It changes with the time, not only with the configuration: the
+    # master's lease service tells the query cache when it does
+    # (QueryCache.time_changed), so it is not a volatile field.
     window = run.memo("lease_window",
                       lambda: leases.warning_window(run.cluster))
     return leases.state(inst, run.now(), window)
@@ -394,7 +397,7 @@ def build_fields():
               "State of a forthcoming instance's lease: active, expiring"
               " (within the cluster's warning window of its end), expired"
               " (its removal is due), or empty without a lease",
-              _lease_state, volatile=True),
+              _lease_state),
         Field("disk_template", "Disk_template", QFT_TEXT,
               "Disk template, derived from the disks (\"mixed\" if they"
               " differ)", _disk_template),

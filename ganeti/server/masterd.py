@@ -830,7 +830,9 @@ def makeService(options, reactor=None, writer=None):
     LuxiService(reactor, paths.master_socket,
                 MasterLuxiHandler(top)).setServiceParent(top)
     ConfigAuditService(config_service, reactor).setServiceParent(top)
-    LeaseService(config_service, jobs, reactor).setServiceParent(top)
+    LeaseService(config_service, jobs, reactor,
+                 state_changed=cache.time_changed if cache is not None
+                 else None).setServiceParent(top)
     interval = options.get("node-check-interval")
     if interval is None:
         interval = 5.0
@@ -951,10 +953,12 @@ class LeaseService(service.Service):
 
     name = "leases"
 
-    def __init__(self, config_service, jobs, reactor):
+    def __init__(self, config_service, jobs, reactor, state_changed=None):
         self.config = config_service
         self.jobs = jobs
         self.reactor = reactor
+        #: told when lease states change with the time (the query cache)
+        self.state_changed = state_changed
         self.keeper = None
 
     def startService(self):
@@ -967,7 +971,8 @@ class LeaseService(service.Service):
 
         def submit(ops):
             return queue.submit_job([opcodes.from_dict(op) for op in ops])
-        self.keeper = leases.LeaseKeeper(cfg, submit, self.reactor)
+        self.keeper = leases.LeaseKeeper(cfg, submit, self.reactor,
+                                         state_changed=self.state_changed)
         self.keeper.start()
 
     def stopService(self):
