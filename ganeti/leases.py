@@ -227,13 +227,27 @@ def check_tags(kind, tags, current=()):
 def removal_op(inst, now):
     """The opcode (as a dict) releasing the expired reservation ``inst``."""
     return {"OP_ID": "OP_INSTANCE_REMOVE",
-            "instance_name": inst.uuid,
+            "instance_name": inst.name or inst.uuid,
             "instance_uuid": inst.uuid,
             "expired_lease": True,
             "reason": [[REASON_SOURCE, "%s (%s, lease until %s)"
                         % (REASON_TEXT, inst.display_name,
                            format_time(lease_of(inst))),
                         int(now * 1e9)]]}
+
+
+def pending_removals(rows):
+    """{instance uuid: job id} of the unfinished lease removals among the
+    job queue's ``rows`` (``id``, ``status``, ``ops``)."""
+    found = {}
+    for job_id, status, ops in rows:
+        if status in ("success", "error", "canceled"):
+            continue
+        for op in ops or ():
+            if op.get("OP_ID") == "OP_INSTANCE_REMOVE" and \
+                    op.get("expired_lease") and op.get("instance_uuid"):
+                found[op["instance_uuid"]] = job_id
+    return found
 
 
 class LeaseKeeper(object):
@@ -272,8 +286,17 @@ class LeaseKeeper(object):
         self._retry_at = {}
         self.running = False
 
-    def start(self):
+    def start(self, pending=None):
+        """Start watching the leases.  ``pending`` ({instance uuid: job
+        id}): removal jobs for ended leases still in the queue (a master
+        restarted before they ran): not submitted again."""
         self.running = True
+        for uuid, job_id in (pending or {}).items():
+            inst = self.cfg.instances.get(uuid)
+            until = lease_of(inst) if inst is not None else None
+            if until is not None:
+                self.released[uuid] = until
+                self.jobs[uuid] = job_id
         self.cfg.write_listeners.append(self.config_changed)
         self.check()
 

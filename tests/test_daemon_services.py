@@ -125,6 +125,30 @@ class MasterdServiceTests(unittest.TestCase):
         self.assertEqual(sorted(i.name for i in top.cfg.instances.values()),
                          ["res2.example.com"])
 
+    def test_queued_lease_removal_not_submitted_again_after_restart(self):
+        from ganeti import config, leases, objects
+        cfg = config.ConfigStore.load(self.paths.config_file)
+        ended = objects.Instance(name="res1.example.com", forthcoming=True,
+                                 tags={leases.tag(1000)})
+        cfg.add_instance(ended, [])
+        reactor = MemoryReactorClock()
+        reactor.advance(2000)
+        top = self.make(reactor)
+        top.startService()
+        # stopped before the removal job ran
+        [[job_id, status]] = top.queue.query_jobs(None, ["id", "status"])
+        self.assertNotIn(status, ("success", "error", "canceled"))
+        self.successResultOf(top.stopService())
+        top.getServiceNamed("queue-lock").store.unlock()
+        # a new master: the queued removal is known, none is added
+        again = self.make(reactor)
+        again.startService()
+        self.addCleanup(again.stopService)
+        self.assertEqual(again.getServiceNamed("leases").keeper.jobs,
+                         {ended.uuid: job_id})
+        self.assertEqual([row[0] for row in again.queue.query_jobs(
+            None, ["id"])], [job_id])
+
     def test_ssconf_files_once_per_burst_of_changes(self):
         from ganeti.backend import files
         written = []

@@ -413,6 +413,23 @@ class KeeperTests(KeeperTestCase):
         self.queue.run_all()
         self.assertEqual(self.cfg.instances, {})
 
+    def test_restart_with_the_removal_still_queued(self):
+        uuid = self.reserve(lease="+2h")
+        self.clock.advance(3 * HOUR)
+        rows = [[4, "success", [leases.removal_op(
+                    self.cfg.get_instance(uuid), NOW)]],
+                [7, "queued", [leases.removal_op(
+                    self.cfg.get_instance(uuid), NOW)]],
+                [8, "queued", [{"OP_ID": "OP_INSTANCE_REMOVE",
+                                "instance_name": "other"}]]]
+        pending = leases.pending_removals(rows)
+        self.assertEqual(pending, {uuid: 7})
+        self.keeper = leases.LeaseKeeper(self.cfg, self.queue.submit,
+                                         self.clock)
+        self.keeper.start(pending)
+        self.assertEqual(self.queue.jobs, [])
+        self.assertEqual(self.keeper.jobs, {uuid: 7})
+
     def test_committed_instance_untouched(self):
         uuid = self.reserve(lease="+2h", os_type="busybox+default",
                             nics=[{}])

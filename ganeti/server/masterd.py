@@ -973,7 +973,17 @@ class LeaseService(service.Service):
             return queue.submit_job([opcodes.from_dict(op) for op in ops])
         self.keeper = leases.LeaseKeeper(cfg, submit, self.reactor,
                                          state_changed=self.state_changed)
-        self.keeper.start()
+        # removals submitted before a restart and still queued (the queue
+        # is read only when some lease has ended)
+        pending = None
+        now = self.reactor.seconds()
+        if any(until is not None and until <= now
+               for until in map(leases.lease_of, cfg.instances.values())):
+            pending = leases.pending_removals(
+                row for row in queue.query_jobs(None,
+                                                ["id", "status", "ops"])
+                if row is not None)
+        self.keeper.start(pending)
 
     def stopService(self):
         service.Service.stopService(self)
