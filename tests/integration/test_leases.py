@@ -10,6 +10,7 @@ from twisted.trial import unittest
 
 from ganeti import leases
 
+from tests import ganeti_peer
 from tests.integration.daemons import FINAL, wait_for
 from tests.integration.test_cli import NODE, ClusterTestCase
 
@@ -39,10 +40,13 @@ class LeaseTests(ClusterTestCase):
         if code != 0 and "OP_INSTANCE_CREATE is not implemented" in out:
             raise unittest.SkipTest("instance logical units not available")
         self.assertEqual(code, 0, out)
-        out = self.ok("gnt-instance", "list", "--no-headers", "-o",
-                      "name,lease_state", "res1")
+        out = self.ok("gnt-instance", "list", "--no-headers",
+                      "--separator=|", "-o",
+                      "name,lease_until,lease_state", "res1")
+        name, until, state = out.strip().split("|")
         # a lease of a few seconds is within the warning window at once
-        self.assertEqual(out.split(), ["res1", "expiring"])
+        self.assertEqual((name, state), ("res1", "expiring"))
+        self.assertIn(time.strftime("%Y", time.localtime(start)), until)
         self.assertEqual(self.reserved_mem(), "256")
         # bad input: named, nothing changed
         code, out = self.gnt("gnt-instance", "modify", "--lease-until",
@@ -70,3 +74,26 @@ class LeaseTests(ClusterTestCase):
                  if entry[0] == leases.REASON_SOURCE]
         self.assertEqual(len(trail), 1, op["reason"])
         self.assertIn("lease expired", trail[0][1])
+
+    def test_ganeti_clients_with_a_leased_reservation(self):
+        """Ganeti's own gnt-instance reads a cluster with a lease (its
+        lease fields are ours, the tag is a tag), and its add-tags meets
+        the reserved namespace."""
+        ganeti_peer.skip_unless_available()
+        self.init()
+        self.ok("gnt-instance", "add", "--forthcoming", "-t", "file", "-n",
+                NODE, "-s", "1G", "--no-name-check", "--no-ip-check",
+                "--lease-until", "+1d", "res1")
+        code, out = ganeti_peer.run_tool(
+            "gnt-instance", ["list", "--no-headers", "--separator=|", "-o",
+                             "name,tags,lease_state"], self.root, NODE,
+            timeout=60)
+        self.assertEqual(code, 0, out)
+        name, tags, state = out.strip().split("|")
+        self.assertEqual((name, state), ("res1", "active"))
+        self.assertTrue(tags.startswith(leases.TAG_PREFIX), tags)
+        code, out = ganeti_peer.run_tool(
+            "gnt-instance", ["add-tags", "res1", "lease:until:1"],
+            self.root, NODE, timeout=60)
+        self.assertNotEqual(code, 0, out)
+        self.assertIn("--lease-until", out)
