@@ -218,6 +218,11 @@ class TagRuleTests(LeaseTestCase):
                               "reserved for leases")
         # other tags are fine
         self.ok(self.tags_set("instance", uuid, ["team:web"]))
+        # removing the lease tag makes the reservation unlimited
+        self.ok({"OP_ID": "OP_TAGS_DEL", "kind": "instance", "name": uuid,
+                 "tags": self.lease_tags(uuid)})
+        self.assertEqual(self.query(["lease_until", "lease_state"]),
+                         {"inst1.example.com": [None, ""]})
 
     def test_cluster_warning_window(self):
         self.assert_unchanged(self.tags_set("cluster", None,

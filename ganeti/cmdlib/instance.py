@@ -15,8 +15,8 @@ import os
 
 from ganeti import constants
 from ganeti import errors
-from ganeti import leases
 from ganeti import hypervisor
+from ganeti import leases
 from ganeti import locking
 from ganeti import objects
 from ganeti import user_shutdown
