@@ -497,6 +497,22 @@ class InfoTests(unittest.TestCase):
                 "      on primary: /srv/x.disk0 in sync, status ok"]:
             self.assertIn(expected, lines)
 
+    def test_info_shows_the_lease(self):
+        import copy
+        data = copy.deepcopy(QUERY_DATA)
+        data["inst1"].update(forthcoming=True, lease_until=1700003600,
+                             lease_state="expiring")
+        client = FakeClient()
+        client.results["OP_INSTANCE_QUERY_DATA"] = data
+        code, out, err = gnt(client, "info", "inst1")
+        self.assertEqual(code, 0, err)
+        [line] = [l for l in out.splitlines() if l.startswith("  Lease:")]
+        self.assertIn("(expiring); the reservation is then removed", line)
+        # no lease, no line
+        client.results["OP_INSTANCE_QUERY_DATA"] = QUERY_DATA
+        code, out, err = gnt(client, "info", "inst1")
+        self.assertNotIn("Lease", out)
+
     def test_info_needs_names_or_all(self):
         client = FakeClient()
         code, _, err = gnt(client, "info")

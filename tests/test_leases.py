@@ -118,6 +118,14 @@ class CreateAndModifyTests(LeaseTestCase):
                          {"inst1.example.com": [NOW + 2 * HOUR, "active"]})
         self.assertEqual(self.cfg.verify(), [])
 
+    def test_instance_info(self):
+        uuid = self.reserve(lease="+2h")
+        info = self.ok({"OP_ID": "OP_INSTANCE_QUERY_DATA",
+                        "instances": [uuid], "static": True})
+        [data] = info.values()
+        self.assertEqual((data["lease_until"], data["lease_state"]),
+                         (NOW + 2 * HOUR, "active"))
+
     def test_create_iso(self):
         uuid = self.reserve(lease="2026-12-01T12:00:00Z")
         self.assertEqual(self.lease_tags(uuid), ["lease:until:1796126400"])

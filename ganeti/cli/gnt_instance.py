@@ -1183,6 +1183,11 @@ def instance_info_items(data):
                                                              run_state)
     if data.get("forthcoming"):
         state += " (forthcoming)"
+    lease = []
+    if data.get("lease_until") is not None:
+        lease = [("Lease", "until %s (%s); the reservation is then removed"
+                  % (base.format_time(data["lease_until"]),
+                     data.get("lease_state") or "active"))]
     restarts = _watcher_restarts(data.get("watcher_restarts"))
     pgroup = data.get("pnode_group_name")
     nodes = [[("primary", data.get("pnode")),
@@ -1199,7 +1204,7 @@ def instance_info_items(data):
         ("Creation time", base.format_time(data.get("ctime"))),
         ("Modification time", base.format_time(data.get("mtime"))),
         ("State", state),
-    ] + ([("Watcher restarts", restarts)] if restarts else []) + [
+    ] + lease + ([("Watcher restarts", restarts)] if restarts else []) + [
         ("Nodes", nodes),
         ("Operating system", data.get("os")),
         ("Operating system parameters",

@@ -733,6 +733,11 @@ class LUInstanceQueryData(LogicalUnit):
             "ctime": inst.ctime,
             "uuid": inst.uuid,
             "forthcoming": inst.forthcoming,
+            # a reservation's lease (docs/leases.rst): end and state
+            "lease_until": leases.lease_of(inst),
+            "lease_state": leases.state(
+                inst, self.ctx.clock.seconds(),
+                leases.warning_window(cluster)),
             "admin_state_source": inst.admin_state_source,
             "disks_active": inst.disks_active,
             "autorepair": autorepair,
