@@ -14,8 +14,9 @@ from tests import ganeti_peer
 from tests.integration.daemons import FINAL, wait_for
 from tests.integration.test_cli import NODE, ClusterTestCase
 
-#: seconds the test's lease lasts
-LEASE = 4
+#: seconds the test's lease lasts (long enough for the checks made
+#: before it ends, also on a loaded machine)
+LEASE = 10
 
 
 class LeaseTests(ClusterTestCase):
