@@ -58,7 +58,7 @@ __all__ = [
     "certificate_digest", "format_candidate_certs", "parse_candidate_certs",
     "server_context_factory", "ClientPolicy", "AnyServerPolicy",
     "parse_fingerprint", "peer_pinned_options", "new_private_key",
-    "format_fingerprint", "write_hmac_key",
+    "format_fingerprint", "write_domain_secret", "write_hmac_key",
 ]
 
 log = Logger()
@@ -556,3 +556,12 @@ def write_hmac_key(path):
     key = binascii.hexlify(os.urandom(20)) + b"\n"
     io.atomic_write(path, key, mode=0o400)
     return key
+
+
+def write_domain_secret(path):
+    """A new cluster domain secret, in the HMAC key's format.
+
+    Clusters sharing it trust each other's signed messages when instances
+    move between them (remote export and import).
+    """
+    return write_hmac_key(path)

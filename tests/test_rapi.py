@@ -12,6 +12,7 @@ import json
 import os
 import re
 import tempfile
+import time
 
 from treq.testing import StubTreq
 from twisted.internet import defer
@@ -1048,6 +1049,48 @@ class InstanceWriteTests(WriteTestCase):
             body["ignore_ipolicy"] = True
             yield self.submitted(method, where, body, OP_ID=op_id,
                                  ignore_ipolicy=True)
+
+    @defer.inlineCallbacks
+    def test_lease_until(self):
+        yield self.submitted("POST", "/2/instances", {
+            "__version__": 1, "forthcoming": True, "lease_until": "+2h"},
+            OP_ID="OP_INSTANCE_CREATE", forthcoming=True, lease_until="+2h")
+        uuid = [i for i in self.cfg.instances.values()
+                if i.forthcoming][0].uuid
+        yield self.submitted("PUT", "/2/instances/%s/modify" % uuid,
+                             {"lease_until": "2099-01-01T00:00:00Z"},
+                             OP_ID="OP_INSTANCE_SET_PARAMS",
+                             instance_name=uuid,
+                             lease_until="2099-01-01T00:00:00Z")
+        yield self.submitted("PUT", "/2/instances/%s/modify" % uuid,
+                             {"lease_until": "none"},
+                             OP_ID="OP_INSTANCE_SET_PARAMS",
+                             lease_until="none")
+        submitted = len(self.handler.submitted)
+        for where, method, body in (
+                ("/2/instances", "POST", {"__version__": 1,
+                                          "forthcoming": True,
+                                          "lease_until": "next week"}),
+                ("/2/instances/%s/modify" % uuid, "PUT",
+                 {"lease_until": [1]})):
+            err = yield self.error(400, method, where, body)
+            self.assertIn("lease_until", err["message"])
+        self.assertEqual(len(self.handler.submitted), submitted)
+
+    @defer.inlineCallbacks
+    def test_lease_fields_in_bulk_answers(self):
+        forthcoming = [i for i in self.cfg.instances.values()
+                       if i.forthcoming][0]
+        until = int(time.time()) + 86400
+        self.cfg.set_instance_lease(forthcoming.uuid, until)
+        bulk = yield self.ok("GET", "/2/instances?bulk=1", auth=None)
+        rows = {b["uuid"]: b for b in bulk}
+        self.assertEqual(
+            (rows[forthcoming.uuid]["lease_until"],
+             rows[forthcoming.uuid]["lease_state"]), (until, "active"))
+        real = [b for b in bulk if b["uuid"] != forthcoming.uuid][0]
+        self.assertEqual((real["lease_until"], real["lease_state"]),
+                         (None, ""))
 
     @defer.inlineCallbacks
     def test_forthcoming(self):

@@ -39,6 +39,7 @@ from ganeti import constants
 from ganeti import errors
 from ganeti import exportinfo
 from ganeti import ipolicy
+from ganeti import leases
 from ganeti import locking
 from ganeti import objects
 from ganeti import rie
@@ -120,6 +121,17 @@ class LUInstanceCreate(LogicalUnit):
             except errors.TagError as err:
                 raise errors.OpPrereqError("tags: %s" % err,
                                            errors.ECODE_INVAL)
+        leases.check_tags(constants.TAG_INSTANCE, op.tags)
+        self.lease_until = None
+        if op.lease_until is not None:
+            if not op.forthcoming:
+                raise errors.OpPrereqError(
+                    "lease_until: only a forthcoming instance (a"
+                    " reservation, --forthcoming) can have a lease%s"
+                    % ("; committing drops the lease" if op.commit else ""),
+                    errors.ECODE_INVAL)
+            self.lease_until = leases.parse(op.lease_until,
+                                            self.ctx.clock.seconds())
         operating_system.check_osparams_disjoint(
             osparams=op.osparams, osparams_private=op.osparams_private,
             osparams_secret=op.osparams_secret)
@@ -586,6 +598,10 @@ class LUInstanceCreate(LogicalUnit):
             admin_state=constants.ADMINST_DOWN,
             admin_state_source=constants.ADMIN_SOURCE,
             nics=nics, forthcoming=forthcoming, tags=set(op.tags))
+        if self.lease_until is not None:
+            inst.tags.add(leases.tag(self.lease_until))
+            self.log_info("The reservation's lease ends at %s",
+                          leases.format_time(self.lease_until))
         instance_params.check_memory_range(
             objects.fill_beparams(cluster, inst))
         self.hvparams = instance_params.check_hvparams(

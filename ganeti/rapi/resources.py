@@ -42,7 +42,9 @@ FEATURES = ["instance-create-reqv1", "instance-reinstall-reqv1",
 #: "forthcoming", as Ganeti's does: htools reading it would count
 #: reservations as not holding resources (and hspace fails to add up the
 #: instances); without it they count a forthcoming instance as a stopped
-#: one, holding its memory and disks, as the master does.
+#: one, holding its memory and disks, as the master does.  ``lease_until``
+#: and ``lease_state`` (a reservation's lease, docs/leases.rst) are this
+#: project's additions; clients reading Ganeti's fields ignore them.
 I_FIELDS = ["name", "admin_state", "os", "pnode", "snodes", "disk_template",
             "nic.ips", "nic.macs", "nic.modes", "nic.uuids", "nic.names",
             "nic.links", "nic.networks", "nic.networks.names", "nic.bridges",
@@ -50,7 +52,7 @@ I_FIELDS = ["name", "admin_state", "os", "pnode", "snodes", "disk_template",
             "disk.uuids", "disk.names", "beparams", "hvparams", "oper_state",
             "oper_ram", "oper_vcpus", "status", "custom_hvparams",
             "custom_beparams", "custom_nicparams", "ctime", "mtime", "uuid",
-            "serial_no", "tags"]
+            "serial_no", "tags", "lease_until", "lease_state"]
 #: one instance (GET /2/instances/{name}) also says whether it is
 #: forthcoming (this project's addition, for reservation clients)
 I_FIELDS_ONE = I_FIELDS + ["forthcoming"]

@@ -339,6 +339,41 @@ class ForthcomingTests(RapiDaemonTestCase):
                               user=auth)
         self.assertEqual(self.wait_job(job)["status"], "success")
 
+    def test_reservation_with_a_lease(self):
+        """A lease set and moved over RAPI; the master releases the
+        reservation when it ends."""
+        node = self.vc.master.name
+        auth = (USER, PASSWORD)
+        resp, job = self.http("POST", "/2/instances", {
+            "__version__": 1, "forthcoming": True, "pnode": node,
+            "beparams": {"memory": 128}, "disk_template": "file",
+            "disks": [{"size": 1024}], "hypervisor": "fake",
+            "lease_until": "+1d"}, user=auth)
+        self.assertEqual(resp.status, 200, job)
+        result = self.wait_job(job)
+        self.assertEqual(result["status"], "success", result)
+        uuid = result["opresult"][0]
+        inst = self.http("GET", "/2/instances/%s" % uuid)[1]
+        self.assertEqual(inst["lease_state"], "active")
+        [row] = [i for i in self.http("GET", "/2/instances?bulk=1")[1]
+                 if i["uuid"] == uuid]
+        self.assertEqual(row["lease_until"], inst["lease_until"])
+        # a bad value: 400 naming the field, no job
+        resp, err = self.http("PUT", "/2/instances/%s/modify" % uuid,
+                              {"lease_until": "someday"}, user=auth)
+        self.assertEqual(resp.status, 400, err)
+        self.assertIn("lease_until", err["message"])
+        # shortened to seconds: released by the master
+        resp, job = self.http("PUT", "/2/instances/%s/modify" % uuid,
+                              {"lease_until": "+2s"}, user=auth)
+        self.assertEqual(self.wait_job(job)["status"], "success")
+        wait_for("the reservation released", lambda: uuid not in [
+            i["uuid"] for i in self.http("GET", "/2/instances?bulk=1")[1]],
+            timeout=60)
+        alloc = self.http("PUT", "/2/query/node", {
+            "fields": ["alloc.mem", "forthcoming_cnt"]}, user=auth)[1]
+        self.assertEqual(alloc["data"], [[[0, 0], [0, 0]]])
+
     def gnt_instance_list(self):
         import sys
         node = self.vc.master
