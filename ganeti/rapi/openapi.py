@@ -299,7 +299,8 @@ def body_schema(body):
     schema = {"type": "object", "properties": properties,
               "additionalProperties": bool(body.lenient)}
     if body.lenient:
-        schema["description"] = "Other keys are ignored"
+        schema["description"] = "The handler reads %s; other keys are" \
+            " ignored" % ", ".join(sorted(properties))
     if required:
         schema["required"] = sorted(required)
     if alias_groups:
