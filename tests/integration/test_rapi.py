@@ -190,6 +190,31 @@ class DaemonTests(RapiDaemonTestCase):
             self.assertEqual(resp.status, 501, value)
             self.assertIn("OP_NETWORK_ADD", value["message"])
 
+    def test_answers_match_the_openapi_document(self):
+        """The real daemons' answers (live data from the node daemon, a
+        job that ran) have the shapes /2/openapi.json documents."""
+        from tests import openapi_check
+        resp, doc = self.http("GET", "/2/openapi.json")
+        self.assertEqual(resp.status, 200)
+        openapi_check.validate_document(doc)
+        checker = openapi_check.Checker(doc)
+        resp, job = self.http("PUT", "/2/tags?tag=t3",
+                              user=(USER, PASSWORD))
+        self.assertEqual(resp.status, 200, job)
+        self.wait_job(job)
+        for path in ("/2/info", "/2/nodes?bulk=1", "/2/nodes",
+                     "/2/groups?bulk=1", "/2/instances?bulk=1",
+                     "/2/jobs/%s" % job, "/2/jobs?bulk=1", "/2/tags",
+                     "/2/features", "/2/query/node?fields=name,mfree,ctotal",
+                     "/2/nodes/%s" % self.vc.master.name):
+            resp, value = self.http("GET", path, user=(USER, PASSWORD))
+            self.assertEqual(resp.status, 200, (path, value))
+            self.assertEqual(checker.answer_errors("GET", path, 200, value),
+                             [], path)
+        # live values came from the node daemon
+        resp, nodes = self.http("GET", "/2/nodes?bulk=1")
+        self.assertIsInstance(nodes[0]["mtotal"], int)
+
     def test_users_file_reloaded(self):
         resp, _ = self.http("PUT", "/2/tags?tag=t2", user=("late", "pw"))
         self.assertEqual(resp.status, 401)
