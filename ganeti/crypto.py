@@ -57,8 +57,8 @@ __all__ = [
     "STAGED_SUFFIX", "PREVIOUS_SUFFIX",
     "certificate_digest", "format_candidate_certs", "parse_candidate_certs",
     "server_context_factory", "ClientPolicy", "AnyServerPolicy",
-    "parse_fingerprint",
-    "format_fingerprint", "write_hmac_key",
+    "parse_fingerprint", "peer_pinned_options", "new_private_key",
+    "format_fingerprint", "write_domain_secret", "write_hmac_key",
 ]
 
 log = Logger()
@@ -342,7 +342,8 @@ def _utcnow():
     return datetime.datetime.now(datetime.timezone.utc)
 
 
-def _pinned_verifier(pinned, role, names=None, now=_utcnow):
+def _pinned_verifier(pinned, role, names=None, now=_utcnow,
+                     what="the cluster certificate"):
     """An OpenSSL verify callback accepting only the pinned certificates.
 
     ``pinned()`` returns a dict of SHA-256 digests to the certificates
@@ -363,14 +364,14 @@ def _pinned_verifier(pinned, role, names=None, now=_utcnow):
             cert = pinned().get(digest)
             if cert is None:
                 log.warn("TLS: refusing {role} certificate {digest}: it is"
-                         " not the cluster certificate", role=role,
-                         digest=digest[:23])
+                         " not {what}", role=role, digest=digest[:23],
+                         what=what)
                 return False
             moment = now()
             if not (cert.not_valid_before_utc <= moment <=
                     cert.not_valid_after_utc):
-                log.warn("TLS: the {role} presented the cluster certificate"
-                         " but it is not valid now (valid {start} to {end})",
+                log.warn("TLS: the {role} presented {what} but it is not"
+                         " valid now (valid {start} to {end})", what=what,
                          role=role, start=cert.not_valid_before_utc,
                          end=cert.not_valid_after_utc)
                 return False
@@ -409,6 +410,22 @@ def _options(cert):
         verify=True, requireCertificate=True,
         caCerts=[ssl.Certificate.loadPEM(cert.cert_pem).original],
         raiseMinimumTo=ssl.TLSVersion.TLSv1_2)
+
+
+def peer_pinned_options(own, peer, role):
+    """For a connection between two parties each holding a key of its own
+    (not the cluster's, e.g. the nodes of two clusters during a move):
+    CertificateOptions presenting ``own`` (a :class:`ClusterCertificate`)
+    and an OpenSSL verify callback accepting only ``peer`` (a cryptography
+    certificate), valid now.  The caller installs the callback."""
+    pins = {certificate_digest(peer): peer}
+    return _options(own), _pinned_verifier(
+        lambda: pins, role, what="the certificate given for it")
+
+
+def new_private_key(key_type="rsa"):
+    """A new private key (``rsa``: 2048 bits, ``ec``: P-256)."""
+    return _new_key(key_type)
 
 
 def server_context_factory(cert, trusted=(), pins=None):
@@ -539,3 +556,12 @@ def write_hmac_key(path):
     key = binascii.hexlify(os.urandom(20)) + b"\n"
     io.atomic_write(path, key, mode=0o400)
     return key
+
+
+def write_domain_secret(path):
+    """A new cluster domain secret, in the HMAC key's format.
+
+    Clusters sharing it trust each other's signed messages when instances
+    move between them (remote export and import).
+    """
+    return write_hmac_key(path)

@@ -22,10 +22,12 @@ import attr
 
 from ganeti import constants
 from ganeti import errors
+from ganeti import leases
 from ganeti.ht import (  # noqa: F401 (REDACTED: what redacting dumps show)
     ANY, BOOL, DICT, FLOAT, HIDE_SECRETS, HOST_NAME, INSTANCE_HOST_NAME, INT,
     IPV4_ADDR, IPV4_NET, IPV6_ADDR, IPV6_NET, NESTR, NONNEG_INT, OBJECT_NAME,
-    OS_NAME, POS_INT, REDACTED, STR, Invalid, Type, copy_value, dict_of,
+    NONNEG_NUMBER, OS_NAME, POS_INT, REDACTED, STR, Invalid, Type,
+    copy_value, dict_of,
     either, integer, list_of, maybe, one_of, private, secret, show,
     tuple_of, where)
 
@@ -192,6 +194,12 @@ UID_RANGES = list_of(tuple_of(INT, INT))
 # given to an external allocator as --key=value / --flag (this project's
 # addition; Ganeti has only the cluster's default_iallocator_params).
 IALLOCATOR_PARAMS = dict_of(NESTR, ANY, desc="allocator parameters")
+#: the end of a forthcoming instance's lease (ganeti.leases): epoch
+#: seconds, an ISO 8601 UTC time, a duration from now (+2h) or none
+LEASE_UNTIL = either(
+    NONNEG_NUMBER,
+    where(NESTR, leases.is_lease_text, "a time (%s, or none)" % leases.FORMS),
+    desc="a time (epoch seconds, %s, or none)" % leases.FORMS)
 # Default allocators per request type (null: back to the list for all)
 DEFAULT_IALLOCATORS = dict_of(one_of(*IALLOCATOR_MODES),
                               maybe(list_of(NESTR)),
@@ -618,7 +626,8 @@ _op("OP_INSTANCE_CREATE", "instance_name",
     P("instance_communication", BOOL, False),
     P("helper_startup_timeout", maybe(INT)),
     P("helper_shutdown_timeout", maybe(INT)),
-    X("iallocator_params", maybe(IALLOCATOR_PARAMS)))
+    X("iallocator_params", maybe(IALLOCATOR_PARAMS)),
+    X("lease_until", maybe(LEASE_UNTIL)))
 _op("OP_INSTANCE_DEACTIVATE_DISKS", "instance_name",
     R("instance_name", STR),
     P("instance_uuid", maybe(NESTR)),
@@ -700,7 +709,8 @@ _op("OP_INSTANCE_REMOVE", "instance_name",
     R("instance_name", STR),
     P("instance_uuid", maybe(NESTR)),
     P("shutdown_timeout", NONNEG_INT, 120),
-    P("ignore_failures", BOOL, False))
+    P("ignore_failures", BOOL, False),
+    X("expired_lease", maybe(BOOL)))
 _op("OP_INSTANCE_RENAME", None,
     R("instance_name", STR),
     P("instance_uuid", maybe(NESTR)),
@@ -746,7 +756,8 @@ _op("OP_INSTANCE_SET_PARAMS", "instance_name",
     P("conflicts_check", BOOL, True),
     P("hotplug", BOOL, False),
     P("hotplug_if_possible", BOOL, False),
-    P("instance_communication", maybe(BOOL)))
+    P("instance_communication", maybe(BOOL)),
+    X("lease_until", maybe(LEASE_UNTIL)))
 _op("OP_INSTANCE_SHUTDOWN", "instance_name",
     R("instance_name", STR),
     P("instance_uuid", maybe(NESTR)),

@@ -64,6 +64,7 @@ PROCEDURE_TIMEOUTS = {
     "instance_os_add": TIMEOUT_1DAY,
     "instance_os_export": TIMEOUT_1DAY,
     "instance_os_import": TIMEOUT_1DAY,
+    "remote_export_send": TIMEOUT_1DAY,
     "export_list": TIMEOUT_FAST,
     "export_info": TIMEOUT_FAST,
 }

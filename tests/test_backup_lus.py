@@ -4,7 +4,10 @@ import mode of OP_INSTANCE_CREATE, with node daemons simulated in memory
 commands with a fake master."""
 
 import base64
+import hashlib
+import os
 
+from twisted.internet import defer
 from twisted.trial import unittest
 
 from ganeti import cmdlib
@@ -12,6 +15,10 @@ from ganeti import errors
 from ganeti import exportinfo
 from ganeti import mcpu
 from ganeti import objects
+from ganeti import opcodes
+from ganeti import pathutils
+from ganeti import rie
+from ganeti.backend import remote_transfer
 
 from tests.fakes import NodeFailure
 from tests.test_cmdlib_instance import (InstanceRpc, InstanceTestCase,
@@ -229,8 +236,13 @@ class ExportTests(BackupTestCase):
                  errors.OpPrereqError, "without shutting it down",
                  errors.ECODE_INVAL),
                 (export_op(mode="remote", target_node=[]),
-                 errors.OpPrereqError, "remote (inter-cluster) exports are"
-                 " not supported", errors.ECODE_INVAL)):
+                 errors.OpPrereqError, "x509_key_name: missing",
+                 errors.ECODE_INVAL),
+                (export_op(mode="remote", x509_key_name=["a", "b", "c"],
+                           destination_x509_ca="x"),
+                 errors.OpPrereqError, "target_node: a remote export needs"
+                 " the destination's per-disk information",
+                 errors.ECODE_INVAL)):
             err = self.fails(op, kind)
             self.assertIn(words, err.args[0])
             self.assertEqual(err.args[1], code, op)
@@ -241,10 +253,10 @@ class ExportTests(BackupTestCase):
     def test_prepare(self):
         self.assertIsNone(self.ok({"OP_ID": "OP_BACKUP_PREPARE",
                                    "instance_name": INST, "mode": "local"}))
+        # no cluster domain secret here
         err = self.fails({"OP_ID": "OP_BACKUP_PREPARE",
                           "instance_name": INST, "mode": "remote"})
-        self.assertIn("remote (inter-cluster) exports are not supported",
-                      err.args[0])
+        self.assertIn("cannot read the cluster domain secret", err.args[0])
 
 
 class RemoveTests(BackupTestCase):
@@ -357,8 +369,7 @@ class ImportTests(BackupTestCase):
                 (self.import_op(src_node="ghost.example.com"),
                  "src_node", errors.ECODE_NOENT),
                 (self.import_op(mode="remote-import"),
-                 "remote imports (remote-import) are not supported",
-                 errors.ECODE_INVAL),
+                 "source_handshake: missing", errors.ECODE_INVAL),
                 (create_op("x1.example.com", src_node=NODE2),
                  "only for mode 'import'", errors.ECODE_INVAL)):
             err = self.fails(op)
@@ -456,3 +467,285 @@ class CommandLineTests(unittest.TestCase):
         op = self.client.op()
         self.assertEqual((op["OP_ID"], op["instance_name"]),
                          ("OP_BACKUP_REMOVE", INST))
+
+
+# --- remote (inter-cluster) exports and imports ------------------------------
+
+CDS = "0123456789abcdef0123456789abcdef01234567"
+OTHER_CDS = "fedcba9876543210fedcba9876543210fedcba98"
+
+
+class RemoteRpc(ExportRpc):
+    """Adds import/export keys (real certificates, made under
+    ``key_paths``), listeners and sending.  ``sent[(host, port, magic)]``
+    is what a source sent; a listener's data (``incoming``, in the order
+    of the listen calls) has arrived when the master first asks, unless
+    ``arrival_error`` says why not."""
+
+    def __init__(self, key_paths):
+        ExportRpc.__init__(self)
+        self.key_paths = key_paths
+        self.keys = {}
+        self.sent = {}
+        self.listeners = {}
+        self.incoming = []
+        self.arrival_error = None
+
+    def _x509_cert_create(self, node, validity):
+        name, pem = remote_transfer.make_key(self.key_paths, validity, 0)
+        self.keys.setdefault(node, {})[name] = pem
+        return [name, pem]
+
+    def _x509_cert_remove(self, node, name):
+        return self.keys.get(node, {}).pop(name, None) is not None
+
+    def _remote_export_send(self, node, key_name, peer_ca, host, port, magic,
+                            tid, connect_timeout=60):
+        if key_name not in self.keys.get(node, {}):
+            raise NodeFailure("there is no import/export key %s" % key_name)
+        data = bytes(self.transfers[node][tid])
+        self.sent[(host, port, magic)] = (data, peer_ca)
+        return {"size": len(data),
+                "sha256": hashlib.sha256(data).hexdigest()}
+
+    def _remote_import_listen(self, node, key_name, peer_ca, host, magic,
+                              tid, timeout):
+        port = 40000 + len(self.listeners)
+        self.listeners[tid] = {"node": node, "key": key_name, "peer": peer_ca,
+                               "host": host, "magic": magic, "port": port,
+                               "done": False}
+        return port
+
+    def _remote_import_status(self, node, tids):
+        result = {}
+        for tid in tids:
+            listener = self.listeners.get(tid)
+            if listener is None:
+                result[tid] = None
+                continue
+            if not listener["done"] and self.arrival_error is None:
+                data = self.incoming.pop(0)
+                self.transfers.setdefault(node, {})[tid] = bytearray(data)
+                listener.update(done=True, size=len(data),
+                                sha256=hashlib.sha256(data).hexdigest())
+            result[tid] = {"port": listener["port"],
+                           "done": listener["done"],
+                           "size": listener.get("size"),
+                           "sha256": listener.get("sha256"),
+                           "error": self.arrival_error,
+                           "last_attempt": None}
+        return result
+
+    def _remote_import_end(self, node, tid):
+        listener = self.listeners.pop(tid, None)
+        if listener is not None and not listener["done"]:
+            self.transfers.get(node, {}).pop(tid, None)
+        return listener is not None
+
+
+class RemoteTests(BackupTestCase):
+
+    def setUp(self):
+        BackupTestCase.setUp(self)
+        self.ctx.paths = pathutils.Paths(os.path.abspath(self.mktemp()))
+        os.makedirs(self.ctx.paths.data_dir)
+        with open(os.path.join(self.ctx.paths.data_dir,
+                               "cluster-domain-secret"), "w") as f:
+            f.write(CDS + "\n")
+        rpc = RemoteRpc(pathutils.Paths(os.path.abspath(self.mktemp())))
+        rpc.__dict__.update({k: v for k, v in self.rpc.__dict__.items()
+                             if k not in rpc.__dict__ or k in
+                             ("domains", "files", "data", "memory",
+                              "calls", "os_list")})
+        self.rpc = self.ctx.rpc = rpc
+
+    def run_op(self, op):
+        self.job += 1
+
+        def feedback(msg, type="message"):
+            self.log.append(msg if type == "message" else (type, msg))
+        return defer.maybeDeferred(opcodes.from_dict, op).addCallback(
+            lambda op: self.proc.execute(self.job, 0, op, feedback))
+
+    def prepare(self):
+        return self.ok({"OP_ID": "OP_BACKUP_PREPARE", "instance_name": INST,
+                        "mode": "remote"})
+
+    def destination(self, disks=1, cds=CDS):
+        """What a destination cluster would answer: its signed
+        certificate and per-disk information."""
+        _, pem = remote_transfer.make_key(self.rpc.key_paths, 3600, 0)
+        infos = [rie.compute_disk_info(cds, "abcd", idx, "127.0.9.1",
+                                       5000 + idx, "magic-%d" % idx)
+                 for idx in range(disks)]
+        return pem, rie.sign_certificate(pem, cds), infos
+
+    def remote_export(self, expinfo, dest, **kw):
+        op = export_op(mode="remote", target_node=dest[2],
+                       x509_key_name=expinfo["x509_key_name"],
+                       destination_x509_ca=dest[1])
+        op.update(kw)
+        return op
+
+    def test_prepare_signs_a_new_key(self):
+        expinfo = self.prepare()
+        self.assertIsNone(rie.check_handshake(CDS, expinfo["handshake"]))
+        name = rie.check_key_name(CDS, expinfo["x509_key_name"])
+        pem = rie.load_signed_certificate(expinfo["x509_ca"], CDS, "x")
+        # the key is on the primary node
+        self.assertEqual(self.rpc.keys[NODE1], {name: pem})
+        # a destination without our secret rejects all of it
+        self.assertIsNotNone(rie.check_handshake(OTHER_CDS,
+                                                 expinfo["handshake"]))
+        self.assertRaises(errors.OpPrereqError, rie.load_signed_certificate,
+                          expinfo["x509_ca"], OTHER_CDS, "x")
+
+    def test_export_sends_each_disk_and_removes_the_instance(self):
+        expinfo = self.prepare()
+        dest = self.destination()
+        self.rpc.calls = []
+        self.assertEqual(self.ok(self.remote_export(
+            expinfo, dest, remove_instance=True, compress="gzip")),
+            [True, [True]])
+        data, peer = self.rpc.sent[("127.0.9.1", 5000, "magic-0")]
+        self.assertEqual(data, self.content)
+        # the node accepts only the destination's certificate
+        self.assertEqual(peer, dest[0])
+        procs = self.rpc.procedures()
+        self.assertLess(procs.index("instance_shutdown"),
+                        procs.index("instance_os_export"))
+        export_call = self.rpc.calls_of("instance_os_export")[0]
+        self.assertEqual(export_call.args[2], "gzip")
+        self.assertEqual(self.cfg.instances, {})
+        self.assertEqual(self.rpc.keys[NODE1], {})
+        self.assertEqual(self.rpc.transfers[NODE1], {})
+        # nothing written as a local export anywhere
+        self.assertEqual(self.rpc.exports, {})
+
+    def test_export_keeps_a_running_instance_running(self):
+        expinfo = self.prepare()
+        self.ok(self.remote_export(expinfo, self.destination()))
+        self.assertEqual(self.rpc.domains[(NODE1, INST)], "running")
+        self.assertIn(INST, [i.name for i in self.cfg.instances.values()])
+
+    def test_export_bad_input_changes_nothing(self):
+        expinfo = self.prepare()
+        good = self.destination()
+        foreign = self.destination(cds=OTHER_CDS)
+        name, _, salt = expinfo["x509_key_name"]
+        forged_key = [name, rie.sha1_hmac(OTHER_CDS, name, salt), salt]
+        self.rpc.calls = []
+        before = self.cfg.to_dict()
+        for kw, words in (
+                ({"target_node": foreign[2]},
+                 "target_node: disk/0: the HMAC is invalid"),
+                ({"target_node": good[2] * 2},
+                 "target_node: the destination gave information for 2"
+                 " disks, instance %s has 1" % INST),
+                ({"destination_x509_ca": foreign[1]},
+                 "destination_x509_ca: the certificate's signature is"
+                 " invalid"),
+                ({"destination_x509_ca": good[0]},
+                 "destination_x509_ca: the certificate carries no"
+                 " X-Ganeti-Signature header"),
+                ({"x509_key_name": forged_key},
+                 "x509_key_name: the HMAC is invalid"),
+                ({"x509_key_name": ["a", "b"]},
+                 "x509_key_name: not a [name, hmac, salt] triple")):
+            err = self.fails(self.remote_export(expinfo, good, **kw))
+            self.assertIn(words, err.args[0])
+            self.assertEqual(err.args[1], errors.ECODE_INVAL)
+        self.assertEqual(self.rpc.calls, [])
+        self.assertEqual(self.cfg.to_dict(), before)
+
+    def test_failed_send_restarts_the_instance(self):
+        expinfo = self.prepare()
+        self.rpc.fail["remote_export_send"] = ("the destination refused the"
+                                               " transfer: wrong magic")
+        err = self.fails(self.remote_export(expinfo, self.destination()),
+                         errors.OpExecError)
+        self.assertIn("wrong magic", str(err))
+        self.assertEqual(self.rpc.domains[(NODE1, INST)], "running")
+        self.assertEqual(self.rpc.transfers[NODE1], {})
+        self.assertIn(INST, [i.name for i in self.cfg.instances.values()])
+
+    def import_op(self, expinfo, name="moved1.example.com", **kw):
+        op = {"OP_ID": "OP_INSTANCE_CREATE", "instance_name": name,
+              "mode": "remote-import", "pnode": NODE2,
+              "disk_template": "file", "disks": [{"size": 1024}],
+              "nics": [{"mac": "generate"}], "os_type": "busybox+default",
+              "source_handshake": expinfo["handshake"],
+              "source_x509_ca": expinfo["x509_ca"],
+              "source_instance_name": INST}
+        op.update(kw)
+        return op
+
+    def test_remote_import(self):
+        expinfo = self.prepare()
+        self.rpc.incoming = [b"moved data" * 1000]
+        self.rpc.calls = []
+        self.assertEqual(self.ok(self.import_op(expinfo)), [NODE2])
+        # the log entry move-instance waits for
+        (entry,) = [m for t, m in (e for e in self.log
+                                   if isinstance(e, tuple))
+                    if t == "remote-import"]
+        self.assertEqual(sorted(entry), ["disks", "x509_ca"])
+        pem = rie.load_signed_certificate(entry["x509_ca"], CDS, "x")
+        host, port, magic = rie.check_disk_info(CDS, 0, entry["disks"][0])
+        self.assertEqual(host, "127.0.0.2")   # the new primary node's
+        (call,) = self.rpc.calls_of("remote_import_listen")
+        self.assertEqual(call.node, NODE2)
+        self.assertEqual(call.args[3], magic)
+        # the listener accepts only the source's certificate
+        self.assertEqual(call.args[1], rie.load_signed_certificate(
+            expinfo["x509_ca"], CDS, "x"))
+        # its own key is the one whose certificate went to the source
+        self.assertNotIn(call.args[0], self.rpc.keys.get(NODE2, {}))
+        self.assertNotIn(pem, self.rpc.keys.get(NODE2, {}).values())
+        copy = self.inst("moved1.example.com")
+        (disk,) = self.cfg.instance_disks(copy)
+        self.assertEqual(self.rpc.data[disk.logical_id[1]],
+                         b"moved data" * 1000)
+        self.assertNotIn("instance_os_add", self.rpc.procedures())
+        self.assertEqual(self.rpc.listeners, {})
+        self.assertEqual(self.rpc.transfers[NODE2], {})
+        self.assertEqual(self.cfg.verify(), [])
+
+    def test_remote_import_with_another_domain_secret(self):
+        expinfo = self.prepare()
+        with open(os.path.join(self.ctx.paths.data_dir,
+                               "cluster-domain-secret"), "w") as f:
+            f.write(OTHER_CDS)
+        self.rpc.calls = []
+        before = self.cfg.to_dict()
+        err = self.fails(self.import_op(expinfo))
+        self.assertIn("source_handshake: invalid: the HMAC does not match:"
+                      " the two clusters do not share the same cluster"
+                      " domain secret", err.args[0])
+        self.assertEqual(err.args[1], errors.ECODE_INVAL)
+        self.assertEqual(self.rpc.calls, [])
+        self.assertEqual(self.cfg.to_dict(), before)
+
+    def test_remote_import_forged_certificate(self):
+        expinfo = dict(self.prepare())
+        _, pem = remote_transfer.make_key(self.rpc.key_paths, 3600, 0)
+        expinfo["x509_ca"] = rie.sign_certificate(pem, OTHER_CDS)
+        self.rpc.calls = []
+        err = self.fails(self.import_op(expinfo))
+        self.assertIn("source_x509_ca: the certificate's signature is"
+                      " invalid", err.args[0])
+        self.assertEqual(self.rpc.calls, [])
+
+    def test_remote_import_without_data_removes_the_instance(self):
+        expinfo = self.prepare()
+        self.rpc.arrival_error = "no complete transfer within 21600 seconds"
+        d = self.run_op(self.import_op(expinfo))
+        # the master looks again every few seconds
+        self.clock.advance(10)
+        err = self.failureResultOf(d, errors.OpExecError).value
+        self.assertIn("Disk/0 of moved1.example.com was not received: no"
+                      " complete transfer", str(err))
+        self.assertNotIn("moved1.example.com",
+                         [i.name for i in self.cfg.instances.values()])
+        self.assertEqual(self.rpc.listeners, {})
+        self.assertEqual(self.rpc.keys.get(NODE2, {}), {})

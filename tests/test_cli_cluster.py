@@ -80,7 +80,14 @@ class InitTests(unittest.TestCase):
         self.assertEqual(list(c.candidate_certs), [store.master_node.uuid])
         # key, certificate
         with open(self.paths.hmac_key_file) as f:
-            self.assertRegex(f.read(), r"^[0-9a-f]{40}\n$")
+            hmac_key = f.read()
+            self.assertRegex(hmac_key, r"^[0-9a-f]{40}\n$")
+        # a cluster domain secret of its own (remote export and import)
+        with open(os.path.join(self.paths.data_dir,
+                               "cluster-domain-secret")) as f:
+            secret = f.read()
+        self.assertRegex(secret, r"^[0-9a-f]{40}\n$")
+        self.assertNotEqual(secret, hmac_key)
         self.assertTrue(os.path.exists(os.path.join(self.paths.data_dir,
                                                     "server.pem")))
         # ssconf, in Ganeti's format

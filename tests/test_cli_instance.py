@@ -167,6 +167,28 @@ class AddTests(unittest.TestCase):
         self.assertEqual(code, 2)
         self.assertIn("not allowed with argument", err)
 
+    def test_lease_until(self):
+        op = self.add("-t", "plain", "-s", "1G", "--forthcoming",
+                      "--lease-until", "+2h", "res1")
+        self.assertEqual(op["lease_until"], "+2h")
+        op = self.add("-t", "plain", "-s", "1G", "--forthcoming",
+                      "--lease-until", "2099-12-01T12:00:00Z", "res1")
+        self.assertEqual(op["lease_until"], "2099-12-01T12:00:00Z")
+        # without a lease the opcode is Ganeti's (no extension parameter)
+        op = self.add("-t", "plain", "-s", "1G", "--forthcoming", "res1")
+        self.assertNotIn("lease_until", op)
+        for args, why in (
+                (["--lease-until", "+2h"], "only a forthcoming instance"),
+                (["--forthcoming", "--lease-until", "soon"],
+                 "'soon' is not a time"),
+                (["--forthcoming", "--lease-until", "2001-01-01T00:00:00Z"],
+                 "in the past"),
+                (["--forthcoming", "--lease-until", "none"],
+                 "needs an end")):
+            err = self.refused("-t", "plain", "-s", "1G", *(args + ["r1"]))
+            self.assertIn("--lease-until", err)
+            self.assertIn(why, err)
+
     def test_submit_and_dry_run(self):
         code, out, _ = gnt(self.client, "add", "--submit", "-t", "diskless",
                            "-o", "x", "inst1")
@@ -356,6 +378,18 @@ class ModifyTests(unittest.TestCase):
         self.assertEqual(op["osparams"], {"motd": "x"})
         self.assertEqual(op["os_name"], "busybox+minimal")
 
+    def test_lease_until(self):
+        op, _ = self.modify("--lease-until", "+3d", "res1")
+        self.assertEqual(op["lease_until"], "+3d")
+        op, _ = self.modify("--lease-until", "none", "res1")
+        self.assertEqual(op["lease_until"], "none")
+        before = len(self.client.jobs)
+        code, _, err = gnt(self.client, "modify", "--lease-until",
+                           "yesterday", "res1")
+        self.assertEqual(code, 1)
+        self.assertIn("--lease-until", err)
+        self.assertEqual(len(self.client.jobs), before)
+
     def test_disk_and_nic_changes(self):
         op, _ = self.modify("--disk", "add:size=1G,mode=ro", "--disk",
                             "1:remove", "--disk", "0:modify,mode=ro",
@@ -462,6 +496,22 @@ class InfoTests(unittest.TestCase):
                 "      access mode: rw",
                 "      on primary: /srv/x.disk0 in sync, status ok"]:
             self.assertIn(expected, lines)
+
+    def test_info_shows_the_lease(self):
+        import copy
+        data = copy.deepcopy(QUERY_DATA)
+        data["inst1"].update(forthcoming=True, lease_until=1700003600,
+                             lease_state="expiring")
+        client = FakeClient()
+        client.results["OP_INSTANCE_QUERY_DATA"] = data
+        code, out, err = gnt(client, "info", "inst1")
+        self.assertEqual(code, 0, err)
+        [line] = [l for l in out.splitlines() if l.startswith("  Lease:")]
+        self.assertIn("(expiring); the reservation is then removed", line)
+        # no lease, no line
+        client.results["OP_INSTANCE_QUERY_DATA"] = QUERY_DATA
+        code, out, err = gnt(client, "info", "inst1")
+        self.assertNotIn("Lease", out)
 
     def test_info_needs_names_or_all(self):
         client = FakeClient()

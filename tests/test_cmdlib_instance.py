@@ -418,8 +418,8 @@ class CreateTests(InstanceTestCase):
                             "iallocator module 'no-such' not found",
                             kind=errors.OpExecError)
         self.assert_refused(create_op(os_type=None), "os_type")
-        self.assert_refused(create_op(mode="remote-import"), "mode",
-                            "remote-import")
+        self.assert_refused(create_op(mode="remote-import"),
+                            "source_handshake", "missing")
         self.assert_refused(create_op(forthcoming=True, commit=True),
                             "mutually exclusive")
 

@@ -51,7 +51,7 @@ class MasterdServiceTests(unittest.TestCase):
         self.assertEqual([child.name for child in top],
                          ["queue-lock", "config", "watcher-pause", "jobs",
                           "job-archive", "luxi", "config-audit",
-                          "nodehealth"])
+                          "leases", "nodehealth"])
         self.assertEqual(snapshot(self.paths.root), before)
         self.assertEqual(reactor.unixServers, [])
 
@@ -68,7 +68,7 @@ class MasterdServiceTests(unittest.TestCase):
             self.assertEqual(f.read(), "%d\n" % os.getpid())
 
         self.successResultOf(top.stopService())
-        self.assertEqual([child.running for child in top], [False] * 8)
+        self.assertEqual([child.running for child in top], [False] * 9)
         # the node checks, the audit and the archiving ran on the
         # master's clock and stopped with it
         self.assertEqual(reactor.getDelayedCalls(), [])
@@ -89,6 +89,65 @@ class MasterdServiceTests(unittest.TestCase):
         self.assertEqual(reactor.tcpClients, [])
         self.successResultOf(top.stopService())
         self.assertTrue(replicator.stopped)
+
+    def test_lease_ended_while_down_released_at_start(self):
+        from ganeti import config, leases, objects
+        cfg = config.ConfigStore.load(self.paths.config_file)
+        ended = objects.Instance(name="res1.example.com", forthcoming=True,
+                                 tags={leases.tag(1000)})
+        running = objects.Instance(name="res2.example.com", forthcoming=True,
+                                   tags={leases.tag(4000)})
+        cfg.add_instance(ended, [])
+        cfg.add_instance(running, [])
+        reactor = MemoryReactorClock()
+        reactor.advance(2000)
+        top = self.make(reactor)
+        top.startService()
+        self.addCleanup(top.stopService)
+        keeper = top.getServiceNamed("leases").keeper
+        # the ended lease's removal was submitted at start; the other
+        # waits for its end
+        [[ops]] = top.queue.query_jobs(None, ["ops"])
+        [op] = ops
+        self.assertEqual((op["OP_ID"], op["instance_uuid"],
+                          op["expired_lease"]),
+                         ("OP_INSTANCE_REMOVE", ended.uuid, True))
+        self.assertEqual(op["reason"][0][:2], [
+            leases.REASON_SOURCE,
+            "lease expired (res1.example.com, lease until"
+            " 1970-01-01T00:16:40Z)"])
+        # (already in its warning window: armed for its end)
+        self.assertEqual(keeper.next_check, 4000)
+        for _ in range(20):
+            reactor.advance(0.1)
+        self.assertEqual(top.queue.query_jobs(None, ["status"]),
+                         [["success"]])
+        self.assertEqual(sorted(i.name for i in top.cfg.instances.values()),
+                         ["res2.example.com"])
+
+    def test_queued_lease_removal_not_submitted_again_after_restart(self):
+        from ganeti import config, leases, objects
+        cfg = config.ConfigStore.load(self.paths.config_file)
+        ended = objects.Instance(name="res1.example.com", forthcoming=True,
+                                 tags={leases.tag(1000)})
+        cfg.add_instance(ended, [])
+        reactor = MemoryReactorClock()
+        reactor.advance(2000)
+        top = self.make(reactor)
+        top.startService()
+        # stopped before the removal job ran
+        [[job_id, status]] = top.queue.query_jobs(None, ["id", "status"])
+        self.assertNotIn(status, ("success", "error", "canceled"))
+        self.successResultOf(top.stopService())
+        top.getServiceNamed("queue-lock").store.unlock()
+        # a new master: the queued removal is known, none is added
+        again = self.make(reactor)
+        again.startService()
+        self.addCleanup(again.stopService)
+        self.assertEqual(again.getServiceNamed("leases").keeper.jobs,
+                         {ended.uuid: job_id})
+        self.assertEqual([row[0] for row in again.queue.query_jobs(
+            None, ["id"])], [job_id])
 
     def test_ssconf_files_once_per_burst_of_changes(self):
         from ganeti.backend import files

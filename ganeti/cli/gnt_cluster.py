@@ -21,6 +21,7 @@ from ganeti import errors
 from ganeti import ipolicy
 from ganeti import luxi
 from ganeti import opcodes
+from ganeti import rie
 from ganeti import ssconf
 from ganeti import uidpool
 from ganeti.backend import files as backend_files
@@ -271,11 +272,16 @@ def stop_node_daemons(paths):
     return stopped
 
 
+def domain_secret_path(paths):
+    return os.path.join(paths.data_dir, rie.DOMAIN_SECRET_FILE)
+
+
 def cluster_files(paths):
     """The files init writes and destroy removes (ssconf ones included)."""
     result = [paths.config_file, paths.config_file + ".bak",
               paths.hmac_key_file, crypto.server_pem_path(paths),
-              os.path.join(paths.data_dir, "rapi.pem")]
+              os.path.join(paths.data_dir, "rapi.pem"),
+              domain_secret_path(paths)]
     try:
         names = os.listdir(paths.data_dir)
     except OSError:
@@ -472,6 +478,9 @@ def init(ctx, opts):
         if not os.path.exists(rapi_pem):
             crypto.generate_cluster_certificate(rapi_pem, name)
         crypto.write_hmac_key(paths.hmac_key_file)
+        # as Ganeti's init: clusters given the same one (renew-crypto
+        # --cluster-domain-secret) may move instances between them
+        crypto.write_domain_secret(domain_secret_path(paths))
         store.set_cluster_params(candidate_certs={
             master.uuid: crypto.certificate_digest(cert.certificate,
                                                    "sha1")})

@@ -9,9 +9,11 @@ import os
 import shlex
 import socket
 import subprocess
+import time
 
 from ganeti import constants
 from ganeti import errors
+from ganeti import leases
 from ganeti import opcodes
 from ganeti.cli import base
 from ganeti.cli import common
@@ -325,6 +327,10 @@ ADD_OPTS = [
                    Opt("--commit", action="store_true",
                        help="create the forthcoming instance of this name"
                        " for real")),
+        Opt("--lease-until", metavar="TIME",
+            help="with --forthcoming: the reservation ends (is removed) at"
+            " TIME, an ISO 8601 UTC time like 2026-12-01T12:00:00Z or a"
+            " duration from now like +2h or +3d"),
         Opt("--net", action="append", metavar="N[:KEY=VAL,...]",
             help="NIC N (repeatable): mac, ip, mode, link, network, name,"
             " vlan"),
@@ -428,8 +434,27 @@ def create_opcode(ctx, opts, mode=opcodes.INSTANCE_CREATE, **extra):
     params.update(_file_storage_params(opts))
     if opts.tags:
         params["tags"] = base.split_list(opts.tags)
+    lease = getattr(opts, "lease_until", None)
+    if lease is not None:
+        if not opts.forthcoming:
+            raise errors.ParameterError(
+                "--lease-until", "only a forthcoming instance (a"
+                " reservation, --forthcoming) can have a lease")
+        params["lease_until"] = _lease_until(lease, allow_unlimited=False)
     params.update(extra)
     return ctx.opcode("OP_INSTANCE_CREATE", **params)
+
+
+def _lease_until(text, allow_unlimited):
+    """``--lease-until`` checked here (form, not in the past); the master
+    resolves a duration from its own clock when the job runs."""
+    try:
+        leases.parse(text, time.time(), field="--lease-until",
+                     allow_unlimited=allow_unlimited)
+    except errors.OpPrereqError as err:
+        raise errors.ParameterError("--lease-until",
+                                    str(err.args[0]).split(": ", 1)[-1])
+    return text.strip()
 
 
 # --- remove, start, stop, reboot ---------------------------------------------------
@@ -595,6 +620,10 @@ def rename(ctx, opts):
           Opt("--file-storage-dir", metavar="DIR",
               help="directory of file disks (with -t file)"),
           _FILE_DRIVER_OPT,
+          Opt("--lease-until", metavar="TIME",
+              help="move the end of a forthcoming instance's lease to TIME"
+              " (ISO 8601 UTC like 2026-12-01T12:00:00Z, or +2h, +3d from"
+              " now), or none for an unlimited reservation"),
           base.FORCE_OPT, base.DRY_RUN_OPT] + base.JOB_OPTS,
     args=[Opt("instance", metavar="INSTANCE")],
     help="change instance parameters, disks and NICs")
@@ -633,6 +662,9 @@ def modify(ctx, opts):
         params["osparams_private"] = private
     if opts.offline is not None:
         params["offline"] = opts.offline
+    if opts.lease_until is not None:
+        params["lease_until"] = _lease_until(opts.lease_until,
+                                             allow_unlimited=True)
     params.update(_file_storage_params(opts))
     if not params:
         raise base.CommandFailed("Please give at least one of the"
@@ -1151,6 +1183,11 @@ def instance_info_items(data):
                                                              run_state)
     if data.get("forthcoming"):
         state += " (forthcoming)"
+    lease = []
+    if data.get("lease_until") is not None:
+        lease = [("Lease", "until %s (%s); the reservation is then removed"
+                  % (base.format_time(data["lease_until"]),
+                     data.get("lease_state") or "active"))]
     restarts = _watcher_restarts(data.get("watcher_restarts"))
     pgroup = data.get("pnode_group_name")
     nodes = [[("primary", data.get("pnode")),
@@ -1167,7 +1204,7 @@ def instance_info_items(data):
         ("Creation time", base.format_time(data.get("ctime"))),
         ("Modification time", base.format_time(data.get("mtime"))),
         ("State", state),
-    ] + ([("Watcher restarts", restarts)] if restarts else []) + [
+    ] + lease + ([("Watcher restarts", restarts)] if restarts else []) + [
         ("Nodes", nodes),
         ("Operating system", data.get("os")),
         ("Operating system parameters",

@@ -12,8 +12,16 @@ and started again afterwards if it was running, unless it is removed
 renamed into place only when complete; older exports of the instance on
 other nodes are removed afterwards, as Ganeti does.
 
-Remote (inter-cluster) exports are not supported: ``mode=remote`` is
-refused, by OP_BACKUP_PREPARE as by OP_BACKUP_EXPORT.
+A remote export (``mode=remote``) sends the disks to another cluster's
+node, which listens for them (OP_INSTANCE_CREATE in ``remote-import``
+mode there).  OP_BACKUP_PREPARE makes a key on the primary node and
+answers the signed handshake, key name and certificate
+(:mod:`ganeti.rie`); OP_BACKUP_EXPORT checks the destination's signed
+certificate and per-disk ``[host, port, magic, hmac, salt]`` (in
+``target_node``), runs the export script per disk into a transfer file
+and sends it over TLS to the destination's listener
+(:mod:`ganeti.backend.remote_transfer`).  Both clusters must share the
+cluster domain secret.
 """
 
 from twisted.logger import Logger
@@ -24,6 +32,7 @@ from ganeti import exportinfo
 from ganeti import locking
 from ganeti import objects
 from ganeti import opcodes
+from ganeti import rie
 from ganeti.cmdlib import checks
 from ganeti.cmdlib import instance_disks
 from ganeti.cmdlib import locks
@@ -35,20 +44,12 @@ from ganeti.cmdlib.instance_migration import (assemble_instance_disks,
                                               start_spec)
 
 __all__ = ["LUBackupPrepare", "LUBackupExport", "LUBackupRemove",
-           "copy_transfer", "CHUNK_SIZE", "REMOTE_REFUSED"]
+           "copy_transfer", "CHUNK_SIZE"]
 
 log = Logger()
 
 #: bytes per copied chunk of a dump
 CHUNK_SIZE = 4 * 1024 * 1024
-
-REMOTE_REFUSED = ("mode: remote (inter-cluster) exports are not supported"
-                  " by this cluster; use mode 'local'")
-
-
-def _refuse_remote(mode):
-    if mode == opcodes.EXPORT_MODE_REMOTE:
-        raise errors.OpPrereqError(REMOTE_REFUSED, errors.ECODE_INVAL)
 
 
 async def copy_transfer(lu, src_node, read, dst_node, transfer_id, what):
@@ -99,17 +100,36 @@ async def _remove_transfer(lu, node_uuid, transfer_id):
 
 class LUBackupPrepare(InstanceLU):
     """Preparing an export: nothing to do for a local one (as Ganeti:
-    the result is null); remote exports are refused."""
+    the result is null).  For a remote one, a new key on the primary node
+    (valid :data:`ganeti.rie.CERT_VALIDITY` seconds) and
+    ``{"handshake", "x509_key_name", "x509_ca"}`` signed with the cluster
+    domain secret, for the destination cluster."""
     OP_ID = "OP_BACKUP_PREPARE"
 
-    def check_arguments(self):
-        _refuse_remote(self.op.mode)
-
     def check_prereq(self):
-        checks.check_not_forthcoming(self.instance, "export it")
+        inst = self.instance
+        checks.check_not_forthcoming(inst, "export it")
+        if self.op.mode == opcodes.EXPORT_MODE_REMOTE:
+            self.cds = rie.read_domain_secret(self.ctx.paths)
+            checks.check_node_online(self.cfg, inst.primary_node,
+                                     "the export key is made there")
 
     async def exec_(self):
-        return None
+        if self.op.mode != opcodes.EXPORT_MODE_REMOTE:
+            return None
+        inst = self.instance
+        pname = node_calls.node_name(self.cfg, inst.primary_node)
+        self.log_info("Creating an export key on %s", pname)
+        name, pem = await node_calls.call_node(
+            self, inst.primary_node, "x509_cert_create",
+            [rie.CERT_VALIDITY], "Creating an export key for %s" % inst.name)
+        salt = rie.new_salt()
+        return {
+            "handshake": rie.compute_handshake(self.cds),
+            "x509_key_name": [name, rie.sha1_hmac(self.cds, name, salt),
+                              salt],
+            "x509_ca": rie.sign_certificate(pem, self.cds, salt),
+        }
 
 
 class LUBackupExport(InstanceLU):
@@ -119,8 +139,24 @@ class LUBackupExport(InstanceLU):
 
     def check_arguments(self):
         op = self.op
-        _refuse_remote(op.mode)
-        if not isinstance(op.target_node, str):
+        self.remote = op.mode == opcodes.EXPORT_MODE_REMOTE
+        if self.remote:
+            if not isinstance(op.target_node, list):
+                raise errors.OpPrereqError(
+                    "target_node: a remote export needs the destination's"
+                    " per-disk information (a list), not %r"
+                    % (op.target_node,), errors.ECODE_INVAL)
+            if not op.x509_key_name:
+                raise errors.OpPrereqError(
+                    "x509_key_name: missing; a remote export needs the"
+                    " key made by the remote prepare-export",
+                    errors.ECODE_INVAL)
+            if not op.destination_x509_ca:
+                raise errors.OpPrereqError(
+                    "destination_x509_ca: missing; a remote export needs"
+                    " the destination's signed certificate",
+                    errors.ECODE_INVAL)
+        elif not isinstance(op.target_node, str):
             raise errors.OpPrereqError(
                 "target_node: a local export needs a node name, not %r"
                 % (op.target_node,), errors.ECODE_INVAL)
@@ -143,6 +179,9 @@ class LUBackupExport(InstanceLU):
     def expand_names(self):
         InstanceLU.expand_names(self)
         op = self.op
+        self.target_uuid = None
+        if self.remote:
+            return
         try:
             self.target_uuid = self.expand_node(op.target_node_uuid
                                                 or op.target_node)
@@ -152,7 +191,7 @@ class LUBackupExport(InstanceLU):
 
     def declare_locks(self, level):
         InstanceLU.declare_locks(self, level)
-        if level == locking.LEVEL_NODE:
+        if level == locking.LEVEL_NODE and not self.remote:
             # the target, and every other node an older export may be on
             self.needed_locks[level] = locking.ALL_SET
             self.share_locks[level] = True
@@ -161,15 +200,10 @@ class LUBackupExport(InstanceLU):
         cfg = self.cfg
         inst = self.instance
         checks.check_not_forthcoming(inst, "export it")
-        target = cfg.get_node(self.target_uuid)
-        if target.offline:
-            raise errors.OpPrereqError(
-                "target_node: node %s is offline, cannot export to it"
-                % target.name, errors.ECODE_STATE)
-        if target.drained:
-            raise errors.OpPrereqError(
-                "target_node: node %s is drained, cannot export to it"
-                % target.name, errors.ECODE_STATE)
+        if self.remote:
+            self._check_remote()
+        else:
+            self._check_target()
         checks.check_node_online(cfg, inst.primary_node,
                                  "the data of instance %s is there"
                                  % inst.name)
@@ -180,6 +214,39 @@ class LUBackupExport(InstanceLU):
                 "Cannot export diskless instance %s" % inst.name,
                 errors.ECODE_INVAL)
         self.disks = disks
+        if self.remote:
+            self._check_disk_info()
+
+    def _check_remote(self):
+        op = self.op
+        self.cds = rie.read_domain_secret(self.ctx.paths)
+        self.key_name = rie.check_key_name(self.cds, op.x509_key_name)
+        self.dest_ca = rie.load_signed_certificate(
+            op.destination_x509_ca, self.cds, "destination_x509_ca")
+
+    def _check_disk_info(self):
+        targets = self.op.target_node
+        if len(targets) != len(self.disks):
+            raise errors.OpPrereqError(
+                "target_node: the destination gave information for %d"
+                " disks, instance %s has %d" % (len(targets),
+                                                self.instance.name,
+                                                len(self.disks)),
+                errors.ECODE_INVAL)
+        self.destinations = [rie.check_disk_info(self.cds, idx, info)
+                             for idx, info in enumerate(targets)]
+
+    def _check_target(self):
+        cfg = self.cfg
+        target = cfg.get_node(self.target_uuid)
+        if target.offline:
+            raise errors.OpPrereqError(
+                "target_node: node %s is offline, cannot export to it"
+                % target.name, errors.ECODE_STATE)
+        if target.drained:
+            raise errors.OpPrereqError(
+                "target_node: node %s is drained, cannot export to it"
+                % target.name, errors.ECODE_STATE)
 
     async def exec_(self):
         op = self.op
@@ -187,7 +254,6 @@ class LUBackupExport(InstanceLU):
         inst = self.instance
         pnode = inst.primary_node
         pname = node_calls.node_name(cfg, pnode)
-        tname = node_calls.node_name(cfg, self.target_uuid)
         info = await node_calls.live_info(self, inst)
         was_running = checks.is_live(info)
         if was_running and not op.shutdown:
@@ -203,6 +269,24 @@ class LUBackupExport(InstanceLU):
         restart = was_running and op.shutdown and not op.remove_instance
         # disks activated only for the export are deactivated afterwards
         deactivate = not inst.disks_active and not restart
+        if self.remote:
+            try:
+                await instance_disks.assemble_disks(self, inst)
+                await self._send_remote(inst, pname)
+            finally:
+                await self._after(inst, restart, deactivate)
+            self.log_info("Exported instance %s to the remote cluster",
+                          inst.name)
+            res = await node_calls.try_call_node(
+                self, pnode, "x509_cert_remove", [self.key_name])
+            if not res.success:
+                self.log_warning("Could not remove the export key %s on"
+                                 " %s: %s", self.key_name, pname,
+                                 res.fail_msg)
+            if op.remove_instance:
+                await self._remove_instance(inst)
+            return [True, [True] * len(self.disks)]
+        tname = node_calls.node_name(cfg, self.target_uuid)
         transfers = []   # transfer ids on the target
         dump_names = []
         try:
@@ -255,6 +339,36 @@ class LUBackupExport(InstanceLU):
             await self._remove_instance(inst)
         # Ganeti's answer: (finalized, [per disk: exported])
         return [True, [True] * len(dump_names)]
+
+    async def _send_remote(self, inst, pname):
+        """Each disk's export script output, sent to the destination's
+        listener for it."""
+        op = self.op
+        pnode = inst.primary_node
+        payload = payloads.os_instance(self.cfg, inst)
+        for idx, (disk, (host, port, magic)) in enumerate(
+                zip(self.disks, self.destinations)):
+            what = "disk %d of %s" % (idx, inst.name)
+            self.log_info("Exporting disk/%d (%d MiB) on %s", idx,
+                          disk.size, pname)
+            made = await node_calls.call_node(
+                self, pnode, "instance_os_export",
+                [payload, idx, op.compress, op.debug_level or 0],
+                "Exporting %s" % what)
+            tid = made["transfer_id"]
+            try:
+                self.log_info("Sending disk/%d (%d KiB, compression %s) to"
+                              " %s:%s", idx, made["size"] >> 10,
+                              op.compress, host, port)
+                sent = await node_calls.call_node(
+                    self, pnode, "remote_export_send",
+                    [self.key_name, self.dest_ca, host, port, magic, tid],
+                    "Sending %s to %s:%s" % (what, host, port))
+                self.log_info("  - disk/%d: %d bytes received by the"
+                              " destination (sha256 %s)", idx,
+                              sent["size"], sent["sha256"])
+            finally:
+                await _remove_transfer(self, pnode, tid)
 
     def _instance_dict(self, inst):
         cfg = self.cfg

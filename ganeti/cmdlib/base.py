@@ -78,6 +78,11 @@ class LogicalUnit(object):
     def log_warning(self, msg, *args):
         self._feedback("WARNING: " + (msg % args if args else msg))
 
+    def log_remote_import(self, info):
+        """A job log entry of type ``remote-import`` (what Ganeti's
+        move-instance waits for): ``info`` is a dict."""
+        self._feedback(info, type="remote-import")
+
     async def submit_jobs(self, jobs, describe=lambda ops: ops[0].OP_ID):
         """Submit ``jobs`` (lists of OpCode) on behalf of this opcode; each
         outcome is logged, the job named by ``describe(ops)``.  Returns

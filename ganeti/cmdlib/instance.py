@@ -16,6 +16,7 @@ import os
 from ganeti import constants
 from ganeti import errors
 from ganeti import hypervisor
+from ganeti import leases
 from ganeti import locking
 from ganeti import objects
 from ganeti import user_shutdown
@@ -329,6 +330,33 @@ class LUInstanceRemove(InstanceLU):
     OP_ID = "OP_INSTANCE_REMOVE"
     NODE_LOCKS = ALL_NODES
     NODE_RES_LOCKS = ALL_NODES
+
+    def check_prereq(self):
+        if self.op.expired_lease:
+            self._check_lease_ended()
+
+    def _check_lease_ended(self):
+        """The master's removal of a reservation whose lease ended: the
+        instance must still be forthcoming with a lease that has ended
+        (committed meanwhile, or its lease moved: nothing is removed)."""
+        inst = self.instance
+        if not inst.forthcoming:
+            raise errors.OpPrereqError(
+                "expired_lease: instance %s is no longer forthcoming; a"
+                " committed instance is not removed for its lease"
+                % inst.display_name, errors.ECODE_STATE)
+        until = leases.lease_of(inst)
+        now = self.ctx.clock.seconds()
+        if until is None or until > now:
+            raise errors.OpPrereqError(
+                "expired_lease: the lease of instance %s %s; it is not"
+                " removed" % (inst.display_name, "was made unlimited"
+                              if until is None else "now ends at %s"
+                              % leases.format_time(until)),
+                errors.ECODE_STATE)
+        self.log_info("The lease of forthcoming instance %s ended at %s;"
+                      " releasing its reservation", inst.display_name,
+                      leases.format_time(until))
 
     async def exec_(self):
         op = self.op
@@ -705,6 +733,11 @@ class LUInstanceQueryData(LogicalUnit):
             "ctime": inst.ctime,
             "uuid": inst.uuid,
             "forthcoming": inst.forthcoming,
+            # a reservation's lease (docs/leases.rst): end and state
+            "lease_until": leases.lease_of(inst),
+            "lease_state": leases.state(
+                inst, self.ctx.clock.seconds(),
+                leases.warning_window(cluster)),
             "admin_state_source": inst.admin_state_source,
             "disks_active": inst.disks_active,
             "autorepair": autorepair,

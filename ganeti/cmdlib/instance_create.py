@@ -31,6 +31,7 @@ returns the placement without changing anything.
 
 import copy
 
+from twisted.internet import task
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
@@ -38,8 +39,10 @@ from ganeti import constants
 from ganeti import errors
 from ganeti import exportinfo
 from ganeti import ipolicy
+from ganeti import leases
 from ganeti import locking
 from ganeti import objects
+from ganeti import rie
 from ganeti.cmdlib import allocation
 from ganeti.cmdlib import backup
 from ganeti.cmdlib import capacity
@@ -59,6 +62,12 @@ log = Logger()
 #: hypervisors whose instances get a network port (VNC display)
 _HTS_REQ_PORT = frozenset([constants.HT_KVM, constants.HT_XEN_HVM])
 
+#: how long a remote import waits for the source cluster's data (the
+#: source shuts the instance down and runs the export scripts first)
+REMOTE_LISTEN_TIMEOUT = 6 * 3600
+#: seconds between two looks at a remote import's progress
+REMOTE_POLL_INTERVAL = 2
+
 
 class LUInstanceCreate(LogicalUnit):
     OP_ID = "OP_INSTANCE_CREATE"
@@ -76,13 +85,12 @@ class LUInstanceCreate(LogicalUnit):
             raise errors.OpPrereqError(
                 "forthcoming and commit: creating a forthcoming instance and"
                 " committing one are mutually exclusive", errors.ECODE_INVAL)
-        if op.mode == "remote-import":
-            raise errors.OpPrereqError(
-                "mode: remote imports (remote-import) are not supported by"
-                " this cluster; use mode 'import' with an export on one of"
-                " its nodes", errors.ECODE_INVAL)
         self.importing = op.mode == "import"
-        if self.importing and (op.forthcoming or op.commit):
+        self.remote_import = op.mode == "remote-import"
+        if self.remote_import:
+            self._check_remote_source()
+        if (self.importing or self.remote_import) and \
+                (op.forthcoming or op.commit):
             raise errors.OpPrereqError(
                 "mode: an import makes a real instance; it cannot be"
                 " forthcoming or a commit", errors.ECODE_INVAL)
@@ -113,12 +121,50 @@ class LUInstanceCreate(LogicalUnit):
             except errors.TagError as err:
                 raise errors.OpPrereqError("tags: %s" % err,
                                            errors.ECODE_INVAL)
+        leases.check_tags(constants.TAG_INSTANCE, op.tags)
+        self.lease_until = None
+        if op.lease_until is not None:
+            if not op.forthcoming:
+                raise errors.OpPrereqError(
+                    "lease_until: only a forthcoming instance (a"
+                    " reservation, --forthcoming) can have a lease%s"
+                    % ("; committing drops the lease" if op.commit else ""),
+                    errors.ECODE_INVAL)
+            self.lease_until = leases.parse(op.lease_until,
+                                            self.ctx.clock.seconds())
         operating_system.check_osparams_disjoint(
             osparams=op.osparams, osparams_private=op.osparams_private,
             osparams_secret=op.osparams_secret)
         allocation.check_op_params(op)
         # last: a refusal above leaves the opcode as it came
         op.dry_run = False
+
+    def _check_remote_source(self):
+        """A remote import's handshake and source certificate, signed by
+        a cluster sharing our cluster domain secret."""
+        op = self.op
+        if not op.source_handshake:
+            raise errors.OpPrereqError(
+                "source_handshake: missing; a remote import needs the"
+                " source cluster's handshake (from its prepare-export)",
+                errors.ECODE_INVAL)
+        if not op.source_instance_name:
+            raise errors.OpPrereqError(
+                "source_instance_name: missing; a remote import needs the"
+                " name of the instance on the source cluster",
+                errors.ECODE_INVAL)
+        if op.compress not in exportinfo.COMPRESSIONS:
+            raise errors.OpPrereqError(
+                "compress: '%s' is not supported; use one of %s"
+                % (op.compress, ", ".join(exportinfo.COMPRESSIONS)),
+                errors.ECODE_INVAL)
+        self.cds = rie.read_domain_secret(self.ctx.paths)
+        problem = rie.check_handshake(self.cds, op.source_handshake)
+        if problem:
+            raise errors.OpPrereqError("source_handshake: invalid: %s"
+                                       % problem, errors.ECODE_INVAL)
+        self.source_ca = rie.load_signed_certificate(
+            op.source_x509_ca, self.cds, "source_x509_ca")
 
     def expand_names(self):
         try:
@@ -552,6 +598,10 @@ class LUInstanceCreate(LogicalUnit):
             admin_state=constants.ADMINST_DOWN,
             admin_state_source=constants.ADMIN_SOURCE,
             nics=nics, forthcoming=forthcoming, tags=set(op.tags))
+        if self.lease_until is not None:
+            inst.tags.add(leases.tag(self.lease_until))
+            self.log_info("The reservation's lease ends at %s",
+                          leases.format_time(self.lease_until))
         instance_params.check_memory_range(
             objects.fill_beparams(cluster, inst))
         self.hvparams = instance_params.check_hvparams(
@@ -814,6 +864,8 @@ class LUInstanceCreate(LogicalUnit):
             cfg.set_instance_disks_active(uuid, True)
             if self.importing:
                 await self._import_disks(cfg.get_instance(uuid))
+            elif self.remote_import:
+                await self._remote_import(cfg.get_instance(uuid))
             else:
                 await self._install_os(cfg.get_instance(uuid))
         except BaseException:
@@ -892,6 +944,93 @@ class LUInstanceCreate(LogicalUnit):
                 [payload, idx, transfer_id, einfo.compression,
                  op.debug_level or 0],
                 "Importing disk/%d of instance %s" % (idx, inst.name))
+
+    async def _remote_import(self, inst):
+        """Listen on the new primary node for each disk's data from the
+        source cluster's node, tell the source where (the job's
+        ``remote-import`` log entry), wait for the data, then run the OS
+        import script on each disk."""
+        op = self.op
+        cfg = self.cfg
+        pnode = inst.primary_node
+        node = cfg.get_node(pnode)
+        disks = cfg.instance_disks(inst)
+        self.log_info("Creating an import key on %s", node.name)
+        key_name, pem = await node_calls.call_node(
+            self, pnode, "x509_cert_create", [rie.CERT_VALIDITY],
+            "Creating an import key for %s" % inst.name)
+        tids = [objects.new_uuid().replace("-", "") for _ in disks]
+        listening = []
+        try:
+            salt = rie.new_salt()
+            infos = []
+            for idx, tid in enumerate(tids):
+                magic = rie.new_magic(idx)
+                port = await node_calls.call_node(
+                    self, pnode, "remote_import_listen",
+                    [key_name, self.source_ca, node.primary_ip, magic, tid,
+                     REMOTE_LISTEN_TIMEOUT],
+                    "Listening for disk/%d of %s" % (idx, inst.name))
+                listening.append(tid)
+                infos.append(rie.compute_disk_info(
+                    self.cds, salt, idx, node.primary_ip, port, magic))
+                self.log_info("Listening for disk/%d on %s:%s", idx,
+                              node.primary_ip, port)
+            self.log_remote_import({
+                "disks": infos,
+                "x509_ca": rie.sign_certificate(pem, self.cds)})
+            await self._wait_remote(inst, tids)
+            payload = payloads.os_instance(
+                cfg, inst, osparams_secret=op.osparams_secret)
+            for idx, tid in enumerate(tids):
+                await node_calls.call_node(self, pnode, "remote_import_end",
+                                           [tid], "Ending the import")
+                listening.remove(tid)
+                self.log_info("Importing disk/%d of %s", idx, inst.name)
+                # the node removes the transfer file, whatever happens
+                await node_calls.call_node(
+                    self, pnode, "instance_os_import",
+                    [payload, idx, tid, op.compress, op.debug_level or 0],
+                    "Importing disk/%d of instance %s" % (idx, inst.name))
+        finally:
+            for tid in listening:
+                res = await node_calls.try_call_node(
+                    self, pnode, "remote_import_end", [tid])
+                if not res.success:
+                    self.log_warning("Could not end the import %s on %s:"
+                                     " %s", tid, node.name, res.fail_msg)
+            res = await node_calls.try_call_node(
+                self, pnode, "x509_cert_remove", [key_name])
+            if not res.success:
+                self.log_warning("Could not remove the import key %s on"
+                                 " %s: %s", key_name, node.name,
+                                 res.fail_msg)
+
+    async def _wait_remote(self, inst, tids):
+        pnode = inst.primary_node
+        reported = set()
+        while True:
+            status = await node_calls.call_node(
+                self, pnode, "remote_import_status", [tids],
+                "Checking the import of %s" % inst.name)
+            for idx, tid in enumerate(tids):
+                st = status.get(tid)
+                if st is None:
+                    raise errors.OpExecError(
+                        "The node stopped listening for disk/%d of %s (its"
+                        " node daemon restarted?)" % (idx, inst.name))
+                if st.get("error"):
+                    raise errors.OpExecError(
+                        "Disk/%d of %s was not received: %s"
+                        % (idx, inst.name, st["error"]))
+                if st.get("done") and tid not in reported:
+                    reported.add(tid)
+                    self.log_info("  - disk/%d received: %d bytes (sha256"
+                                  " %s)", idx, st["size"], st["sha256"])
+            if len(reported) == len(tids):
+                return
+            await task.deferLater(self.ctx.clock, REMOTE_POLL_INTERVAL,
+                                  lambda: None)
 
     async def _start(self, inst):
         cfg = self.cfg

@@ -12,6 +12,7 @@ import copy
 from ganeti import constants
 from ganeti import errors
 from ganeti import ipolicy
+from ganeti import leases
 from ganeti import locking
 from ganeti import objects
 from ganeti.cmdlib import capacity
@@ -107,7 +108,8 @@ class LUInstanceSetParams(LogicalUnit):
         self.beparams = instance_params.check_beparams(op.beparams)
         if not (self.nic_mods or self.disk_mods or op.beparams or
                 op.hvparams or op.os_name or op.osparams or
-                op.osparams_private or op.offline is not None):
+                op.osparams_private or op.offline is not None or
+                op.lease_until is not None):
             raise errors.OpPrereqError("No changes submitted",
                                        errors.ECODE_INVAL)
         operating_system.check_osparams_disjoint(
@@ -162,6 +164,16 @@ class LUInstanceSetParams(LogicalUnit):
         if op.osparams_private:
             changes["osparams_private"] = instance_params.update_params(
                 inst.osparams_private, op.osparams_private)
+        self.lease = None
+        if op.lease_until is not None:
+            if not inst.forthcoming:
+                raise errors.OpPrereqError(
+                    "lease_until: instance %s is not forthcoming; only a"
+                    " reservation can have a lease" % inst.display_name,
+                    errors.ECODE_STATE)
+            # (None,): unlimited
+            self.lease = (leases.parse(op.lease_until,
+                                       self.ctx.clock.seconds()),)
         candidate = inst.copy()
         for key, value in changes.items():
             setattr(candidate, key, copy.deepcopy(value))
@@ -380,6 +392,11 @@ class LUInstanceSetParams(LogicalUnit):
                 result.append(("os/%s" % key, val))
             for key in sorted(op.osparams_private or {}):
                 result.append(("os_private/%s" % key, "<redacted>"))
+        if self.lease is not None:
+            until = self.lease[0]
+            cfg.set_instance_lease(uuid, until)
+            result.append(("lease_until", "none" if until is None
+                           else leases.format_time(until)))
         if op.offline is not None:
             state = (constants.ADMINST_OFFLINE if op.offline
                      else constants.ADMINST_DOWN)

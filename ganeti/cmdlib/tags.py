@@ -4,6 +4,7 @@ import re
 
 from ganeti import constants
 from ganeti import errors
+from ganeti import leases
 from ganeti import locking
 from ganeti.cmdlib.base import LogicalUnit
 
@@ -50,6 +51,11 @@ class LUTagsSet(_TagsLU):
     @property
     def REQ_BGL(self):
         return self.op.kind == constants.TAG_CLUSTER
+
+    def check_prereq(self):
+        # the reserved lease namespace (ganeti.leases)
+        leases.check_tags(self.op.kind, self.op.tags,
+                          current=self.target().tags)
 
     async def exec_(self):
         self.cfg.add_tags(self.op.kind, self.target_name, self.op.tags)

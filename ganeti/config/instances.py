@@ -5,6 +5,7 @@ import copy
 
 from ganeti import constants
 from ganeti import errors
+from ganeti import leases
 from ganeti import objects
 from ganeti.objects import new_uuid
 
@@ -200,6 +201,22 @@ class InstanceMutators(object):
                         self._touch(d)
             self._touch(inst)
 
+    def set_instance_lease(self, name_or_uuid, until):
+        """Set the lease end of a forthcoming instance (epoch seconds;
+        None: unlimited), kept as its ``lease:until:`` tag."""
+        inst = self.get_instance(name_or_uuid)
+        if not inst.forthcoming:
+            raise errors.OpPrereqError(
+                "lease_until: instance %s is not forthcoming; only a"
+                " reservation can have a lease" % inst.display_name,
+                errors.ECODE_STATE)
+        with self._change("setting the lease of instance %s"
+                          % inst.display_name):
+            inst.tags -= leases.lease_tags(inst)
+            if until is not None:
+                inst.tags.add(leases.tag(until))
+            self._touch(inst)
+
     def add_instance_disk(self, name_or_uuid, disk, index=None):
         inst = self.get_instance(name_or_uuid)
         disk.uuid = disk.uuid or new_uuid()
@@ -287,6 +304,8 @@ class InstanceMutators(object):
         with self._change("creating forthcoming instance %s"
                           % inst.display_name):
             inst.forthcoming = False
+            # a real instance has no lease: it is never removed for one
+            inst.tags -= leases.lease_tags(inst)
             for disk in self.instance_disks(inst):
                 disk.forthcoming = False
                 if disk.mode is None:

@@ -169,6 +169,7 @@ RAPI_WRITES = [
     "c.DeleteFilter(c.AddFilter(1, [['opcode', ['=', 'OP_ID',"
     " 'OP_TEST_DELAY']]], 'REJECT'))",
     "wait(c.PrepareExport(INST, 'local'))",
+    "wait(c.PrepareExport(INST, 'remote'))",
     "wait(c.ExportInstance(INST, 'local', OTHER))",
     "wait(c.CreateInstance('create', 'compat-rapi.example.com', 'file',"
     " [{'size': 1024}], [{'mode': 'routed', 'link': '100',"

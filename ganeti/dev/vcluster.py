@@ -27,6 +27,7 @@ from ganeti import crypto
 from ganeti import daemon_util
 from ganeti import dev
 from ganeti import objects
+from ganeti import rie
 from ganeti import ssconf
 from ganeti.backend import files
 from ganeti.pathutils import Paths
@@ -177,6 +178,8 @@ class VirtualCluster(object):
         if self.master_ip and self.master_ip != m.ip:
             store.set_cluster_params(master_ip=self.master_ip)
         crypto.write_hmac_key(m.paths.hmac_key_file)
+        crypto.write_domain_secret(os.path.join(m.paths.data_dir,
+                                                rie.DOMAIN_SECRET_FILE))
         cert = crypto.generate_cluster_certificate(
             crypto.server_pem_path(m.paths), self.cluster_name)
         return store, cert
@@ -195,7 +198,8 @@ class VirtualCluster(object):
         return store
 
     def distribute(self):
-        """Copy config.data, hmac.key and server.pem to every node.
+        """Copy config.data, hmac.key, server.pem and the cluster domain
+        secret to every node.
 
         (What the master's replication does once it talks to node daemons.)
         """
@@ -204,7 +208,10 @@ class VirtualCluster(object):
             for src, dst in ((m.config_file, node.paths.config_file),
                              (m.hmac_key_file, node.paths.hmac_key_file),
                              (crypto.server_pem_path(m),
-                              crypto.server_pem_path(node.paths))):
+                              crypto.server_pem_path(node.paths)),
+                             (os.path.join(m.data_dir, rie.DOMAIN_SECRET_FILE),
+                              os.path.join(node.paths.data_dir,
+                                           rie.DOMAIN_SECRET_FILE))):
                 if not os.path.exists(src):
                     continue
                 with open(src, "rb") as f:

@@ -176,6 +176,8 @@ class QueryCache(object):
         self.max_bytes = max_bytes
         # tells this master's versions from another's (or a restarted one)
         self.epoch = os.urandom(4).hex()
+        #: moved by :meth:`time_changed`: part of every version
+        self.time_generation = 0
         self._state = None
         self._answers = collections.OrderedDict()
         self._bytes = 0
@@ -193,6 +195,16 @@ class QueryCache(object):
         self._answers.clear()
         self._bytes = 0
         self.live.invalidate()
+
+    def time_changed(self):
+        """A value that follows the clock changed without a configuration
+        change (a lease entered its warning window or ended; the lease
+        service says when): the kept values and answers are dropped and
+        the next answers have new versions."""
+        self.time_generation += 1
+        self._state = None
+        self._answers.clear()
+        self._bytes = 0
 
     # --- answering ------------------------------------------------------
 
@@ -226,9 +238,10 @@ class QueryCache(object):
                 snapshots[kind] = await self.live.get(kind, cfg, ctx.live)
             if all(s.serial == cfg.serial_no for s in snapshots.values()):
                 break
-        version = "%s-%d%s" % (self.epoch, cfg.serial_no, "".join(
-            "-%s%d" % (kind[0], snapshots[kind].generation)
-            for kind in kinds))
+        live = "".join("-%s%d" % (kind[0], snapshots[kind].generation)
+                       for kind in kinds)
+        version = "%s.%d-%d%s" % (self.epoch, self.time_generation,
+                                  cfg.serial_no, live)
         key = (version, resource.name, tuple(c.name for c in prepared.columns),
                _filter_key(prepared.qfilter), fmt)
         answer = self._answers.get(key)

@@ -12,6 +12,8 @@ methods (what the master's luxi server answers with) and the others too
 answer from it where it applies (see that module).
 """
 
+import time
+
 from twisted.internet import defer
 
 from ganeti import errors
@@ -48,6 +50,12 @@ class Run(object):
         self.node_runtime = {}   # node uuid -> {key: value}
         self.collected = set()   # NEED_* kinds already collected
         self.field_names = []    # every field the query reads
+
+    def now(self):
+        """The time of this query (the same for every row)."""
+        clock = getattr(self.ctx, "clock", None)
+        return self.memo("now", clock.seconds if clock is not None
+                         else time.time)
 
     def node_offline(self, uuid):
         node = self.cfg.nodes.get(uuid)
@@ -209,8 +217,11 @@ class QueryContext(object):
     """
 
     def __init__(self, cfg, live=None, jobs=None, locks=None,
-                 cluster_state=None, cache=None, root="/"):
+                 cluster_state=None, cache=None, root="/", clock=None):
         self.cfg = cfg
+        #: IReactorTime of the fields that depend on the time (lease
+        #: states); None: the system clock
+        self.clock = clock
         self.root = root
         self.live = live
         self.jobs = jobs

@@ -12,11 +12,13 @@ unreachable.
 import copy
 
 from ganeti import constants
+from ganeti import leases
 from ganeti import objects
 from ganeti.query import live
 from ganeti.query import livecache
 from ganeti.query.base import (Field, FieldTable, Resource, QFT_TEXT,
                                QFT_BOOL, QFT_NUMBER, QFT_UNIT, QFT_OTHER,
+                               QFT_TIMESTAMP,
                                FF_HOSTNAME, NEED_LIVE_INST, UNAVAIL, NODATA,
                                OFFLINE, attr_getter, common_fields,
                                lookup_by_name, param_kind)
@@ -125,6 +127,20 @@ def _disk_template(run, inst):
     if not disks and inst.disk_template:
         return inst.disk_template
     return objects.disk_template_of(disks)
+
+
+def _lease_until(_run, inst):
+    until = leases.lease_of(inst)
+    return UNAVAIL if until is None else until
+
+
+def _lease_state(run, inst):
+    # It changes with the time, not only with the configuration: the
+    # master's lease service tells the query cache when it does
+    # (QueryCache.time_changed), so it is not a volatile field.
+    window = run.memo("lease_window",
+                      lambda: leases.warning_window(run.cluster))
+    return leases.state(inst, run.now(), window)
 
 
 def _autorepair(run, inst):
@@ -373,6 +389,15 @@ def build_fields():
         Field("forthcoming", "Forthcoming", QFT_BOOL,
               "True for a reservation (forthcoming instance) that does not"
               " exist yet", lambda run, inst: bool(inst.forthcoming)),
+        Field("lease_until", "LeaseUntil", QFT_TIMESTAMP,
+              "When the lease of a forthcoming instance ends (the"
+              " reservation is then removed); unavailable without a lease",
+              _lease_until),
+        Field("lease_state", "LeaseState", QFT_TEXT,
+              "State of a forthcoming instance's lease: active, expiring"
+              " (within the cluster's warning window of its end), expired"
+              " (its removal is due), or empty without a lease",
+              _lease_state),
         Field("disk_template", "Disk_template", QFT_TEXT,
               "Disk template, derived from the disks (\"mixed\" if they"
               " differ)", _disk_template),

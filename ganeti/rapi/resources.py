@@ -21,6 +21,7 @@ import attr
 
 from ganeti import constants
 from ganeti import errors
+from ganeti import ht
 from ganeti import luxi
 from ganeti import opcodes
 from ganeti.rapi import auth
@@ -41,7 +42,9 @@ FEATURES = ["instance-create-reqv1", "instance-reinstall-reqv1",
 #: "forthcoming", as Ganeti's does: htools reading it would count
 #: reservations as not holding resources (and hspace fails to add up the
 #: instances); without it they count a forthcoming instance as a stopped
-#: one, holding its memory and disks, as the master does.
+#: one, holding its memory and disks, as the master does.  ``lease_until``
+#: and ``lease_state`` (a reservation's lease, docs/leases.rst) are this
+#: project's additions; clients reading Ganeti's fields ignore them.
 I_FIELDS = ["name", "admin_state", "os", "pnode", "snodes", "disk_template",
             "nic.ips", "nic.macs", "nic.modes", "nic.uuids", "nic.names",
             "nic.links", "nic.networks", "nic.networks.names", "nic.bridges",
@@ -49,7 +52,7 @@ I_FIELDS = ["name", "admin_state", "os", "pnode", "snodes", "disk_template",
             "disk.uuids", "disk.names", "beparams", "hvparams", "oper_state",
             "oper_ram", "oper_vcpus", "status", "custom_hvparams",
             "custom_beparams", "custom_nicparams", "ctime", "mtime", "uuid",
-            "serial_no", "tags"]
+            "serial_no", "tags", "lease_until", "lease_state"]
 #: one instance (GET /2/instances/{name}) also says whether it is
 #: forthcoming (this project's addition, for reservation clients)
 I_FIELDS_ONE = I_FIELDS + ["forthcoming"]
@@ -104,6 +107,74 @@ TAG = Param("tag", "list", "a tag (repeat for several)", required=True)
 
 
 @attr.s(frozen=True)
+class Body(object):
+    """What a handler reads from the request body, for the OpenAPI
+    document (:mod:`ganeti.rapi.openapi` makes its schema).
+
+    Either the parameters of the opcode ``op`` (in its JSON form), changed
+    as the handler changes them:
+
+    * ``renames``: body key -> opcode parameter (Ganeti's RAPI names, e.g.
+      ``name`` for ``instance_name``; both are accepted);
+    * ``exclude``: opcode parameters the handler refuses in the body;
+    * ``filled``: parameters the URL path or the query string gives (the
+      body may repeat them with the same value; not required in it);
+    * ``optional``: required parameters the handler has a default for;
+    * ``override``: body key -> the ht type the handler takes instead, or
+      the name of another component schema (a list of them);
+
+    or, for a body that is not an opcode, ``fields`` (key -> ht type) and
+    ``required``.  ``extra`` adds keys (ht types) besides the opcode's;
+    ``lenient``: keys the handler does not read are ignored, not refused;
+    ``whole``: the body is one value of that ht type (not an object).
+    ``name`` names the component schema (default: from the operation).
+    """
+    op = attr.ib(default=None)
+    renames = attr.ib(default=attr.Factory(dict))
+    exclude = attr.ib(default=())
+    filled = attr.ib(default=())
+    optional = attr.ib(default=())
+    override = attr.ib(default=attr.Factory(dict))
+    fields = attr.ib(default=None)
+    required = attr.ib(default=())
+    extra = attr.ib(default=attr.Factory(dict))
+    lenient = attr.ib(default=False)
+    whole = attr.ib(default=None)
+    name = attr.ib(default=None)
+
+
+def op_param_type(op_id, name):
+    """The ht type of the parameter ``name`` of ``op_id``."""
+    return opcodes.opcode_class(op_id)._BY_NAME[name].type
+
+
+#: the body of handlers that read nothing from it but ``depends``
+#: (:meth:`Request.with_depends`)
+DEPENDS_ONLY = Body(fields={"depends": dict(
+    (p.name, p.type) for p in opcodes.GENERIC_PARAMS)["depends"]},
+    lenient=True, name="DependsOnly")
+
+
+@attr.s(frozen=True)
+class QueryList(object):
+    """An answer of ``[{key: name, "uri": ...}]``, or with ``bulk=1`` of
+    objects of the query ``fields`` of the resource ``what``."""
+    what = attr.ib()
+    fields = attr.ib()
+    key = attr.ib()
+
+
+@attr.s(frozen=True)
+class QueryObject(object):
+    """An answer of one object of the query ``fields`` of ``what``;
+    ``copies``: further keys holding the value of a field (new key ->
+    field)."""
+    what = attr.ib()
+    fields = attr.ib()
+    copies = attr.ib(default=attr.Factory(dict))
+
+
+@attr.s(frozen=True)
 class Method(object):
     verb = attr.ib()
     handler = attr.ib()
@@ -112,7 +183,16 @@ class Method(object):
     opcodes = attr.ib(default=())       # OP_IDs this method submits
     query = attr.ib(default=())         # Param
     body = attr.ib(default=None)        # description of the body, or None
-    returns = attr.ib(default="object")  # job_id, list, object, ...
+    returns = attr.ib(default="object")  # see ganeti.rapi.openapi
+    request = attr.ib(default=None)     # Body: what the handler reads
+
+    @property
+    def body_spec(self):
+        """The :class:`Body` the handler reads: given in the table, or
+        made by the handler's factory (:func:`_add`, :func:`_named_op`)."""
+        if self.request is not None:
+            return self.request
+        return getattr(self.handler, "request", None)
 
     @property
     def shared(self):
@@ -297,6 +377,7 @@ def _add(op_id, name_param):
     async def handler(req):
         data = baserlib.rename_keys(req.body_dict(), {"name": name_param})
         return await req.submit(req.opcode(op_id, data))
+    handler.request = Body(op=op_id, renames={"name": name_param})
     return handler
 
 
@@ -317,6 +398,13 @@ def _named_op(name_param, op_id, query_map=None, body=True, renames=None,
         if renames:
             data = baserlib.rename_keys(data, renames)
         return await req.submit(req.opcode(op_id, data, static=params))
+    if body:
+        handler.request = Body(
+            op=op_id, renames=dict(renames or {}),
+            filled=tuple([name_param] + sorted(static or {}) +
+                         sorted(p for p, _ in (query_map or {}).values())))
+    else:
+        handler.request = DEPENDS_ONLY
     return handler
 
 
@@ -370,13 +458,14 @@ resource("/version", "version", "The RAPI version",
          Method("GET", _version, "The remote API version: 2",
                 returns="integer"))
 resource("/2/features", "features", "Optional features this server has",
-         Method("GET", _features, "List of feature strings", returns="list"))
+         Method("GET", _features, "List of feature strings",
+                returns="strings"))
 resource("/2/info", "info", "Cluster information",
          Method("GET", _info, "The cluster info dict (luxi QueryClusterInfo)"
-                " plus vg_name and drbd_helper"))
+                " plus vg_name and drbd_helper", returns="info"))
 resource("/2/os", "os", "Operating systems",
          Method("GET", _os_list, "Names of the valid OSes (name+variant)",
-                opcodes=("OP_OS_DIAGNOSE",), returns="list"))
+                opcodes=("OP_OS_DIAGNOSE",), returns="strings"))
 resource("/2/openapi.json", "openapi", "This API's OpenAPI 3 document",
          Method("GET", _openapi, "The OpenAPI document"))
 
@@ -413,7 +502,7 @@ def _tags_resource(path, rlib, kind, param=None):
 
     what = kind if kind != "nodegroup" else "node group"
     resource(path, rlib, "Tags of the %s" % what,
-             Method("GET", get, "The %s's tags" % what, returns="list"),
+             Method("GET", get, "The %s's tags" % what, returns="strings"),
              Method("PUT", change("OP_TAGS_SET"), "Add tags",
                     opcodes=("OP_TAGS_SET",), query=(TAG, DRY_RUN, REASON),
                     returns="job_id"),
@@ -446,12 +535,14 @@ resource("/2/modify", "modify", "Cluster parameters",
          Method("PUT", _cluster_modify, "Change cluster parameters (body:"
                 " OP_CLUSTER_SET_PARAMS parameters)",
                 opcodes=("OP_CLUSTER_SET_PARAMS",), query=(DRY_RUN, REASON),
-                body="OP_CLUSTER_SET_PARAMS parameters", returns="job_id"))
+                body="OP_CLUSTER_SET_PARAMS parameters", returns="job_id",
+                request=Body(op="OP_CLUSTER_SET_PARAMS",
+                             exclude=("compression_tools",))))
 resource("/2/redistribute-config", "redist_config",
          "Copy the configuration to all nodes",
          Method("PUT", _redistribute, "Redistribute the configuration",
                 opcodes=("OP_CLUSTER_REDIST_CONF",), query=(DRY_RUN, REASON),
-                returns="job_id"))
+                returns="job_id", request=DEPENDS_ONLY))
 
 
 # --- The maintenance daemon's incidents --------------------------------------
@@ -474,7 +565,7 @@ resource("/2/maintenance", "maintenance",
                 " balance_load, balance_hold_down, balance_max_moves), the"
                 " jobs of its round, the nodes it evacuated and its"
                 " incidents (id, node, node_name, original, action,"
-                " repair-status, jobs, tag)"))
+                " repair-status, jobs, tag)", returns="maintenance"))
 resource("/2/maintenance/incidents/{incident}/cancel",
          "maintenance_incidents_incident_cancel",
          "Cancel an incident of the maintenance daemon",
@@ -492,6 +583,18 @@ INSTANCE_MODIFY_RENAMES = {"custom_beparams": "beparams",
 #: what a forthcoming instance may leave out
 FORTHCOMING_DEFAULTS = {"instance_name": "", "mode": "create", "disks": [],
                         "nics": []}
+
+
+#: the body of POST /2/instances
+INSTANCE_CREATE_BODY = Body(
+    op="OP_INSTANCE_CREATE", renames=INSTANCE_RENAMES,
+    optional=tuple(sorted(FORTHCOMING_DEFAULTS)),
+    extra={"__version__": ht.one_of(1)}, required=("__version__",),
+    name="InstanceCreate")
+#: one instance of POST /2/instances-multi-alloc
+INSTANCE_NESTED_BODY = Body(
+    op="OP_INSTANCE_CREATE", renames=INSTANCE_RENAMES,
+    extra={"__version__": ht.ANY}, name="InstanceCreateNested")
 
 
 def _creation_params(data, where="body"):
@@ -692,23 +795,26 @@ resource("/2/instances", "instances", "Instances",
          Method("GET", _list("instance", "id", "/2/instances/%s", I_FIELDS,
                              _fix_instance),
                 "All instances (names and URIs, or full with bulk=1)",
-                query=(BULK,), returns="list"),
+                query=(BULK,), returns=QueryList("instance", I_FIELDS, "id")),
          Method("POST", _instances_create,
                 "Create an instance (__version__ 1 body; with forthcoming"
                 " true every parameter is optional and the job's result is"
                 " the new instance's UUID)", opcodes=("OP_INSTANCE_CREATE",),
                 query=(DRY_RUN, REASON), body="instance creation",
-                returns="job_id"))
+                returns="job_id", request=INSTANCE_CREATE_BODY))
 resource("/2/instances-multi-alloc", "instances_multi_alloc",
          "Several instances at once",
          Method("POST", _multi_alloc, "Allocate and create instances",
                 opcodes=("OP_INSTANCE_MULTI_ALLOC",),
                 query=(DRY_RUN, REASON), body="{instances: [...]}",
-                returns="job_id"))
+                returns="job_id", request=Body(
+                    op="OP_INSTANCE_MULTI_ALLOC",
+                    override={"instances": [INSTANCE_NESTED_BODY]})))
 resource(_instance, "instances_name", "One instance (by name, or by UUID)",
          Method("GET", _get("instance", I_FIELDS_ONE, _fix_instance),
                 "The instance (bulk format, and whether it is"
-                " forthcoming)"),
+                " forthcoming)",
+                returns=QueryObject("instance", I_FIELDS_ONE)),
          Method("DELETE", _instance_op("OP_INSTANCE_REMOVE"),
                 "Remove the instance", opcodes=("OP_INSTANCE_REMOVE",),
                 query=(DRY_RUN, REASON), body="OP_INSTANCE_REMOVE parameters",
@@ -719,7 +825,7 @@ resource(_instance + "/info", "instances_name_info",
                 " instance's data; returns its id",
                 opcodes=("OP_INSTANCE_QUERY_DATA",),
                 query=(Param("static", "boolean", "configuration data only"),
-                       REASON), returns="job_id"))
+                       REASON), returns="job_id", request=DEPENDS_ONLY))
 _tags_resource(_instance + "/tags", "instances_name_tags",
                constants.TAG_INSTANCE, "name")
 
@@ -749,10 +855,11 @@ resource("/2/autorepair", "autorepair",
                 " (healthy, needs-repair, pending, failed, suspended),"
                 " policy, allowed type and its source, what it needs, the"
                 " pending repair, the last result, ignored tags",
-                returns="list"))
+                returns="autorepair_list"))
 resource(_instance + "/autorepair", "instances_name_autorepair",
          "What auto-repair thinks of the instance",
-         Method("GET", _autorepair_one, "As one entry of /2/autorepair"))
+         Method("GET", _autorepair_one, "As one entry of /2/autorepair",
+                returns="autorepair"))
 resource(_instance + "/reboot", "instances_name_reboot", "Reboot",
          Method("POST", _instance_reboot, "Reboot the instance",
                 opcodes=("OP_INSTANCE_REBOOT",),
@@ -760,7 +867,10 @@ resource(_instance + "/reboot", "instances_name_reboot", "Reboot",
                              " full"),
                        Param("ignore_secondaries", "boolean"), DRY_RUN,
                        REASON), body="OP_INSTANCE_REBOOT parameters",
-                returns="job_id"))
+                returns="job_id", request=Body(
+                    op="OP_INSTANCE_REBOOT",
+                    filled=("instance_name", "reboot_type",
+                            "ignore_secondaries"))))
 resource(_instance + "/shutdown", "instances_name_shutdown", "Shutdown",
          Method("PUT", _instance_op("OP_INSTANCE_SHUTDOWN", {
              "no_remember": ("no_remember", "bool")}),
@@ -785,7 +895,12 @@ resource(_instance + "/reinstall", "instances_name_reinstall", "Reinstall",
                        Param("nostartup", "boolean", "legacy: do not start"),
                        REASON),
                 body="{os, start (default true), osparams}",
-                returns="job_id"))
+                returns="job_id", request=Body(fields={
+                    "os": op_param_type("OP_INSTANCE_REINSTALL", "os_type"),
+                    "start": ht.BOOL,
+                    "osparams": op_param_type("OP_INSTANCE_REINSTALL",
+                                              "osparams"),
+                    "depends": DEPENDS_ONLY.fields["depends"]})))
 resource(_instance + "/replace-disks", "instances_name_replace_disks",
          "Replace disks",
          Method("POST", _instance_replace_disks, "Replace the disks",
@@ -796,7 +911,15 @@ resource(_instance + "/replace-disks", "instances_name_replace_disks",
                        Param("iallocator", "string"),
                        Param("early_release", "boolean"), DRY_RUN, REASON),
                 body="OP_INSTANCE_REPLACE_DISKS parameters",
-                returns="job_id"))
+                returns="job_id", request=Body(
+                    op="OP_INSTANCE_REPLACE_DISKS",
+                    filled=("instance_name", "mode", "remote_node",
+                            "iallocator", "early_release", "disks"),
+                    optional=("mode",),
+                    override={"disks": ht.either(
+                        op_param_type("OP_INSTANCE_REPLACE_DISKS", "disks"),
+                        ht.STR, desc="disk indices: a list, or a string"
+                        " '0,1'")})))
 resource(_instance + "/activate-disks", "instances_name_activate_disks",
          "Activate disks",
          Method("PUT", _instance_op("OP_INSTANCE_ACTIVATE_DISKS", {
@@ -827,7 +950,9 @@ resource(_instance + "/disk/{disk_index}/grow", "instances_name_disk_grow",
          Method("POST", _instance_grow, "Grow disk {disk_index}",
                 opcodes=("OP_INSTANCE_GROW_DISK",), query=(DRY_RUN, REASON),
                 body="{amount (MiB), absolute, wait_for_sync, ...}",
-                returns="job_id"))
+                returns="job_id", request=Body(
+                    op="OP_INSTANCE_GROW_DISK",
+                    filled=("instance_name", "disk"))))
 resource(_instance + "/prepare-export", "instances_name_prepare_export",
          "Prepare an export",
          Method("PUT", _instance_op("OP_BACKUP_PREPARE", {
@@ -840,7 +965,10 @@ resource(_instance + "/export", "instances_name_export", "Export",
          Method("PUT", _instance_export, "Export the instance",
                 opcodes=("OP_BACKUP_EXPORT",), query=(DRY_RUN, REASON),
                 body="OP_BACKUP_EXPORT parameters (destination ="
-                " target_node)", returns="job_id"))
+                " target_node)", returns="job_id", request=Body(
+                    op="OP_BACKUP_EXPORT",
+                    renames={"destination": "target_node"},
+                    filled=("instance_name",))))
 resource(_instance + "/migrate", "instances_name_migrate", "Migrate",
          Method("PUT", _instance_op("OP_INSTANCE_MIGRATE"),
                 "Migrate the instance", opcodes=("OP_INSTANCE_MIGRATE",),
@@ -870,11 +998,16 @@ resource(_instance + "/create", "instances_name_create",
                 "Turn the forthcoming instance into a real one (body: the"
                 " creation parameters it still lacks)",
                 opcodes=("OP_INSTANCE_CREATE",), query=(DRY_RUN, REASON),
-                body="instance creation parameters", returns="job_id"))
+                body="instance creation parameters", returns="job_id",
+                request=Body(op="OP_INSTANCE_CREATE",
+                             renames=INSTANCE_RENAMES,
+                             filled=("instance_name", "commit"),
+                             optional=("mode", "disks", "nics"),
+                             extra={"__version__": ht.ANY})))
 resource(_instance + "/console", "instances_name_console", "Console",
          Method("GET", _instance_console, "How to reach the console of a"
                 " running instance (Ganeti's console description; a query,"
-                " no job)", access=READ_WRITE))
+                " no job)", access=READ_WRITE, returns="console"))
 
 
 # --- Nodes ------------------------------------------------------------------
@@ -976,17 +1109,19 @@ resource("/2/nodes", "nodes", "Nodes",
          Method("GET", _list("node", "id", "/2/nodes/%s", N_FIELDS,
                              _fix_node),
                 "All nodes (names and URIs, or full with bulk=1)",
-                query=(BULK,), returns="list"))
+                query=(BULK,), returns=QueryList("node", N_FIELDS, "id")))
 resource(_node, "nodes_name", "One node",
          Method("GET", _node_get, "The node (bulk format plus"
-                " secondary_ip)"))
+                " secondary_ip)", returns=QueryObject(
+                    "node", N_FIELDS, {"secondary_ip": "sip"})))
 resource(_node + "/role", "nodes_name_role", "The node's role",
          Method("GET", _node_role_get, "master, master-candidate, regular,"
-                " drained or offline", returns="string"),
+                " drained or offline", returns="node_role"),
          Method("PUT", _node_role_set, "Set the role (body: the role as a"
                 " JSON string)", opcodes=("OP_NODE_SET_PARAMS",),
                 query=(FORCE, Param("auto-promote", "boolean"), DRY_RUN,
-                       REASON), body="role string", returns="job_id"))
+                       REASON), body="role string", returns="job_id",
+                request=Body(whole=ht.one_of(*sorted(_ROLE_FLAGS)))))
 resource(_node + "/evacuate", "nodes_name_evacuate", "Evacuate",
          Method("POST", _node_op("OP_NODE_EVACUATE"),
                 "Move instances off the node (the job's result lists the"
@@ -999,7 +1134,8 @@ resource(_node + "/migrate", "nodes_name_migrate", "Migrate all primaries",
                 " instances", opcodes=("OP_NODE_MIGRATE",),
                 query=(Param("live", "boolean", "legacy"),
                        Param("mode", "string", "legacy"), DRY_RUN, REASON),
-                body="OP_NODE_MIGRATE parameters", returns="job_id"))
+                body="OP_NODE_MIGRATE parameters", returns="job_id",
+                request=Body(op="OP_NODE_MIGRATE", filled=("node_name",))))
 resource(_node + "/modify", "nodes_name_modify", "Modify",
          Method("POST", _node_op("OP_NODE_SET_PARAMS"),
                 "Change the node's parameters",
@@ -1015,7 +1151,8 @@ resource(_node + "/storage", "nodes_name_storage", "Storage units",
                 access=WRITE, opcodes=("OP_NODE_QUERY_STORAGE",),
                 query=(Param("storage_type", "string"),
                        Param("output_fields", "string", "comma-separated",
-                             required=True), REASON), returns="job_id"))
+                             required=True), REASON), returns="job_id",
+                request=DEPENDS_ONLY))
 resource(_node + "/storage/modify", "nodes_name_storage_modify",
          "Modify a storage unit",
          Method("PUT", _node_storage_modify, "Change a storage unit",
@@ -1023,7 +1160,7 @@ resource(_node + "/storage/modify", "nodes_name_storage_modify",
                 query=(Param("storage_type", "string", required=True),
                        Param("name", "string", required=True),
                        Param("allocatable", "boolean"), REASON),
-                returns="job_id"))
+                returns="job_id", request=DEPENDS_ONLY))
 resource(_node + "/storage/repair", "nodes_name_storage_repair",
          "Repair a storage unit",
          Method("PUT", _node_storage_repair, "Repair a storage unit",
@@ -1031,7 +1168,7 @@ resource(_node + "/storage/repair", "nodes_name_storage_repair",
                 query=(Param("storage_type", "string", required=True),
                        Param("name", "string", required=True),
                        Param("ignore_consistency", "boolean"), REASON),
-                returns="job_id"))
+                returns="job_id", request=DEPENDS_ONLY))
 _tags_resource(_node + "/tags", "nodes_name_tags", constants.TAG_NODE,
                "name")
 
@@ -1049,14 +1186,15 @@ _group = "/2/groups/{name}"
 resource("/2/groups", "groups", "Node groups",
          Method("GET", _list("group", "name", "/2/groups/%s", G_FIELDS),
                 "All groups (names and URIs, or full with bulk=1)",
-                query=(BULK,), returns="list"),
+                query=(BULK,), returns=QueryList("group", G_FIELDS, "name")),
          Method("POST", _add("OP_GROUP_ADD", "group_name"),
                 "Add a group (body: name, alloc_policy, ...)",
                 opcodes=("OP_GROUP_ADD",),
                 query=(DRY_RUN, REASON), body="OP_GROUP_ADD parameters",
                 returns="job_id"))
 resource(_group, "groups_name", "One node group",
-         Method("GET", _get("group", G_FIELDS), "The group (bulk format)"),
+         Method("GET", _get("group", G_FIELDS), "The group (bulk format)",
+                returns=QueryObject("group", G_FIELDS)),
          Method("DELETE", _group_op("OP_GROUP_REMOVE"), "Remove the group",
                 opcodes=("OP_GROUP_REMOVE",), query=(DRY_RUN, REASON),
                 returns="job_id"))
@@ -1101,7 +1239,8 @@ resource("/2/networks", "networks", "Networks",
          Method("GET", _list("network", "name", "/2/networks/%s",
                              NET_FIELDS),
                 "All networks (names and URIs, or full with bulk=1)",
-                query=(BULK,), returns="list"),
+                query=(BULK,),
+                returns=QueryList("network", NET_FIELDS, "name")),
          Method("POST", _add("OP_NETWORK_ADD", "network_name"),
                 "Add a network",
                 opcodes=("OP_NETWORK_ADD",), query=(DRY_RUN, REASON),
@@ -1109,7 +1248,8 @@ resource("/2/networks", "networks", "Networks",
                 returns="job_id"))
 resource(_network, "networks_name", "One network",
          Method("GET", _get("network", NET_FIELDS),
-                "The network (bulk format)"),
+                "The network (bulk format)",
+                returns=QueryObject("network", NET_FIELDS)),
          Method("DELETE", _network_op("OP_NETWORK_REMOVE"),
                 "Remove the network", opcodes=("OP_NETWORK_REMOVE",),
                 query=(DRY_RUN, REASON), returns="job_id"))
@@ -1200,16 +1340,23 @@ async def _job_wait(req):
 
 resource("/2/jobs", "jobs", "Jobs",
          Method("GET", _jobs_list, "All jobs (ids and URIs, or full with"
-                " bulk=1)", query=(BULK,), returns="list"))
+                " bulk=1)", query=(BULK,),
+                returns=QueryList("job", J_FIELDS_BULK, "id")))
 resource("/2/jobs/{job_id}", "jobs_id", "One job",
          Method("GET", _job_get, "The job: id, ops, status, summary,"
-                " opstatus, timestamps, oplog, opresult"),
+                " opstatus, timestamps, oplog, opresult",
+                returns=QueryObject("job", J_FIELDS)),
          Method("DELETE", _job_cancel, "Cancel the job: [success, message]",
-                returns="list"))
+                returns="job_cancel"))
 resource("/2/jobs/{job_id}/wait", "jobs_id_wait", "Wait for a job change",
          Method("GET", _job_wait, "Long poll (up to 10 s): null when nothing"
                 " changed, else {job_info, log_entries}", access=WRITE,
-                body="{fields, previous_job_info, previous_log_serial}"))
+                body="{fields, previous_job_info, previous_log_serial}",
+                returns="job_wait", request=Body(fields={
+                    "fields": ht.list_of(ht.STR),
+                    "previous_job_info": ht.maybe(ht.list_of(ht.ANY)),
+                    "previous_log_serial": ht.maybe(ht.INT)},
+                    required=("fields",), lenient=True)))
 
 
 # --- Generic queries --------------------------------------------------------
@@ -1286,18 +1433,30 @@ async def _query_fields(req):
 resource("/2/query/{resource}", "query", "Generic query",
          Method("GET", _query_get, "Query (fields=a,b)", access=READ_WRITE,
                 query=(Param("fields", "string", "comma-separated",
-                             required=True),)),
+                             required=True),), returns="query"),
          Method("PUT", _query_put, "Query with a filter", access=READ_WRITE,
-                body="{fields, qfilter}"))
+                body="{fields, qfilter}", returns="query", request=Body(
+                    fields={"fields": ht.list_of(ht.STR, nonempty=True),
+                            "qfilter": ht.maybe(ht.list_of(ht.ANY)),
+                            "filter": ht.maybe(ht.list_of(ht.ANY))},
+                    required=("fields",))))
 resource("/2/query/{resource}/fields", "query_fields",
          "Field definitions",
          Method("GET", _query_fields, "Definitions of the fields (all, or"
-                " fields=a,b)", query=(Param("fields", "string"),)))
+                " fields=a,b)", query=(Param("fields", "string"),),
+                returns="query_fields"))
 
 
 # --- Filters ----------------------------------------------------------------
 
 _FILTER_KEYS = {"priority", "predicates", "action", "reason"}
+FILTER_ACTIONS = ("CONTINUE", "ACCEPT", "PAUSE", "REJECT")
+FILTER_BODY = Body(fields={
+    "priority": ht.NONNEG_INT,
+    "predicates": ht.list_of(ht.ANY),
+    "action": ht.either(ht.one_of(*FILTER_ACTIONS),
+                        ht.tuple_of(ht.one_of("RATE_LIMIT"), ht.INT)),
+    "reason": ht.list_of(ht.ANY)}, name="FilterRule")
 
 
 def _filter_args(req):
@@ -1317,7 +1476,7 @@ def _filter_args(req):
         raise BadRequest("Invalid body parameters: predicates: expected a"
                          " list, got %r" % (predicates,))
     action = body.get("action", "CONTINUE")
-    valid = action in ("CONTINUE", "ACCEPT", "PAUSE", "REJECT") or (
+    valid = action in FILTER_ACTIONS or (
         isinstance(action, list) and len(action) == 2 and
         action[0] == "RATE_LIMIT" and isinstance(action[1], int))
     if not valid:
@@ -1379,15 +1538,17 @@ async def _filter_delete(req):
 
 resource("/2/filters", "filters", "Job filter rules",
          Method("GET", _filters_list, "All filters (uuids and URIs, or full"
-                " with bulk=1)", query=(BULK,), returns="list"),
+                " with bulk=1)", query=(BULK,),
+                returns=QueryList("filter", FILTER_FIELDS, "uuid")),
          Method("POST", _filters_add, "Add a filter; returns its UUID",
                 body="{priority, predicates, action, reason}",
-                returns="string"))
+                returns="string", request=FILTER_BODY))
 resource("/2/filters/{uuid}", "filters_uuid", "One job filter rule",
-         Method("GET", _filter_get, "The filter"),
+         Method("GET", _filter_get, "The filter",
+                returns=QueryObject("filter", FILTER_FIELDS)),
          Method("PUT", _filter_put, "Replace or create the filter",
                 body="{priority, predicates, action, reason}",
-                returns="string"),
+                returns="string", request=FILTER_BODY),
          Method("DELETE", _filter_delete, "Remove the filter",
                 returns="null"))
 

@@ -33,6 +33,7 @@ from ganeti import constants
 from ganeti import crypto
 from ganeti import errors
 from ganeti import jqueue
+from ganeti import leases
 from ganeti import luxi
 from ganeti import mastervote
 from ganeti import mcpu
@@ -696,7 +697,8 @@ class MasterService(service.MultiService):
                                   locks=self.ctx.glm,
                                   cluster_state=self._cluster_state,
                                   cache=self.query_cache,
-                                  root=paths.root if paths else "/")
+                                  root=paths.root if paths else "/",
+                                  clock=self.ctx.clock)
 
     def _job_rows(self, job_ids, field_names):
         names = ["id"] + [f for f in field_names if f != "id"]
@@ -840,6 +842,9 @@ def makeService(options, reactor=None, writer=None):
     LuxiService(reactor, paths.master_socket,
                 MasterLuxiHandler(top)).setServiceParent(top)
     ConfigAuditService(config_service, reactor).setServiceParent(top)
+    LeaseService(config_service, jobs, reactor,
+                 state_changed=cache.time_changed if cache is not None
+                 else None).setServiceParent(top)
     interval = options.get("node-check-interval")
     if interval is None:
         interval = 5.0
@@ -950,3 +955,49 @@ class NodeHealthService(service.Service):
         service.Service.stopService(self)
         if self.health is not None:
             self.health.stop()
+
+
+class LeaseService(service.Service):
+    """Releases the reservations whose lease ended (docs/leases.rst): a
+    removal job when a lease ends, armed on the reactor's clock and again
+    on every configuration change; at start (also after a failover) the
+    leases that ended meanwhile are released at once."""
+
+    name = "leases"
+
+    def __init__(self, config_service, jobs, reactor, state_changed=None):
+        self.config = config_service
+        self.jobs = jobs
+        self.reactor = reactor
+        #: told when lease states change with the time (the query cache)
+        self.state_changed = state_changed
+        self.keeper = None
+
+    def startService(self):
+        service.Service.startService(self)
+        cfg = self.config.cfg
+        queue = self.jobs.queue
+        if cfg is None or queue is None:
+            log.warn("no lease expiry: this master has no job queue")
+            return
+
+        def submit(ops):
+            return queue.submit_job([opcodes.from_dict(op) for op in ops])
+        self.keeper = leases.LeaseKeeper(cfg, submit, self.reactor,
+                                         state_changed=self.state_changed)
+        # removals submitted before a restart and still queued (the queue
+        # is read only when some lease has ended)
+        pending = None
+        now = self.reactor.seconds()
+        if any(until is not None and until <= now
+               for until in map(leases.lease_of, cfg.instances.values())):
+            pending = leases.pending_removals(
+                row for row in queue.query_jobs(None,
+                                                ["id", "status", "ops"])
+                if row is not None)
+        self.keeper.start(pending)
+
+    def stopService(self):
+        service.Service.stopService(self)
+        if self.keeper is not None:
+            self.keeper.stop()

@@ -220,9 +220,13 @@ class GanetiRapiClientExportTests(RapiDaemonTestCase):
         self.assertEqual(proc.returncode, 0, proc.stderr.decode())
         out = json.loads(proc.stdout.decode())
         self.assertEqual(out["prepare"], ["success", [None]])
-        self.assertEqual(out["prepare_remote"][0], "error")
-        self.assertIn("remote (inter-cluster) exports are not supported",
-                      json.dumps(out["prepare_remote"][1]))
+        # the cluster's domain secret (made with the cluster) signs what a
+        # remote export hands to the destination cluster
+        status, result = out["prepare_remote"]
+        self.assertEqual(status, "success", result)
+        self.assertEqual(sorted(result[0]),
+                         ["handshake", "x509_ca", "x509_key_name"])
+        self.assertIn("X-Ganeti-Signature:", result[0]["x509_ca"])
         self.assertEqual(out["export"], ["success", [[True, [True]]]])
         self.assertEqual(out["export_bad"][0], "error")
         self.assertIn("target_node", json.dumps(out["export_bad"][1]))

@@ -190,6 +190,31 @@ class DaemonTests(RapiDaemonTestCase):
             self.assertEqual(resp.status, 501, value)
             self.assertIn("OP_NETWORK_ADD", value["message"])
 
+    def test_answers_match_the_openapi_document(self):
+        """The real daemons' answers (live data from the node daemon, a
+        job that ran) have the shapes /2/openapi.json documents."""
+        from tests import openapi_check
+        resp, doc = self.http("GET", "/2/openapi.json")
+        self.assertEqual(resp.status, 200)
+        openapi_check.validate_document(doc)
+        checker = openapi_check.Checker(doc)
+        resp, job = self.http("PUT", "/2/tags?tag=t3",
+                              user=(USER, PASSWORD))
+        self.assertEqual(resp.status, 200, job)
+        self.wait_job(job)
+        for path in ("/2/info", "/2/nodes?bulk=1", "/2/nodes",
+                     "/2/groups?bulk=1", "/2/instances?bulk=1",
+                     "/2/jobs/%s" % job, "/2/jobs?bulk=1", "/2/tags",
+                     "/2/features", "/2/query/node?fields=name,mfree,ctotal",
+                     "/2/nodes/%s" % self.vc.master.name):
+            resp, value = self.http("GET", path, user=(USER, PASSWORD))
+            self.assertEqual(resp.status, 200, (path, value))
+            self.assertEqual(checker.answer_errors("GET", path, 200, value),
+                             [], path)
+        # live values came from the node daemon
+        resp, nodes = self.http("GET", "/2/nodes?bulk=1")
+        self.assertIsInstance(nodes[0]["mtotal"], int)
+
     def test_users_file_reloaded(self):
         resp, _ = self.http("PUT", "/2/tags?tag=t2", user=("late", "pw"))
         self.assertEqual(resp.status, 401)
@@ -338,6 +363,41 @@ class ForthcomingTests(RapiDaemonTestCase):
         resp, job = self.http("DELETE", "/2/instances/" + INSTANCE,
                               user=auth)
         self.assertEqual(self.wait_job(job)["status"], "success")
+
+    def test_reservation_with_a_lease(self):
+        """A lease set and moved over RAPI; the master releases the
+        reservation when it ends."""
+        node = self.vc.master.name
+        auth = (USER, PASSWORD)
+        resp, job = self.http("POST", "/2/instances", {
+            "__version__": 1, "forthcoming": True, "pnode": node,
+            "beparams": {"memory": 128}, "disk_template": "file",
+            "disks": [{"size": 1024}], "hypervisor": "fake",
+            "lease_until": "+1d"}, user=auth)
+        self.assertEqual(resp.status, 200, job)
+        result = self.wait_job(job)
+        self.assertEqual(result["status"], "success", result)
+        uuid = result["opresult"][0]
+        inst = self.http("GET", "/2/instances/%s" % uuid)[1]
+        self.assertEqual(inst["lease_state"], "active")
+        [row] = [i for i in self.http("GET", "/2/instances?bulk=1")[1]
+                 if i["uuid"] == uuid]
+        self.assertEqual(row["lease_until"], inst["lease_until"])
+        # a bad value: 400 naming the field, no job
+        resp, err = self.http("PUT", "/2/instances/%s/modify" % uuid,
+                              {"lease_until": "someday"}, user=auth)
+        self.assertEqual(resp.status, 400, err)
+        self.assertIn("lease_until", err["message"])
+        # shortened to seconds: released by the master
+        resp, job = self.http("PUT", "/2/instances/%s/modify" % uuid,
+                              {"lease_until": "+2s"}, user=auth)
+        self.assertEqual(self.wait_job(job)["status"], "success")
+        wait_for("the reservation released", lambda: uuid not in [
+            i["uuid"] for i in self.http("GET", "/2/instances?bulk=1")[1]],
+            timeout=60)
+        alloc = self.http("PUT", "/2/query/node", {
+            "fields": ["alloc.mem", "forthcoming_cnt"]}, user=auth)[1]
+        self.assertEqual(alloc["data"], [[[0, 0], [0, 0]]])
 
     def gnt_instance_list(self):
         import sys

@@ -8,7 +8,8 @@ commands), :mod:`~.membership`, :mod:`~.renewal` (renewing the
 cluster's secrets), :mod:`~.merge` (the cluster merger),
 :mod:`~.queue_replica` (a master candidate's copy of the job queue),
 :mod:`~.powercycle` (``gnt-node powercycle``), :mod:`~.extstorage`
-(ExtStorage providers) and :mod:`~.exports` (instance exports).  The
+(ExtStorage providers), :mod:`~.exports` (instance exports) and
+:mod:`~.remote_transfer` (moves between clusters).  The
 work itself is in ``ganeti.backend`` and ``ganeti.storage``.
 """
 
@@ -29,6 +30,7 @@ from ganeti.server.noded.os_scripts import OsProcedures
 from ganeti.server.noded.powercycle import PowercycleProcedures
 from ganeti.server.noded.procedure import ProcedureTable
 from ganeti.server.noded.queue_replica import QueueReplicaProcedures
+from ganeti.server.noded.remote_transfer import RemoteTransferProcedures
 from ganeti.server.noded.renewal import CryptoProcedures
 from ganeti.server.noded.storage_units import StorageUnitProcedures
 
@@ -42,6 +44,7 @@ class NodeProcedures(_ThisNode, InstanceProcedures, DiskProcedures,
                      CryptoProcedures, MergeProcedures,
                      QueueReplicaProcedures, PowercycleProcedures,
                      ExtStorageProcedures, ExportProcedures,
+                     RemoteTransferProcedures,
                      ProcedureTable):
     """The procedures of one node: ``table`` maps each name to its
     argument spec and bound method; :meth:`call` runs one.
