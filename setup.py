@@ -36,6 +36,7 @@ setup(
         "zope.interface",
         "attrs",
         "cryptography",
+        "prometheus_client",
     ],
     entry_points={
         "console_scripts": [

@@ -808,6 +808,10 @@ class LockManager(object):
     def __init__(self, node_uuids=(), nodegroup_uuids=(), instance_names=(),
                  network_uuids=(), clock=None):
         clock = clock if clock is not None else _default_clock()
+        self._clock = clock
+        #: called ``(level name, seconds)`` after an acquisition that had
+        #: to wait, or None (:class:`ganeti.metrics.master.MasterMetrics`)
+        self.wait_observer = None
         initial = {
             LEVEL_CLUSTER: [BGL],
             LEVEL_INSTANCE: instance_names,
@@ -864,7 +868,21 @@ class LockManager(object):
     def acquire(self, level, names, owner, shared=False, timeout=None):
         """Acquire ``names`` (or ALL_SET) at ``level``; see LockSet.acquire."""
         self._check_acquire(level, owner)
-        return self._sets[level].acquire(names, owner, shared, timeout)
+        return self._observed(level, self._sets[level].acquire(
+            names, owner, shared, timeout))
+
+    def _observed(self, level, d):
+        """``d``, telling the wait observer how long it waited (an
+        acquisition granted at once is no wait)."""
+        observer = self.wait_observer
+        if observer is None or d.called:
+            return d
+        started = self._clock.seconds()
+
+        def done(result):
+            observer(LEVEL_NAMES[level], self._clock.seconds() - started)
+            return result
+        return d.addBoth(done)
 
     def acquire_opportunistic(self, level, names, owner, shared=False):
         """Take, without waiting, those of ``names`` (or ALL_SET) at
@@ -883,8 +901,8 @@ class LockManager(object):
         See LockSet.acquire_with_retries.
         """
         self._check_acquire(level, owner)
-        return self._sets[level].acquire_with_retries(names, owner, shared,
-                                                      timeouts)
+        return self._observed(level, self._sets[level].acquire_with_retries(
+            names, owner, shared, timeouts))
 
     def release(self, level, owner, names=None):
         """Release (some of) ``owner``'s locks at ``level``.

@@ -109,6 +109,9 @@ REQ_QUERY_FRESH = "QueryFresh"
 # Not in Ganeti: SubmitJob on behalf of a client of the caller's (RAPI
 # names the user or address it submits for; docs/jobs.rst, "Query jobs").
 REQ_SUBMIT_JOB_FOR = "SubmitJobFor"
+# Not in Ganeti: the master daemon's Prometheus metrics, which RAPI serves
+# on GET /metrics (docs/metrics.rst).
+REQ_QUERY_METRICS = "QueryMetrics"
 
 log = Logger()
 
@@ -521,6 +524,9 @@ METHODS = {m.name: m for m in [
     Method(REQ_QUERY_IMPLEMENTED_OPCODES, "query_implemented_opcodes", (),
            "QueryImplementedOpcodes (not in Ganeti): the sorted OP_IDs this"
            " master has a logical unit for."),
+    Method(REQ_QUERY_METRICS, "query_metrics", (),
+           "QueryMetrics (not in Ganeti): the master daemon's metrics in"
+           " Prometheus' text exposition format (a string).", optional=True),
 ]}
 
 # Ganeti method name -> handler method name

@@ -140,6 +140,10 @@ class ConfigStore(InstanceMutators, MaintenanceMutators, FilterMutators,
         # Called with (store) after every successful write: replication to
         # master candidates, ssconf, confd reload hooks.
         self.write_listeners = []
+        #: called with the seconds each write of the file took (measured
+        #: by ``write_timer``, where the write happens)
+        self.write_observers = []
+        self.write_timer = time.monotonic
         # ganeti.utils.writer.IFileWriter, or None: write at once
         self.writer = None
         # The error of a write that failed in the writer: no more changes
@@ -356,8 +360,10 @@ class ConfigStore(InstanceMutators, MaintenanceMutators, FilterMutators,
             self._on_disk(snapshot, None)
             return
         if self.writer is None:
+            started = self.write_timer()
             data = snapshot.join()
             atomic_write(self.path, data, backup=True)
+            self._observe_write(self.write_timer() - started)
             self._on_disk(snapshot, data)
             return
         with self._lock:
@@ -374,9 +380,17 @@ class ConfigStore(InstanceMutators, MaintenanceMutators, FilterMutators,
         with self._lock:
             snapshot = self._latest
             self._queued = False
+        started = self.write_timer()
         data = snapshot.join()
         atomic_write(self.path, data, backup=True)
-        return snapshot, data
+        return snapshot, data, self.write_timer() - started
+
+    def _observe_write(self, seconds):
+        for observer in self.write_observers:
+            try:
+                observer(seconds)
+            except Exception:
+                log.failure("a config write observer failed")
 
     def _on_disk(self, snapshot, data):
         if data is not None:
@@ -388,7 +402,8 @@ class ConfigStore(InstanceMutators, MaintenanceMutators, FilterMutators,
             self._joined = (snapshot.generation, data)
 
     def _written(self, result):
-        snapshot, data = result
+        snapshot, data, seconds = result
+        self._observe_write(seconds)
         self._on_disk(snapshot, data)
         if self._broken is not None:
             self._fire_waiters()

@@ -42,6 +42,8 @@ from ganeti.dev.vcluster import (MANAGED_NODED_ARGS, VirtualCluster,
 from ganeti.utils.io import atomic_write
 
 OS_DIR = os.path.join(dev.CHECKOUT_DIR, "etc", "os")
+#: where the demo's confd serves its counters to Prometheus
+CONFD_METRICS_PORT = 1817
 
 # daemon plugin -> (which nodes run it, extra arguments, how to see it is up)
 DAEMONS = [
@@ -49,7 +51,8 @@ DAEMONS = [
      ("tcp", constants.DEFAULT_NODED_PORT)),
     ("ganeti-masterd", "master", [], ("luxi", None)),
     ("ganeti-confd", "candidates",
-     ["--port", str(constants.DEFAULT_CONFD_PORT)],
+     ["--port", str(constants.DEFAULT_CONFD_PORT),
+      "--metrics-port", str(CONFD_METRICS_PORT)],
      ("udp", constants.DEFAULT_CONFD_PORT)),
     ("ganeti-rapi", "master", [], ("tcp", constants.DEFAULT_RAPI_PORT)),
     # data collectors and the signed self-diagnosis, on every node
@@ -328,6 +331,10 @@ def print_summary(vc, store, started):
               % (vc.master.root, vc.master.ip))
         print("  .tox/demo/bin/ganeti-confd-client --root %s -a %s"
               " instance-ips" % (vc.master.root, vc.master.ip))
+        print("Its counters for Prometheus (docs/metrics.rst):")
+        for _, _, node, _ in [s for s in started if s[0] == "ganeti-confd"]:
+            print("  curl http://%s:%d/metrics" % (node.ip,
+                                                   CONFD_METRICS_PORT))
     if any(d == "ganeti-noded" for d, _, _, _ in started):
         print()
         print("Node daemons: HTTPS with mutual TLS on port %d; only callers"
@@ -352,6 +359,10 @@ def print_summary(vc, store, started):
         for tool in ("hbal", "hcheck", "hspace"):
             print("  /usr/lib/ganeti/3.0/usr/bin/%s -m https://%s:%d"
                   % (tool, rapi_ip, constants.DEFAULT_RAPI_PORT))
+        print("  Prometheus metrics (RAPI's and the master daemon's;"
+              " docs/metrics.rst):")
+        print("  curl -k https://%s:%d/metrics"
+              % (rapi_ip, constants.DEFAULT_RAPI_PORT))
     monds = [node for d, _, node, _ in started if d == "ganeti-mond"]
     if monds:
         print()
@@ -362,6 +373,10 @@ def print_summary(vc, store, started):
               % (monds[0].ip, constants.DEFAULT_MOND_PORT))
         for node in monds:
             print("  curl http://%s:%d/1/report/all"
+                  % (node.ip, constants.DEFAULT_MOND_PORT))
+        print("  Prometheus metrics of each node (docs/metrics.rst):")
+        for node in monds:
+            print("  curl http://%s:%d/metrics"
                   % (node.ip, constants.DEFAULT_MOND_PORT))
         print("  curl http://%s:%d/1/report/node/diagnose"
               % (monds[0].ip, constants.DEFAULT_MOND_PORT))

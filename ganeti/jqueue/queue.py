@@ -305,6 +305,9 @@ class JobQueue(object):
         # queued jobs a rule keeps back: id -> the action (PAUSE waits
         # for the rules to change, RATE_LIMIT for a matching job to end)
         self._held = {}
+        #: told of every job that ends (``job_finished(job)``), or None
+        #: (:class:`ganeti.metrics.master.MasterMetrics`)
+        self.metrics = None
 
     @property
     def query_budget(self):
@@ -1065,6 +1068,8 @@ class JobQueue(object):
         self._end_times[job.id] = self._end_time(job)
         self._remember(job)
         self._finalizing[job.id] = finalizing
+        if self.metrics is not None:
+            self.metrics.job_finished(job)
         written.addBoth(self._finalized, job)
 
     def _finalized(self, result, job):
@@ -1406,6 +1411,10 @@ class JobQueue(object):
 
     # ------------------------------------------------------------------
     # Queries
+
+    def status_counts(self):
+        """``{status: number}`` of the unfinished jobs."""
+        return collections.Counter(job.status for job in self._jobs.values())
 
     def query_jobs(self, job_ids, fields):
         """QueryJobs: one row per id (None for unknown ids).

@@ -68,6 +68,8 @@ class MonitoringDaemon(object):
         self._loops = {}       # name -> (LoopingCall, interval)
         self._latest = {}      # name -> Report
         self._inflight = {}    # name -> [waiting Deferreds]
+        #: name -> seconds the last collection took (the metrics)
+        self.durations = {}
         self._refresher = None
         self._refresh_failed = False
 
@@ -181,6 +183,7 @@ class MonitoringDaemon(object):
         started = self.clock.seconds()
 
         def done(result):
+            self.durations[name] = self.clock.seconds() - started
             waiters = self._inflight.pop(name, [])
             if isinstance(result, base.Report) and name in self.active:
                 self._latest[name] = result

@@ -5,7 +5,9 @@
 * ``/1/list/collectors`` -> ``[name, category, kind]`` of every active
   collector (category ``"default"`` for collectors without one);
 * ``/1/report/all`` -> the reports of all active collectors;
-* ``/1/report/<category>/<collector>`` -> one report.
+* ``/1/report/<category>/<collector>`` -> one report;
+* ``/metrics`` -> Prometheus' text format (not in Ganeti;
+  :mod:`ganeti.mond.metrics`).
 
 Anything else is a 404 with a plain-text body.
 """
@@ -17,6 +19,7 @@ from twisted.internet import defer
 from werkzeug.exceptions import MethodNotAllowed, NotFound
 
 from ganeti import constants
+from ganeti.metrics import CONTENT_TYPE
 
 NOT_FOUND = b"Resource not found"
 NO_REPORT = b"Unable to produce a report for the requested resource"
@@ -26,8 +29,10 @@ class MondApp(object):
 
     app = Klein()
 
-    def __init__(self, daemon):
+    def __init__(self, daemon, metrics=None):
         self.daemon = daemon
+        #: a MondMetrics (None: no /metrics)
+        self.metrics = metrics
 
     def resource(self):
         return self.app.resource()
@@ -74,6 +79,16 @@ class MondApp(object):
                 return self._not_found(request, NO_REPORT)
             return self._json(request, report.to_dict())
         return defer.Deferred.fromCoroutine(run())
+
+    @app.route("/metrics", methods=["GET"])
+    def metrics_page(self, request):
+        if self.metrics is None:
+            return self._not_found(request, NOT_FOUND)
+
+        def answer(data):
+            request.setHeader(b"content-type", CONTENT_TYPE.encode("ascii"))
+            return data
+        return self.metrics.scrape().addCallback(answer)
 
     @app.handle_errors(NotFound)
     def not_found(self, request, failure):

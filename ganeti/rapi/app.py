@@ -43,9 +43,11 @@ from werkzeug.routing import BaseConverter, RequestRedirect
 from ganeti import errors
 from ganeti import luxi
 from ganeti.jqueue import budget
+from ganeti.metrics import CONTENT_TYPE
 from ganeti.rapi import answers
 from ganeti.rapi import auth
 from ganeti.rapi import baserlib
+from ganeti.rapi import metrics as rapi_metrics
 from ganeti.rapi import ratelimit
 from ganeti.rapi import resources
 from ganeti.rapi.baserlib import HttpError
@@ -56,6 +58,7 @@ log = Logger()
 
 SERVER = baserlib.SERVER
 AUTH_CHALLENGE = 'Basic realm="%s"' % auth.REALM
+METRICS_TYPE = CONTENT_TYPE.encode("ascii")
 
 #: path parameters that are integers; every other one is a name
 INT_PARAMS = frozenset(["job_id", "disk_index"])
@@ -128,7 +131,8 @@ class RapiApp(object):
                  user_rate=(ratelimit.DEFAULT_USER_RATE,
                             ratelimit.DEFAULT_USER_BURST),
                  anonymous_rate=(ratelimit.DEFAULT_ANONYMOUS_RATE,
-                                 ratelimit.DEFAULT_ANONYMOUS_BURST)):
+                                 ratelimit.DEFAULT_ANONYMOUS_BURST),
+                 metrics=None):
         self.master = master
         self.long_poll = long_poll if long_poll is not None else master
         self.users = users
@@ -146,19 +150,67 @@ class RapiApp(object):
         self.anonymous_limit = ratelimit.TokenBuckets(clock, *anonymous_rate)
         # until when the master is taken not to know SubmitJobFor
         self._no_submit_for_until = None
+        #: the Prometheus metrics (GET /metrics; a registry of their own)
+        self.metrics = metrics if metrics is not None \
+            else rapi_metrics.RapiMetrics()
 
     def resource(self):
         return self.app.resource()
 
     @app.handle_errors(WerkzeugNotFound)
     def _not_found(self, request, failure):
-        return self._answer_error(request, baserlib.NotFound())
+        data = self._answer_error(request, baserlib.NotFound())
+        self.metrics.observe(rapi_metrics.OTHER, request.code, 0.0)
+        return data
+
+    # --- metrics --------------------------------------------------------
+
+    @app.route(rapi_metrics.METRICS_PATH, branch=False)
+    def metrics_page(self, request):
+        """GET /metrics: Prometheus' text format; readable as the other
+        reads are (anonymously, unless ``require_auth``)."""
+        return self._timed(request, rapi_metrics.METRICS_PATH,
+                           self._metrics_page(request))
+
+    async def _metrics_page(self, request):
+        verb = _text(request.method).upper()
+        try:
+            if verb != "GET":
+                raise baserlib.NotImplementedHere(
+                    "Method %s is unsupported for path %s"
+                    % (verb, rapi_metrics.METRICS_PATH))
+            self._user(_header(request, b"authorization"), resources.ANON)
+        except HttpError as err:
+            return self._answer_error(request, err)
+        try:
+            data = await self.metrics.scrape(self.master)
+        except Exception:
+            log.failure("GET {path} failed", path=rapi_metrics.METRICS_PATH)
+            return self._answer_error(request, baserlib.InternalError(
+                "Internal error; see the RAPI daemon's log"))
+        request.setResponseCode(200)
+        request.setHeader(b"content-type", METRICS_TYPE)
+        request.setHeader(b"server", SERVER)
+        request.setHeader(b"content-length", b"%d" % len(data))
+        request.setHeader(b"connection", b"close")
+        return data
+
+    def _timed(self, request, path_class, coroutine):
+        """The Deferred of ``coroutine`` (a request's handling), counted
+        under ``path_class`` with its code and duration."""
+        started = self.clock.seconds()
+
+        def count(result):
+            self.metrics.observe(path_class, request.code,
+                                 self.clock.seconds() - started)
+            return result
+        return defer.Deferred.fromCoroutine(coroutine).addBoth(count)
 
     # --- dispatch -------------------------------------------------------
 
     def dispatch(self, request, res, params):
-        return defer.Deferred.fromCoroutine(
-            self._dispatch(request, res, params))
+        return self._timed(request, res.path,
+                           self._dispatch(request, res, params))
 
     async def _dispatch(self, request, res, params):
         try:
@@ -222,7 +274,9 @@ class RapiApp(object):
         """
         header = headers.getRawHeaders(b"authorization")
         header = _text(header[-1]) if header else None
-        method = self._method_for(_text(verb).upper(), uri)
+        res = self._resource_for(uri)
+        method = res.methods.get(_text(verb).upper()) \
+            if res is not None else None
         try:
             if method is None:
                 if header is not None or self.require_auth:
@@ -230,18 +284,28 @@ class RapiApp(object):
             else:
                 self._user(header, method.required_access)
         except HttpError as err:
+            # answered before it is handled: counted, not timed
+            self.metrics.observe(self._path_class(uri, res), err.code)
             return err
         return None
 
-    def _method_for(self, verb, uri):
-        """The resource method a request line names, or None."""
+    def _resource_for(self, uri):
+        """The resource a request line's URI names, or None."""
         path = urllib.parse.unquote(_text(uri).split("?", 1)[0])
         try:
             endpoint, _ = self.app.url_map.bind("rapi").match(path)
         except (HTTPException, RequestRedirect):
             return None
-        res = _RESOURCES.get(endpoint)
-        return res.methods.get(verb) if res is not None else None
+        return _RESOURCES.get(endpoint)
+
+    @staticmethod
+    def _path_class(uri, res):
+        if res is not None:
+            return res.path
+        path = urllib.parse.unquote(_text(uri).split("?", 1)[0])
+        if path == rapi_metrics.METRICS_PATH:
+            return path
+        return rapi_metrics.OTHER
 
     def _authenticate(self, request, method):
         return self._user(_header(request, b"authorization"),

@@ -2,19 +2,24 @@
 
 Nothing happens at import time; :func:`makeService` builds a MultiService
 that, when started, loads config.data (then polls it), listens on UDP and
-logs its counters every ``--stats-interval`` seconds and on SIGUSR1.
+logs its counters every ``--stats-interval`` seconds and on SIGUSR1; with
+``--metrics-port`` it also serves them to Prometheus (plain HTTP, ``GET
+/metrics``, on the same address).
 """
 
 import signal
 
-from twisted.application import internet, service
+from twisted.application import internet, service, strports
+from twisted.internet import endpoints
 from twisted.internet import task
 from twisted.logger import Logger
 from twisted.python import usage
+from twisted.web import server as web_server
 
 from ganeti import pathutils
 from ganeti.confd import guards
 from ganeti.confd import keys
+from ganeti.confd import metrics as confd_metrics
 from ganeti.confd import pacing
 from ganeti.confd import reloader
 from ganeti.confd import server
@@ -55,6 +60,9 @@ class Options(usage.Options):
          " timestamps are refused.", int],
         ["stats-interval", None, 300.0, "Seconds between log lines with the"
          " counters; 0 logs them only on SIGUSR1.", float],
+        ["metrics-port", None, None, "TCP port serving the counters to"
+         " Prometheus (plain HTTP, GET /metrics, on the --bind address)"
+         " [default: none].", int],
     ]
 
     def postOptions(self):
@@ -67,6 +75,11 @@ class Options(usage.Options):
             raise usage.UsageError("--replay-cache-size must be positive")
         if self["stats-interval"] < 0:
             raise usage.UsageError("--stats-interval must not be negative")
+        if self["metrics-port"] is not None and \
+                not 0 <= self["metrics-port"] <= 65535:
+            raise usage.UsageError("--metrics-port must be a TCP port"
+                                   " (0 to 65535), not %d"
+                                   % self["metrics-port"])
         paths = pathutils.Paths(self["root"])
         key_file = self["hmac-key-file"] or paths.hmac_key_file
         try:
@@ -181,4 +194,15 @@ def makeService(options, reactor=None):
     udp.setServiceParent(top)
     _StatsService(processor, options["stats-interval"],
                   reactor).setServiceParent(top)
+    if options.get("metrics-port") is not None:
+        site = web_server.Site(confd_metrics.MetricsResource(
+            confd_metrics.make_registry(processor)), reactor=reactor)
+        site.noisy = False
+        http = strports.service(
+            "tcp:port=%d:interface=%s" % (
+                options["metrics-port"],
+                endpoints.quoteStringArgument(options["bind"])),
+            site, reactor=reactor)
+        http.setName("metrics")
+        http.setServiceParent(top)
     return top

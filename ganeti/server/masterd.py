@@ -37,6 +37,8 @@ from ganeti import leases
 from ganeti import luxi
 from ganeti import mastervote
 from ganeti import mcpu
+from ganeti import metrics
+from ganeti.metrics import master as master_metrics
 from ganeti import opcodes
 from ganeti import pathutils
 from ganeti import query
@@ -320,6 +322,10 @@ class MasterLuxiHandler(object):
     def query_implemented_opcodes(self):
         return sorted(self.master.processor.logical_units)
 
+    def query_metrics(self):
+        return metrics.exposition(self.master.metrics.registry).decode(
+            "utf-8")
+
 
 class _StartStep(service.Service, metaclass=abc.ABCMeta):
     """One step of the daemon's start, done once: in privilegedStartService
@@ -599,6 +605,9 @@ class MasterService(service.MultiService):
         #: ``async vote() -> Verdict`` asked before anything starts (None:
         #: no start-up vote)
         self.vote = vote
+        #: the Prometheus metrics (luxi QueryMetrics; its own registry)
+        self.metrics = master_metrics.MasterMetrics(metrics.new_registry(),
+                                                    self)
 
     def privilegedStartService(self):
         if self.vote is None:
@@ -647,6 +656,9 @@ class MasterService(service.MultiService):
         # the query opcodes (OP_QUERY, ...) read what luxi's Query reads
         if self.config.ctx is not None:
             self.config.ctx.query_context = self.query_context
+            self.metrics.attach(queue=self.jobs.queue,
+                                glm=self.config.ctx.glm,
+                                cfg=self.config.cfg)
         if self.freeze_start_objects:
             # What the start loaded (modules, the configuration, the jobs
             # found on disk) lives as long as the daemon.  Kept out of the

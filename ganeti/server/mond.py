@@ -122,7 +122,10 @@ def makeService(options, reactor=None):
         settings, refresh=options["refresh"])
     top = service.MultiService()
     _DaemonService(daemon, settings).setServiceParent(top)
-    site = web_server.Site(web.MondApp(daemon).resource())
+    from ganeti.mond import metrics as mmetrics
+    site = web_server.Site(web.MondApp(
+        daemon, mmetrics.MondMetrics(daemon, process.CommandRunner(reactor))
+    ).resource())
     site.noisy = False
     strports.service("tcp:%d:interface=%s" % (options["port"],
                                               options["bind"]),

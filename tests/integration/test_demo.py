@@ -57,6 +57,10 @@ class DemoTests(unittest.TestCase):
         self.assertIn("curl http://%s:1816/1/status" % ips[0], text)
         for ip in ips:
             self.assertIn("curl http://%s:1815/1/report/all" % ip, text)
+            # Prometheus' scrapes: mond on every node, confd on candidates
+            self.assertIn("curl http://%s:1815/metrics" % ip, text)
+            self.assertIn("curl http://%s:1817/metrics" % ip, text)
+        self.assertIn(":5080/metrics", text)
         self.assertEqual(text.count("\n  job "), 4, text)
         # Every node got the cluster's secrets and configuration (node2 by
         # the join and the replication).
