@@ -67,8 +67,8 @@ DAEMONS = [
 
 
 def available_plugins():
-    import twisted.plugins  # noqa: F401  (plugin discovery path)
-    return {p.tapname for p in getPlugins(IServiceMaker)}
+    import twisted.plugins
+    return {p.tapname for p in getPlugins(IServiceMaker, twisted.plugins)}
 
 
 def build_cluster(vc, noded_args):
