@@ -326,10 +326,10 @@ class EventBus(object):
                 log.failure("delivering events to a subscriber failed")
                 sub.close()
 
-    def close(self):
-        """Cut off every subscriber (the master stops)."""
+    def close(self, reason="the master daemon is stopping"):
+        """Cut off every subscriber (the daemon stops)."""
         for sub in list(self._subscribers):
-            sub.cut_off("the master daemon is stopping")
+            sub.cut_off(reason)
         if self._flush_call is not None and self._flush_call.active():
             self._flush_call.cancel()
         self._flush_call = None
