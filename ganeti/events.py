@@ -134,6 +134,9 @@ class Subscription(object):
         if self.closed or not matches(event, self.kinds, self.names):
             return
         self.queue.append(event)
+        if len(self.queue) >= self.limit and not self.paused:
+            self.flush()        # a burst: hand it over now
+            return
         if len(self.queue) > self.limit:
             self.cut_off("subscriber too slow: more than %d events waited"
                          " for it" % self.limit)

@@ -88,7 +88,7 @@ def change_events(what, changes):
                            "added": sorted(new - old),
                            "removed": sorted(old - new),
                            "tags": sorted(new)}))
-        rest = [f for f in fields if f != "tags"]
+        rest = [f for f in fields if f != "tags" and f not in state]
         if rest:
             found.append((kind, events.TYPE_MODIFIED, name, uuid,
                           {"change": what, "fields": rest}))
