@@ -1225,7 +1225,7 @@ class EventStreamProtocol(protocol.Protocol):
     """One WatchEvents connection: sends the request, then hands the
     greeting to ``greeted`` (a Deferred; fails with the master's error)
     and every batch of events to ``on_events(events)``.  ``closed`` fires
-    with the reason once the connection is gone."""
+    once the connection is gone (``reason`` says why)."""
 
     def __init__(self, payload, on_events, max_message_size=MAX_RESPONSE_SIZE):
         self._payload = payload
@@ -1234,6 +1234,7 @@ class EventStreamProtocol(protocol.Protocol):
         self.greeted = defer.Deferred()
         self.closed = defer.Deferred()
         self.greeting = None
+        self.reason = None
 
     def connectionMade(self):
         self.transport.write(self._payload)
@@ -1269,7 +1270,8 @@ class EventStreamProtocol(protocol.Protocol):
             self.greeted.errback(ConnectionClosedError(
                 "The master daemon closed the event stream: %s"
                 % reason.getErrorMessage()))
-        self.closed.callback(reason)
+        self.reason = reason
+        self.closed.callback(None)
 
     def close(self):
         self.transport.loseConnection()
