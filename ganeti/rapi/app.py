@@ -251,7 +251,8 @@ class RapiApp(object):
                       % str(self.event_hub.bus.head).encode("ascii"))
         stream = rapi_events.SseStream(
             request, self.event_hub.bus, self.clock, since=since,
-            kinds=kinds, names=names, keepalive=self.event_keepalive)
+            kinds=kinds, names=names, keepalive=self.event_keepalive,
+            render=self.event_hub.render)
         await stream.done
         return b""
 

@@ -69,6 +69,9 @@ class EventHub(object):
         self.clock = clock
         self.bus = events.EventBus(clock, size=size, first_seq=0,
                                    queue_size=client_queue)
+        # seq -> the event as text/event-stream, rendered once for every
+        # client that gets it
+        self._rendered = {}
         self._stream = None
         self._connecting = None
         self._ready = []
@@ -83,6 +86,21 @@ class EventHub(object):
         self._subscribed = False
         #: subscriptions to the master made (first one and again after drops)
         self.subscriptions = 0
+
+    def render(self, event):
+        """``event`` in the text/event-stream format, rendered once."""
+        seq = event.get("seq")
+        if seq is None or event.get("kind") in (events.KIND_RESET,
+                                                events.KIND_CUT):
+            return format_event(event)
+        text = self._rendered.get(seq)
+        if text is None:
+            if len(self._rendered) >= 2 * self.bus.size:
+                oldest = self.bus.oldest or 0
+                self._rendered = {k: v for k, v in self._rendered.items()
+                                  if k >= oldest}
+            text = self._rendered[seq] = format_event(event)
+        return text
 
     @property
     def connected(self):
@@ -221,8 +239,10 @@ class SseStream(object):
     (:meth:`stop`)."""
 
     def __init__(self, request, bus, clock, since=None, kinds=None,
-                 names=None, keepalive=DEFAULT_KEEPALIVE, limit=None):
+                 names=None, keepalive=DEFAULT_KEEPALIVE, limit=None,
+                 render=format_event):
         self.request = request
+        self.render = render
         self.bus = bus
         self.clock = clock
         self.keepalive = keepalive
@@ -247,7 +267,7 @@ class SseStream(object):
         self._arm()
 
     def _deliver(self, batch):
-        self.request.write(b"".join(format_event(e) for e in batch))
+        self.request.write(b"".join(self.render(e) for e in batch))
         if self._keepalive_call is not None and self._keepalive_call.active():
             self._keepalive_call.reset(self.keepalive)
 
