@@ -50,8 +50,12 @@ def loadgen(host, socket_path, mode, clients=CLIENTS, jobs=JOBS):
     from twisted.internet import task
     result = {}
     from twisted.internet import defer
-    task.react(lambda reactor: defer.Deferred.fromCoroutine(_scenario(
-        reactor, host, socket_path, mode, clients, jobs, result)))
+    try:
+        task.react(lambda reactor: defer.Deferred.fromCoroutine(_scenario(
+            reactor, host, socket_path, mode, clients, jobs, result)))
+    except SystemExit as stop:
+        if stop.code:
+            raise
     return result
 
 
@@ -212,7 +216,7 @@ def _run_loadgen(host, socket_path, mode):
         [sys.executable, "-m", "bench.events", "--loadgen", host,
          socket_path, mode], env=env, cwd=REPO, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, timeout=900)
-    if proc.returncode != 0:
+    if proc.returncode != 0 or not proc.stdout.strip():
         raise RuntimeError("load generator failed:\n%s"
                            % proc.stderr.decode("utf-8", "replace")[-3000:])
     return json.loads(proc.stdout.decode("utf-8"))
