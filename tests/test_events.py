@@ -281,3 +281,45 @@ class ConfigChangeEventTests(unittest.TestCase):
         self.assertEqual(found[0][4]["repair_status"], "pending")
         self.assertEqual(found[0][4]["previous"],
                          {"repair_status": "noted"})
+
+
+class LuxiEventStreamTests(unittest.TestCase):
+    """WatchEvents' stream on a connection: batches as framed messages,
+    a reader too slow (the transport paused it) cut off."""
+
+    def setUp(self):
+        from twisted.internet.testing import StringTransport
+        from ganeti import luxi
+        self.luxi = luxi
+        self.clock, self.bus = make_bus(size=100, queue_size=3)
+        self.transport = StringTransport()
+        self.stream = luxi.EventStream(self.bus, since=None)
+        self.assertEqual(self.stream.greeting(), {"head": 100,
+                                                  "oldest": None})
+        self.stream.start(self.transport)
+
+    def messages(self):
+        raw = self.transport.value().split(b"\x03")
+        return [self.luxi.decode_message(m) for m in raw if m.strip()]
+
+    def test_batches_framed(self):
+        publish(self.bus, 2)
+        self.clock.advance(0)
+        (message,) = self.messages()
+        self.assertEqual([e["seq"] for e in message["events"]], [101, 102])
+        self.assertIs(self.transport.producer, self.stream.subscription)
+
+    def test_slow_reader_cut_and_disconnected(self):
+        self.transport.producer.pauseProducing()   # its buffer is full
+        publish(self.bus, 4)
+        self.clock.advance(0)
+        (message,) = self.messages()
+        (cut,) = message["events"]
+        self.assertEqual(cut["kind"], "cut")
+        self.assertIn("too slow", cut["data"]["reason"])
+        self.assertTrue(self.transport.disconnecting)
+        self.assertEqual(self.bus.subscriber_count, 0)
+
+    def test_connection_lost_unsubscribes(self):
+        self.stream.stop()
+        self.assertEqual(self.bus.subscriber_count, 0)
