@@ -323,3 +323,31 @@ class LuxiEventStreamTests(unittest.TestCase):
     def test_connection_lost_unsubscribes(self):
         self.stream.stop()
         self.assertEqual(self.bus.subscriber_count, 0)
+
+
+class StoreChangeTests(unittest.TestCase):
+    """The configuration store reports what each change did."""
+
+    def setUp(self):
+        from tests.test_config import make_store
+        self.store = make_store(self)
+        self.clock, self.bus = make_bus(size=100, queue_size=100)
+        self.store.change_listeners.append(changes.publisher(self.bus))
+
+    def test_tags_and_node_state(self):
+        self.store.add_tags("cluster", None, ["owner:ops"])
+        node = self.store.master_node
+        self.store.set_node_params(node.name, drained=True)
+        found = [(e["kind"], e["type"], e["name"]) for e in
+                 self.bus.backlog(-1)[0]]
+        self.assertEqual(found, [
+            ("tags", "modified", "cluster.example.com"),
+            ("node", "state", node.name)])
+        self.assertEqual(self.bus.backlog(-1)[0][1]["data"],
+                         {"drained": True, "previous": {"drained": False}})
+
+    def test_refused_change_is_no_event(self):
+        from ganeti import errors
+        self.assertRaises(errors.GenericError, self.store.remove_tags,
+                          "cluster", None, ["not-there"])
+        self.assertEqual(len(self.bus), 0)
