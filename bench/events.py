@@ -86,7 +86,11 @@ async def _scenario(reactor, host, socket_path, mode, clients, jobs, result):
     pending = set()
     state = {"stop": False}
 
+    seen_finished = set()
+
     def finished_one(job_id):
+        # (a job may end before its SubmitJob answer is read)
+        seen_finished.add(job_id)
         pending.discard(job_id)
         if not pending and len(submitted) == jobs and not done.called:
             done.callback(None)
@@ -126,13 +130,16 @@ async def _scenario(reactor, host, socket_path, mode, clients, jobs, result):
         job_id = await client.call("SubmitJob", [{"OP_ID": "OP_TEST_DELAY",
                                                   "duration": 0.0}])
         submitted.append(job_id)
-        pending.add(job_id)
+        if job_id not in seen_finished:
+            pending.add(job_id)
         if mode == "poll":
             # client job_id mod CLIENTS follows it
             defer.Deferred.fromCoroutine(poll(job_id))
         delay = started + (n + 1) / SUBMIT_RATE - reactor.seconds()
         if delay > 0:
             await _sleep(reactor, delay)
+    if not pending and not done.called:
+        done.callback(None)
     done.addTimeout(300, reactor)
     try:
         await done
