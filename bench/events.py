@@ -303,7 +303,16 @@ def bench():
                               percentile(poll["latencies"], 99))),
         ("master cpu", ratio(sse["cpu"][0], poll["cpu"][0])),
         ("rapi cpu", ratio(sse["cpu"][1], poll["cpu"][1])),
+        ("rapi cpu per delivery", ratio(
+            sse["cpu"][1] / max(len(sse["latencies"]), 1),
+            poll["cpu"][1] / max(len(poll["latencies"]), 1))),
+        ("master cpu per delivery", ratio(
+            sse["cpu"][0] / max(len(sse["latencies"]), 1),
+            poll["cpu"][0] / max(len(poll["latencies"]), 1))),
     ])
+    print("(a delivery: one client learning that one job finished; with"
+          " polling each job is followed by one client, with the stream"
+          " every client sees every job)")
     for r in results:
         if r["errors"]:
             print("errors of %s: %s" % (r["mode"], r["error_sample"]))
