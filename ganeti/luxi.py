@@ -751,9 +751,13 @@ class LuxiServerProtocol(protocol.Protocol):
             self.transport.write(response)
 
     def _start_stream(self, stream):
-        # the connection is the stream's: nothing more is read from it
+        # the connection is the stream's: what the client sends is dropped
+        # (read on, so that its going away is noticed)
         self._refused = True
         self._queue.clear()
+        if self._paused:
+            self._paused = False
+            self.transport.resumeProducing()
         self.transport.write(encode_message(
             {"success": True, "result": stream.greeting()}))
         if self._lost:
