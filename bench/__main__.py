@@ -20,6 +20,7 @@ BENCHMARKS = {
     "failover": "bench.failover",
     "maintd": "bench.maintd",
     "scale": "bench.scale",
+    "events": "bench.events",
 }
 
 

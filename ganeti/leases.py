@@ -25,6 +25,7 @@ import time
 from twisted.logger import Logger
 
 from ganeti import constants
+from ganeti import events
 from ganeti import errors
 
 log = Logger()
@@ -265,8 +266,11 @@ class LeaseKeeper(object):
     #: seconds before a failed submission is tried again
     RETRY = 60.0
 
-    def __init__(self, cfg, submit, clock, state_changed=None):
+    def __init__(self, cfg, submit, clock, state_changed=None,
+                 event_bus=None):
         self.cfg = cfg
+        #: the master's event bus (:class:`ganeti.events.EventBus`) or None
+        self.events = event_bus
         self.submit = submit
         self.clock = clock
         #: called when a lease entered its warning window or ended (the
@@ -352,9 +356,7 @@ class LeaseKeeper(object):
                              " and its resources released",
                              name=inst.display_name,
                              until=format_time(until), left=int(until - now))
-                    # Event hook: a "lease expiring" event (instance uuid,
-                    # name, lease end) is to be published here once the
-                    # master has an event stream.
+                    self._publish(events.TYPE_EXPIRING, inst, until)
             else:
                 wake.append(until - window)
         # forget instances gone or whose lease changed
@@ -390,9 +392,6 @@ class LeaseKeeper(object):
         log.info("The lease of forthcoming instance {name} ended at"
                  " {until}: submitting its removal",
                  name=inst.display_name, until=format_time(until))
-        # Event hook: a "lease expired" event (instance uuid, name, lease
-        # end, job id) is to be published here once the master has an
-        # event stream.
         try:
             d = self.submit([op])
         except Exception as err:   # a synchronous refusal
@@ -401,6 +400,7 @@ class LeaseKeeper(object):
 
         def submitted(job_id):
             self.jobs[uuid] = job_id
+            self._publish(events.TYPE_EXPIRED, inst, until, job=job_id)
             log.info("Job {job} removes forthcoming instance {name} (lease"
                      " expired)", job=job_id, name=inst.display_name)
             return job_id
@@ -408,6 +408,15 @@ class LeaseKeeper(object):
         def failed(failure):
             self._failed(uuid, until, failure.value)
         d.addCallbacks(submitted, failed)
+
+    def _publish(self, type, inst, until, **data):
+        if self.events is None:
+            return
+        data.update({"instance": inst.display_name, "instance_uuid":
+                     inst.uuid, "until": until,
+                     "until_text": format_time(until)})
+        self.events.publish(events.KIND_LEASE, type,
+                            name=inst.display_name, id=inst.uuid, data=data)
 
     def _failed(self, uuid, until, err):
         log.error("Could not submit the removal of forthcoming instance"

@@ -112,6 +112,9 @@ REQ_SUBMIT_JOB_FOR = "SubmitJobFor"
 # Not in Ganeti: the master daemon's Prometheus metrics, which RAPI serves
 # on GET /metrics (docs/metrics.rst).
 REQ_QUERY_METRICS = "QueryMetrics"
+# Not in Ganeti: the master's event stream on the connection, which then
+# carries nothing else (docs/events.rst).
+REQ_WATCH_EVENTS = "WatchEvents"
 
 log = Logger()
 
@@ -524,6 +527,18 @@ METHODS = {m.name: m for m in [
     Method(REQ_QUERY_IMPLEMENTED_OPCODES, "query_implemented_opcodes", (),
            "QueryImplementedOpcodes (not in Ganeti): the sorted OP_IDs this"
            " master has a logical unit for."),
+    Method(REQ_WATCH_EVENTS, "watch_events", (
+        Arg("since", ht.maybe(ht.INT)),
+        Arg("kinds", ht.maybe(ht.list_of(ht.STR)), optional=True),
+        Arg("names", ht.maybe(ht.list_of(ht.STR)), optional=True)),
+        "WatchEvents (not in Ganeti): the answer is ``{\"head\": seq,"
+        " \"oldest\": seq}``; the connection then carries only messages"
+        " ``{\"events\": [event, ...]}``: the events after ``since``"
+        " (None: none; negative: all kept; a ``reset`` event when they are"
+        " no longer kept), then the live ones, of ``kinds`` (None: all)"
+        " about the objects ``names`` (names or ids; None: all).  A client"
+        " too slow to read gets a final ``cut`` event and the connection"
+        " closes.  The handler returns a :class:`Stream`.", optional=True),
     Method(REQ_QUERY_METRICS, "query_metrics", (),
            "QueryMetrics (not in Ganeti): the master daemon's metrics in"
            " Prometheus' text exposition format (a string).", optional=True),
@@ -561,6 +576,62 @@ ILuxiHandler = zope.interface.interface.InterfaceClass(
 
 
 # --- Server -----------------------------------------------------------------
+
+class Stream(abc.ABC):
+    """What a handler returns to take over the connection (WatchEvents):
+    the answer is :meth:`greeting`; then :meth:`start` is given the
+    transport, which carries only what the stream writes; :meth:`stop`
+    when the connection is lost."""
+
+    @abc.abstractmethod
+    def greeting(self):
+        """The result of the request (JSON-serialisable)."""
+
+    @abc.abstractmethod
+    def start(self, transport):
+        """Write on ``transport`` from now on."""
+
+    @abc.abstractmethod
+    def stop(self):
+        """The connection is gone."""
+
+
+class EventStream(Stream):
+    """The master's event bus (:class:`ganeti.events.EventBus`) on a LUXI
+    connection: one framed ``{"events": [...]}`` per batch; a subscriber
+    that falls behind (the socket's buffer full while ``limit`` events
+    wait) gets a final ``cut`` event and the connection closes."""
+
+    def __init__(self, bus, since, kinds=None, names=None, limit=None):
+        self.bus = bus
+        self.since = since
+        self.kinds = kinds
+        self.names = names
+        self.limit = limit
+        self.subscription = None
+        self.transport = None
+
+    def greeting(self):
+        return {"head": self.bus.head, "oldest": self.bus.oldest}
+
+    def start(self, transport):
+        self.transport = transport
+        self.subscription = self.bus.subscribe(
+            self._deliver, self._cut, since=self.since, kinds=self.kinds,
+            names=self.names, limit=self.limit)
+        transport.registerProducer(self.subscription, True)
+
+    def _deliver(self, batch):
+        self.transport.write(encode_message({"events": batch}))
+
+    def _cut(self, event):
+        self.transport.write(encode_message({"events": [event]}))
+        self.transport.unregisterProducer()
+        self.transport.loseConnection()
+
+    def stop(self):
+        if self.subscription is not None:
+            self.subscription.close()
 
 @attr.s(frozen=True)
 class Caller(object):
@@ -625,6 +696,8 @@ class LuxiServerProtocol(protocol.Protocol):
         self._refused = False
         self._lost = False
         self.caller = peer_caller(self.transport)
+        #: the Stream the connection carries (WatchEvents), or None
+        self.stream = None
         self.factory.connections.add(self)
 
     def dataReceived(self, data):
@@ -672,7 +745,25 @@ class LuxiServerProtocol(protocol.Protocol):
                 # the handler's own Deferred was cancelled
                 response = encode_message(_failure(errors.GenericError(
                     "The request was cancelled by the master daemon")))
+            if isinstance(response, Stream):
+                self._start_stream(response)
+                return
             self.transport.write(response)
+
+    def _start_stream(self, stream):
+        # the connection is the stream's: what the client sends is dropped
+        # (read on, so that its going away is noticed)
+        self._refused = True
+        self._queue.clear()
+        if self._paused:
+            self._paused = False
+            self.transport.resumeProducing()
+        self.transport.write(encode_message(
+            {"success": True, "result": stream.greeting()}))
+        if self._lost:
+            return
+        self.stream = stream
+        stream.start(self.transport)
 
     def _work_done(self, result):
         self._worker = None
@@ -686,6 +777,9 @@ class LuxiServerProtocol(protocol.Protocol):
     def connectionLost(self, reason=protocol.connectionDone):
         self._lost = True
         self.factory.connections.discard(self)
+        if self.stream is not None:
+            self.stream.stop()
+            self.stream = None
         self._queue.clear()
         if self._worker is not None:
             # a pending long poll must not outlive its client
@@ -729,6 +823,8 @@ class LuxiServerFactory(protocol.Factory):
             request = decode_message(raw, self.max_request_depth)
             (method, args) = _parse_request(request)
             result = await self._dispatch(method, args, caller)
+            if isinstance(result, Stream):
+                return result
             response = {"success": True, "result": result}
         except defer.CancelledError:
             raise
@@ -901,7 +997,12 @@ class _Methods(abc.ABC):
         """Send ``method`` with ``args``; the clients define how."""
 
 
+#: methods that take over their connection: no request/answer client method
+_STREAM_METHODS = frozenset([REQ_WATCH_EVENTS])
+
 for _method in METHODS.values():
+    if _method.name in _STREAM_METHODS:
+        continue
     setattr(_Methods, _method.handler, _client_method(_method))
 del _method
 
@@ -1122,6 +1223,90 @@ class LuxiClient(_SocketClient):
         return proto.closed
 
 
+# --- Event stream client (Twisted) ---------------------------------------------
+
+class EventStreamProtocol(protocol.Protocol):
+    """One WatchEvents connection: sends the request, then hands the
+    greeting to ``greeted`` (a Deferred; fails with the master's error)
+    and every batch of events to ``on_events(events)``.  ``closed`` fires
+    once the connection is gone (``reason`` says why)."""
+
+    def __init__(self, payload, on_events, max_message_size=MAX_RESPONSE_SIZE):
+        self._payload = payload
+        self._on_events = on_events
+        self._buffer = MessageBuffer(max_message_size)
+        self.greeted = defer.Deferred()
+        self.closed = defer.Deferred()
+        self.greeting = None
+        self.reason = None
+
+    def connectionMade(self):
+        self.transport.write(self._payload)
+
+    def dataReceived(self, data):
+        try:
+            messages = self._buffer.feed(data)
+        except MessageTooLarge as err:
+            messages = err.complete
+            self.transport.abortConnection()
+        for raw in messages:
+            if self.greeting is None:
+                try:
+                    self.greeting = parse_response(raw)
+                except Exception:
+                    self.greeted.errback()
+                    self.transport.abortConnection()
+                    return
+                self.greeted.callback(self.greeting)
+                continue
+            try:
+                message = decode_message(raw)
+                batch = message["events"]
+            except (ProtocolError, KeyError, TypeError):
+                log.error("Invalid event stream message from the master:"
+                          " {raw!r}", raw=raw[:200])
+                self.transport.abortConnection()
+                return
+            self._on_events(batch)
+
+    def connectionLost(self, reason=protocol.connectionDone):
+        if self.greeting is None and not self.greeted.called:
+            self.greeted.errback(ConnectionClosedError(
+                "The master daemon closed the event stream: %s"
+                % reason.getErrorMessage()))
+        self.reason = reason
+        self.closed.callback(None)
+
+    def close(self):
+        self.transport.loseConnection()
+        return self.closed
+
+
+def open_event_stream(reactor, path, on_events, since=None, kinds=None,
+                      names=None):
+    """Connect to the master's socket ``path`` and send WatchEvents; a
+    Deferred firing with the :class:`EventStreamProtocol` once the master
+    answered (its ``greeting``), or failing with the master's error (a
+    master without the method: see :func:`is_unsupported_method`)."""
+    payload = format_request(REQ_WATCH_EVENTS, [since, kinds, names])
+    proto = EventStreamProtocol(payload, on_events)
+    try:
+        sock = _open_socket(path)
+    except _Busy:
+        return defer.fail(LuxiTimeoutError(
+            "The master daemon's socket %s accepts no connection now"
+            % path))
+    except errors.LuxiError:
+        return defer.fail()
+    try:
+        reactor.adoptStreamConnection(
+            sock.fileno(), socket.AF_UNIX,
+            protocol.Factory.forProtocol(lambda: proto))
+    finally:
+        sock.close()
+    return proto.greeted.addCallback(lambda _: proto)
+
+
 # --- Blocking client ---------------------------------------------------------
 
 class BlockingClient(_SocketClient):
@@ -1186,6 +1371,40 @@ class BlockingClient(_SocketClient):
         # The server had closed the idle connection (a UNIX socket refuses
         # the write at once), so it never saw the request: send it again.
         return parse_response(self._exchange(payload))
+
+    def watch_events(self, since=None, kinds=None, names=None):
+        """WatchEvents on a connection of its own: ``(greeting, batches)``,
+        ``batches`` an iterator of event lists, waiting as long as it takes
+        for each (ConnectionClosedError once the master closes the
+        stream).  The client is used up: close it when done."""
+        self.close()
+        greeting = parse_response(self._exchange(format_request(
+            REQ_WATCH_EVENTS, [since, kinds, names])))
+        return greeting, self._batches()
+
+    def _batches(self):
+        while True:
+            while not self._queued:
+                if self._sock is None:
+                    raise ConnectionClosedError("The event stream is closed")
+                self._sock.settimeout(None)
+                try:
+                    data = self._sock.recv(65536)
+                except OSError as err:
+                    self.close()
+                    raise ConnectionClosedError(
+                        "Connection to the master daemon lost: %s" % err)
+                if not data:
+                    self.close()
+                    raise ConnectionClosedError(
+                        "The master daemon closed the event stream")
+                self._queued.extend(self._buffer.feed(data))
+            message = decode_message(self._queued.popleft())
+            if not isinstance(message, dict) or \
+                    not isinstance(message.get("events"), list):
+                raise ProtocolError("Invalid event stream message: %r"
+                                    % (message,))
+            yield message["events"]
 
     def _exchange(self, payload):
         if self._sock is None:

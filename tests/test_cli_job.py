@@ -170,6 +170,25 @@ class JobTests(UtcTestCase):
                                                     [4, False]])
 
 
+class StreamClient(object):
+    """A luxi client whose WatchEvents answers ``batches``."""
+
+    def __init__(self, batches, refuse=None):
+        self.batches = batches
+        self.refuse = refuse
+        self.asked = []
+        self.closed = False
+
+    def watch_events(self, since=None, kinds=None, names=None):
+        self.asked.append((since, kinds, names))
+        if self.refuse is not None:
+            raise self.refuse
+        return {"head": 1, "oldest": None}, iter(self.batches)
+
+    def close(self):
+        self.closed = True
+
+
 class WatchTests(UtcTestCase):
 
     def test_watch_prints_the_log(self):
@@ -184,6 +203,83 @@ class WatchTests(UtcTestCase):
         self.assertEqual(lines[2:], [
             "Tue Nov 14 22:13:21 2023 iteration 1",
             "Tue Nov 14 22:13:22 2023 iteration 2"])
+
+    def watch_with_stream(self, job_id, batches, oplog, status="running",
+                          refuse=None):
+        """gnt-job watch with a master streaming ``batches`` of events
+        after the job had logged ``oplog`` (one list per opcode)."""
+        client = self.client
+        stream = StreamClient(batches, refuse)
+        made = []
+
+        def factory(path):
+            made.append(path)
+            return client if len(made) == 1 else stream
+        real_query = client.query_jobs
+
+        def query_jobs(job_ids, fields):
+            if fields == ["status", "oplog"]:
+                client.calls.append(("QueryJobs", [job_ids, fields]))
+                return [[status, oplog]]
+            return real_query(job_ids, fields)
+        client.query_jobs = query_jobs
+        result = run(gnt_job.commands, ["watch", str(job_id)],
+                     client_factory=factory)
+        return result, stream
+
+    def test_watch_follows_the_event_stream(self):
+        job_id = self.client.submit_job([{"OP_ID": "OP_TEST_DELAY",
+                                          "duration": 1.0}])
+        early = [1, [1700000001, 0], "message", "before the stream"]
+
+        def log(serial, text):
+            return {"seq": 10 + serial, "kind": "job", "type": "log",
+                    "id": job_id, "name": str(job_id),
+                    "data": {"serial": serial, "timestamp":
+                             [1700000000 + serial, 0], "type": "message",
+                             "message": text}}
+        finished = {"seq": 20, "kind": "job", "type": "finished",
+                    "id": job_id, "data": {"status": "success"}}
+        (code, out, err), stream = self.watch_with_stream(
+            job_id, [[log(1, "before the stream"), log(2, "step two")],
+                     [log(3, "step three"), finished]], [[early]])
+        self.assertEqual(code, 0, err)
+        self.assertEqual(stream.asked, [(None, ["job"], [str(job_id)])])
+        self.assertTrue(stream.closed)
+        self.assertEqual(out.splitlines()[2:], [
+            "Tue Nov 14 22:13:21 2023 before the stream",
+            "Tue Nov 14 22:13:22 2023 step two",
+            "Tue Nov 14 22:13:23 2023 step three"])
+        # no polling
+        self.assertNotIn("WaitForJobChange", self.client.methods())
+
+    def test_watch_polls_the_rest_when_cut_off(self):
+        self.client.logs["OP_TEST_DELAY"] = ["one", "two"]
+        job_id = self.client.submit_job([{"OP_ID": "OP_TEST_DELAY",
+                                          "duration": 1.0}])
+        cut = {"seq": None, "kind": "cut", "type": "cut",
+               "data": {"reason": "subscriber too slow"}}
+        first = [1, [1700000001, 0], "message", "one"]
+        (code, out, err), _ = self.watch_with_stream(
+            job_id, [[cut]], [[first]])
+        self.assertEqual(code, 0, err)
+        self.assertEqual(out.splitlines()[2:], [
+            "Tue Nov 14 22:13:21 2023 one",
+            "Tue Nov 14 22:13:22 2023 two"])
+        waits = [c[1] for c in self.client.calls
+                 if c[0] == "WaitForJobChange"]
+        self.assertEqual(waits[0][3], 1)        # after the one printed
+
+    def test_watch_polls_an_older_master(self):
+        self.client.logs["OP_TEST_DELAY"] = ["one"]
+        job_id = self.client.submit_job([{"OP_ID": "OP_TEST_DELAY",
+                                          "duration": 1.0}])
+        (code, out, err), _ = self.watch_with_stream(
+            job_id, [], [], refuse=errors.LuxiError(
+                "Unknown LUXI method 'WatchEvents'"))
+        self.assertEqual(code, 0, err)
+        self.assertEqual(out.splitlines()[2:],
+                         ["Tue Nov 14 22:13:21 2023 one"])
 
     def test_wait_is_quiet_and_fails_with_the_job(self):
         self.client.errors["OP_TEST_DELAY"] = encoded(

@@ -567,3 +567,28 @@ class ObjectsTests(unittest.TestCase):
         inst.forthcoming = False
         self.assertEqual(leases.state(inst, NOW + 100, 50), "")
         self.assertIsNone(leases.lease_of(inst))
+
+
+class LeaseEventTests(KeeperTestCase):
+
+    def test_expiring_and_expired_events(self):
+        from ganeti import events
+        bus = events.EventBus(self.clock, first_seq=0)
+        uuid = self.reserve(lease="+2h")
+        self.keeper = leases.LeaseKeeper(self.cfg, self.queue.submit,
+                                         self.clock, event_bus=bus)
+        self.keeper.start()
+        self.clock.advance(HOUR)
+        (expiring,) = bus.backlog(-1)[0]
+        self.assertEqual((expiring["kind"], expiring["type"], expiring["id"]),
+                         ("lease", "expiring", uuid))
+        self.assertEqual(expiring["name"], "inst1.example.com")
+        self.assertEqual(expiring["data"]["until"], NOW + 2 * HOUR)
+        self.clock.advance(HOUR)
+        found = bus.backlog(-1)[0]
+        self.assertEqual([e["type"] for e in found], ["expiring", "expired"])
+        self.assertEqual(found[1]["data"]["job"], self.keeper.jobs[uuid])
+        # once only, whatever happens later
+        self.clock.advance(10 * HOUR)
+        self.assertEqual(len(bus), 2)
+        self.keeper.stop()

@@ -1485,6 +1485,8 @@ class OpenApiTests(RapiTestCase):
         # Prometheus' text format, not a JSON resource of RAPI v2
         # (docs/metrics.rst)
         served.discard("/metrics")
+        # Server-Sent Events, not JSON (docs/events.rst)
+        served.discard("/2/events")
         documented = set(rapi_app.werkzeug_rule(p) for p in doc["paths"])
         self.assertEqual(served, documented)
         self.assertIn("/2/openapi.json", doc["paths"])

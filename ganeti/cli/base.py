@@ -430,13 +430,12 @@ class Context(object):
                 results.append((label, False, err))
         return results
 
-    def poll_job(self, job_id, quiet=False, on_entry=None):
-        """Wait for a job, printing its log messages; return its opcode
-        results or raise the error of the first failed opcode.
-        ``on_entry(entry)`` sees each log entry first; true: it handled
-        it (it is not printed)."""
+    def poll_job(self, job_id, quiet=False, on_entry=None, prev_serial=None):
+        """Wait for a job, printing its log messages (those after
+        ``prev_serial``); return its opcode results or raise the error of
+        the first failed opcode.  ``on_entry(entry)`` sees each log entry
+        first; true: it handled it (it is not printed)."""
         prev_info = None
-        prev_serial = None
         reported = set()
         status = None
         while True:
@@ -470,6 +469,65 @@ class Context(object):
                 break
             prev_info = info
         return self.job_result(job_id)
+
+    def follow_job(self, job_id):
+        """:meth:`poll_job` through the master's event stream: the log
+        messages printed as they come, no polling; a master without the
+        stream (WatchEvents), or a stream that breaks off, is polled."""
+        stream = self.client_factory(self.paths.master_socket)
+        watch = getattr(stream, "watch_events", None)
+        if watch is None or stream is self._client:
+            return self.poll_job(job_id)
+        try:
+            try:
+                _, batches = watch(None, ["job"], [str(job_id)])
+            except errors.LuxiError as err:
+                if not luxi.is_unsupported_method(err):
+                    raise
+                return self.poll_job(job_id)
+            # what it logged before the stream started
+            rows = self.client.query_jobs([job_id], ["status", "oplog"])
+            if not rows or rows[0] is None:
+                raise errors.JobLost("Job %s not found" % job_id)
+            status, oplog = rows[0]
+            printed = None
+            entries = sorted((e for op in oplog or [] for e in op),
+                             key=lambda e: e[0])
+            for entry in entries:
+                self.out(format_log_entry(entry))
+                printed = entry[0]
+            if status not in opcodes.JOBS_FINALIZED:
+                finished = self._follow_events(batches, printed)
+                if finished is not True:
+                    # cut off or reset: the rest by polling
+                    return self.poll_job(job_id, prev_serial=finished)
+        finally:
+            stream.close()
+        return self.job_result(job_id)
+
+    def _follow_events(self, batches, printed):
+        """Print the log events; True once the job finished, else the
+        serial of the last entry printed (the stream broke off)."""
+        try:
+            for batch in batches:
+                for event in batch:
+                    kind, type_ = event.get("kind"), event.get("type")
+                    if kind in ("cut", "reset"):
+                        return printed
+                    data = event.get("data") or {}
+                    if type_ == "log":
+                        serial = data.get("serial")
+                        if printed is not None and serial <= printed:
+                            continue
+                        self.out(format_log_entry(
+                            [serial, data.get("timestamp"),
+                             data.get("type"), data.get("message")]))
+                        printed = serial
+                    elif type_ == "finished":
+                        return True
+        except luxi.ConnectionClosedError:
+            pass
+        return printed
 
     def job_result(self, job_id):
         rows = self.client.query_jobs([job_id], ["status", "opstatus",

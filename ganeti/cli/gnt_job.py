@@ -307,7 +307,7 @@ def watch(ctx, opts):
     _check_exists(ctx, job_id)
     ctx.out("Output from job %s follows" % job_id)
     ctx.out("-" * len("Output from job %s follows" % job_id))
-    ctx.poll_job(job_id)
+    ctx.follow_job(job_id)
 
 
 @commands.command("wait", args=[Opt("job_id", metavar="JOB_ID",

@@ -177,6 +177,20 @@ class EncodedConfig(object):
 
     # --- reading ----------------------------------------------------------
 
+    def stored_dict(self, unit):
+        """The dict form ``unit`` had at the last accepted change; None if
+        it did not exist then."""
+        kind, key = unit
+        if unit == CLUSTER:
+            return json.loads(self._cluster)
+        if unit == MAINTENANCE:
+            return json.loads(self._maintenance)
+        item = self._items[kind].get(key)
+        if item is None:
+            return None
+        prefix = len(json.dumps(key)) + 2
+        return json.loads(item[prefix:])
+
     def stored(self, unit):
         """The object ``unit`` had at the last accepted change, rebuilt
         from its fragment; None if it did not exist then."""

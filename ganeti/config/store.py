@@ -140,6 +140,10 @@ class ConfigStore(InstanceMutators, MaintenanceMutators, FilterMutators,
         # Called with (store) after every successful write: replication to
         # master candidates, ssconf, confd reload hooks.
         self.write_listeners = []
+        #: called with (what, [(unit, before, after)]) after every accepted
+        #: change: the objects it added, changed or removed as dicts
+        #: (before None: added; after None: removed); the event stream
+        self.change_listeners = []
         #: called with the seconds each write of the file took (measured
         #: by ``write_timer``, where the write happens)
         self.write_observers = []
@@ -479,6 +483,7 @@ class ConfigStore(InstanceMutators, MaintenanceMutators, FilterMutators,
         saved = (self.serial_no, self.mtime, self._generation)
         checked = ()
         staged = None
+        before = None
         try:
             yield
             self._sync_address_pools(tracking, touched)
@@ -493,6 +498,8 @@ class ConfigStore(InstanceMutators, MaintenanceMutators, FilterMutators,
             # confd answers carry the cluster's serial and clients keep the
             # highest one, so every change must move it forward.
             self.cluster.serial_no = (self.cluster.serial_no or 0) + 1
+            before = ({unit: tracking.encoded.stored_dict(unit)
+                       for unit in units} if self.change_listeners else None)
             staged = tracking.encoded.update(units)
             self._generation += 1
             self._write()
@@ -510,6 +517,8 @@ class ConfigStore(InstanceMutators, MaintenanceMutators, FilterMutators,
         self._touched = None
         if self.self_check:
             self.check_incremental()
+        if before is not None:
+            self._report_changes(what, tracking, before)
         if self._disk_generation >= self._generation:
             self._notify_listeners()      # written at once
 
@@ -576,6 +585,20 @@ class ConfigStore(InstanceMutators, MaintenanceMutators, FilterMutators,
                 getattr(self, kind).pop(key, None)
             else:
                 getattr(self, kind)[key] = obj
+
+    def _report_changes(self, what, tracking, before):
+        changes = []
+        for unit in sorted(before, key=lambda u: (u[0], u[1] or "")):
+            after = tracking.encoded.stored_dict(unit)
+            if after != before[unit]:
+                changes.append((unit, before[unit], after))
+        if not changes:
+            return
+        for listener in list(self.change_listeners):
+            try:
+                listener(what, changes)
+            except Exception:
+                log.failure("configuration change listener failed")
 
     def _notify_listeners(self):
         for listener in list(self.write_listeners):

@@ -45,6 +45,7 @@ from twisted.python.failure import Failure
 from twisted.logger import Logger
 
 from ganeti import errors
+from ganeti import events
 from ganeti import jobfilter
 from ganeti import opcodes
 from ganeti.jqueue import model
@@ -308,6 +309,10 @@ class JobQueue(object):
         #: told of every job that ends (``job_finished(job)``), or None
         #: (:class:`ganeti.metrics.master.MasterMetrics`)
         self.metrics = None
+        #: the event stream (:class:`ganeti.events.EventBus`), or None
+        self.events = None
+        # id -> the status last published for a job not finished yet
+        self._published = {}
 
     @property
     def query_budget(self):
@@ -770,6 +775,7 @@ class JobQueue(object):
 
         def done(_):
             self._unwritten.discard(job_id)
+            self._publish_status(job)
             log.debug("Job {job} submitted", job=job_id)
             return job_id
 
@@ -1206,7 +1212,15 @@ class JobQueue(object):
         else:
             messages = [_jsonable(msg)]
         for message in messages:
-            job.add_log(op, timestamp, log_type, message)
+            entry = job.add_log(op, timestamp, log_type, message)
+            if self.events is not None:
+                self._publish_status(job)
+                self.events.publish(
+                    events.KIND_JOB, events.TYPE_LOG, name=str(job.id),
+                    id=job.id, data={"serial": entry[0], "timestamp":
+                                     entry[1], "type": entry[2],
+                                     "message": entry[3],
+                                     "op_index": job.ops.index(op)})
         self._changed(job)
         run = self._runs.get(job.id)
         if run is None:
@@ -1541,6 +1555,41 @@ class JobQueue(object):
 
     def _changed(self, job):
         self._waiters.notify(job)
+        self._publish_status(job)
+
+    def _publish_status(self, job):
+        """Publish what the event stream has not seen of ``job``: that it
+        was submitted, its status, that it finished."""
+        if self.events is None or job.id in self._unwritten:
+            return
+        status = job.status
+        known = self._published.get(job.id)
+        if known == status:
+            return
+        if job.finalized and job.id in self._finalizing:
+            return              # told once its final state is on disk
+        name = str(job.id)
+        if known is None:
+            self.events.publish(
+                events.KIND_JOB, events.TYPE_SUBMITTED, name=name, id=job.id,
+                data={"status": status, "priority": job.priority,
+                      "ops": [op.input.summary() for op in job.ops],
+                      "received_ts": job.received_timestamp})
+            if status == STATUS_QUEUED:
+                self._published[job.id] = status
+                return
+        self.events.publish(events.KIND_JOB, events.TYPE_STATUS, name=name,
+                            id=job.id, data={"status": status,
+                                             "previous": known})
+        if job.finalized:
+            self._published.pop(job.id, None)
+            self.events.publish(
+                events.KIND_JOB, events.TYPE_FINISHED, name=name, id=job.id,
+                data={"status": status,
+                      "opstatus": [op.status for op in job.ops],
+                      "end_ts": job.end_timestamp})
+        else:
+            self._published[job.id] = status
 
 
 def _job_id(value):

@@ -41,12 +41,14 @@ from werkzeug.exceptions import NotFound as WerkzeugNotFound
 from werkzeug.routing import BaseConverter, RequestRedirect
 
 from ganeti import errors
+from ganeti import events
 from ganeti import luxi
 from ganeti.jqueue import budget
 from ganeti.metrics import CONTENT_TYPE
 from ganeti.rapi import answers
 from ganeti.rapi import auth
 from ganeti.rapi import baserlib
+from ganeti.rapi import events as rapi_events
 from ganeti.rapi import metrics as rapi_metrics
 from ganeti.rapi import ratelimit
 from ganeti.rapi import resources
@@ -58,6 +60,8 @@ log = Logger()
 
 SERVER = baserlib.SERVER
 AUTH_CHALLENGE = 'Basic realm="%s"' % auth.REALM
+#: where the event stream is served
+EVENTS_PATH = "/2/events"
 METRICS_TYPE = CONTENT_TYPE.encode("ascii")
 
 #: path parameters that are integers; every other one is a name
@@ -132,8 +136,13 @@ class RapiApp(object):
                             ratelimit.DEFAULT_USER_BURST),
                  anonymous_rate=(ratelimit.DEFAULT_ANONYMOUS_RATE,
                                  ratelimit.DEFAULT_ANONYMOUS_BURST),
-                 metrics=None):
+                 metrics=None, event_hub=None,
+                 event_keepalive=rapi_events.DEFAULT_KEEPALIVE):
         self.master = master
+        #: the subscription to the master's event stream (GET /2/events;
+        #: None: not served)
+        self.event_hub = event_hub
+        self.event_keepalive = event_keepalive
         self.long_poll = long_poll if long_poll is not None else master
         self.users = users
         self.clock = clock
@@ -194,6 +203,58 @@ class RapiApp(object):
         request.setHeader(b"content-length", b"%d" % len(data))
         request.setHeader(b"connection", b"close")
         return data
+
+    # --- event stream ---------------------------------------------------
+
+    @app.route(EVENTS_PATH, branch=False)
+    def events_page(self, request):
+        """GET /2/events: the event stream as Server-Sent Events
+        (:mod:`ganeti.rapi.events`); needs the ``read`` or ``write``
+        right, as /2/query does."""
+        return defer.Deferred.fromCoroutine(self._events_page(request))
+
+    async def _events_page(self, request):
+        verb = _text(request.method).upper()
+        started = self.clock.seconds()
+        try:
+            if verb != "GET":
+                raise baserlib.NotImplementedHere(
+                    "Method %s is unsupported for path %s"
+                    % (verb, EVENTS_PATH))
+            self._user(_header(request, b"authorization"),
+                       resources.READ_WRITE)
+            since, kinds, names = _event_args(
+                request.args, _header(request, b"last-event-id"))
+            if self.event_hub is None:
+                raise baserlib.NotImplementedHere(
+                    "This RAPI daemon does not serve the event stream")
+            try:
+                await self.event_hub.ready()
+            except errors.GenericError as err:
+                raise _error_from_ganeti(err)
+        except HttpError as err:
+            data = self._answer_error(request, err)
+            self.metrics.observe(EVENTS_PATH, request.code,
+                                 self.clock.seconds() - started)
+            return data
+        self.metrics.observe(EVENTS_PATH, 200, self.clock.seconds() - started)
+        request.setResponseCode(200)
+        request.setHeader(b"content-type", rapi_events.SSE_TYPE)
+        request.setHeader(b"cache-control", b"no-cache")
+        request.setHeader(b"server", SERVER)
+        request.setHeader(b"connection", b"close")
+        channel = getattr(request, "channel", None)
+        if channel is not None and hasattr(channel, "persistent"):
+            channel.persistent = False
+        # the head goes out now, not with the first event
+        request.write(b": event stream of %s\n\n"
+                      % str(self.event_hub.bus.head).encode("ascii"))
+        stream = rapi_events.SseStream(
+            request, self.event_hub.bus, self.clock, since=since,
+            kinds=kinds, names=names, keepalive=self.event_keepalive,
+            render=self.event_hub.render)
+        await stream.done
+        return b""
 
     def _timed(self, request, path_class, coroutine):
         """The Deferred of ``coroutine`` (a request's handling), counted
@@ -422,6 +483,37 @@ class RapiApp(object):
 
     def _answer_error(self, request, err):
         return self._answer(request, err.code, err.body(), err.headers)
+
+
+def _event_args(args, last_event_id):
+    """``(since, kinds, names)`` of a GET /2/events (HttpError 400 naming
+    the parameter when one is wrong)."""
+    def values(name):
+        return [_text(v) for v in args.get(name.encode("ascii"), [])]
+    since = None
+    for label, raw in (("Last-Event-ID", [last_event_id]
+                        if last_event_id else []),
+                       ("since", values("since"))):
+        if not raw:
+            continue
+        try:
+            since = int(raw[-1])
+        except ValueError:
+            raise baserlib.BadRequest("%s: %r is not an event number"
+                                      % (label, raw[-1]))
+        if since < 0:
+            raise baserlib.BadRequest("%s: %d is not an event number (must"
+                                      " not be negative)" % (label, since))
+        break
+    kinds = []
+    for value in values("kind"):
+        kinds.extend(k for k in value.split(",") if k)
+    names = values("name") + values("id")
+    try:
+        kinds, names = events.check_filter(kinds or None, names or None)
+    except events.BadFilter as err:
+        raise baserlib.BadRequest(str(err))
+    return since, kinds, names
 
 
 def _printable(text):

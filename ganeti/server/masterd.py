@@ -32,6 +32,7 @@ from ganeti import config
 from ganeti import constants
 from ganeti import crypto
 from ganeti import errors
+from ganeti import events
 from ganeti import jqueue
 from ganeti import leases
 from ganeti import luxi
@@ -46,6 +47,7 @@ from ganeti import replication
 from ganeti import rpc
 from ganeti import ssconf
 from ganeti.cmdlib.cluster import cluster_info
+from ganeti.config import changes as config_changes
 from ganeti.iallocator import allocators
 from ganeti.backend import files as backend_files
 from ganeti.jqueue import budget
@@ -106,6 +108,12 @@ class Options(usage.Options):
         ["vote-patience", None, 60.0, "While too few master candidates"
          " answer the start-up vote (the cluster is starting), ask again"
          " for up to this many seconds before exiting.", float],
+        ["event-buffer", None, events.DEFAULT_BUFFER_SIZE, "Events the"
+         " event stream keeps for clients resuming it (WatchEvents, RAPI"
+         " /2/events).", int],
+        ["event-queue", None, events.DEFAULT_QUEUE_SIZE, "Events that may"
+         " wait for one slow event stream client before it is cut off.",
+         int],
         ["job-archive-interval", None, str(DEFAULT_JOB_ARCHIVE_INTERVAL),
          "Seconds between the master's archivings of old finished jobs"
          " (s, m, h suffixes allowed; 0: none, archive with gnt-job"
@@ -148,6 +156,10 @@ class Options(usage.Options):
                 "--no-voting needs --yes-do-it: without the vote a node"
                 " that lost the master role while it was down would run a"
                 " second master on a stale configuration")
+        for name in ("event-buffer", "event-queue"):
+            if self[name] < 1:
+                raise usage.UsageError("--%s: must be at least 1, got %d"
+                                       % (name, self[name]))
         if self["vote-patience"] < 0:
             raise usage.UsageError("--vote-patience must not be negative")
         paths = pathutils.Paths(self["root"])
@@ -319,6 +331,17 @@ class MasterLuxiHandler(object):
         self.queue.set_filters(self.cfg.filters)
         return self.cfg.flushed().addCallback(lambda _: answer)
 
+    def watch_events(self, since, kinds, names):
+        bus = self.master.events
+        if bus is None:
+            raise errors.LuxiError("WatchEvents is not supported by this"
+                                   " master (no event stream)")
+        try:
+            events.check_filter(kinds, names)
+        except events.BadFilter as err:
+            raise errors.OpPrereqError(str(err), errors.ECODE_INVAL)
+        return luxi.EventStream(bus, since, kinds, names)
+
     def query_implemented_opcodes(self):
         return sorted(self.master.processor.logical_units)
 
@@ -386,6 +409,8 @@ class ConfigService(_StartStep):
         self.ctx = None
         #: the RPC client of the node daemons (None: no cluster certificate)
         self.node_rpc = None
+        #: the event stream told of every configuration change (or None)
+        self.events = None
 
     def start_step(self):
         self.paths.ensure_dirs()
@@ -409,6 +434,9 @@ class ConfigService(_StartStep):
         # write often, and the values walk every node and instance).
         self._ssconf_call = None
         cfg.write_listeners.append(self._ssconf_changed)
+        if self.events is not None:
+            cfg.change_listeners.append(config_changes.publisher(
+                self.events))
         self._write_ssconf(cfg)
         glm = mcpu.make_lock_manager(cfg, self.reactor)
         node_rpc = self.node_rpc = self._rpc_client()
@@ -503,6 +531,8 @@ class JobQueueService(_StartStep):
         self.processor = None
         self.queue = None
         self.replicator = None
+        #: the event stream told of every job change (or None)
+        self.events = None
 
     def start_step(self):
         ctx = self.config.ctx
@@ -526,6 +556,7 @@ class JobQueueService(_StartStep):
                                      journal=journal,
                                      query_budget=self.query_budget)
         ctx.queue = self.queue
+        self.queue.events = self.events
         self.queue.set_filters(cfg.filters)
         report = self.queue.load()
         log.info("job queue loaded: {report}", report=report)
@@ -605,6 +636,8 @@ class MasterService(service.MultiService):
         #: ``async vote() -> Verdict`` asked before anything starts (None:
         #: no start-up vote)
         self.vote = vote
+        #: the event stream (:class:`ganeti.events.EventBus`; None: none)
+        self.events = None
         #: the Prometheus metrics (luxi QueryMetrics; its own registry)
         self.metrics = master_metrics.MasterMetrics(metrics.new_registry(),
                                                     self)
@@ -714,6 +747,9 @@ class MasterService(service.MultiService):
         return defer.Deferred.fromCoroutine(self._stop_children())
 
     async def _stop_children(self):
+        if self.events is not None:
+            # stream clients hear why their stream ends
+            self.events.close()
         for child in reversed(list(self)):
             if not child.running:
                 continue
@@ -808,6 +844,13 @@ def makeService(options, reactor=None, writer=None):
                     budget.DEFAULT_MAX_QUERY_JOBS),
             _option(options, "max-query-jobs-per-client",
                     budget.DEFAULT_MAX_QUERY_JOBS_PER_CLIENT)))
+    bus = events.EventBus(
+        reactor, size=_option(options, "event-buffer",
+                              events.DEFAULT_BUFFER_SIZE),
+        queue_size=_option(options, "event-queue",
+                           events.DEFAULT_QUEUE_SIZE))
+    config_service.events = bus
+    jobs.events = bus
     pause = WatcherPauseService(paths, config_service, reactor, writer)
     cache = None
     if not options.get("no-query-cache"):
@@ -820,6 +863,7 @@ def makeService(options, reactor=None, writer=None):
                         freeze_start_objects=daemon,
                         vote=startup_vote(options, paths, reactor)
                         if daemon else None)
+    top.events = bus
     # Started in this order, stopped the other way round: a second master
     # stops at the queue lock, before it has read or written anything;
     # the queue is loaded before the socket opens; the writer stops last,
@@ -844,7 +888,7 @@ def makeService(options, reactor=None, writer=None):
     ConfigAuditService(config_service, reactor).setServiceParent(top)
     LeaseService(config_service, jobs, reactor,
                  state_changed=cache.time_changed if cache is not None
-                 else None).setServiceParent(top)
+                 else None, event_bus=bus).setServiceParent(top)
     interval = options.get("node-check-interval")
     if interval is None:
         interval = 5.0
@@ -965,8 +1009,10 @@ class LeaseService(service.Service):
 
     name = "leases"
 
-    def __init__(self, config_service, jobs, reactor, state_changed=None):
+    def __init__(self, config_service, jobs, reactor, state_changed=None,
+                 event_bus=None):
         self.config = config_service
+        self.event_bus = event_bus
         self.jobs = jobs
         self.reactor = reactor
         #: told when lease states change with the time (the query cache)
@@ -984,7 +1030,8 @@ class LeaseService(service.Service):
         def submit(ops):
             return queue.submit_job([opcodes.from_dict(op) for op in ops])
         self.keeper = leases.LeaseKeeper(cfg, submit, self.reactor,
-                                         state_changed=self.state_changed)
+                                         state_changed=self.state_changed,
+                                         event_bus=self.event_bus)
         # removals submitted before a restart and still queued (the queue
         # is read only when some lease has ended)
         pending = None

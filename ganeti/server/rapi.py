@@ -20,10 +20,12 @@ from twisted.python import usage
 from twisted.protocols.tls import TLSMemoryBIOFactory
 
 from ganeti import constants
+from ganeti import events
 from ganeti import pathutils
 from ganeti.rapi import app as rapi_app
 from ganeti.rapi import auth
 from ganeti.rapi import certificate
+from ganeti.rapi import events as rapi_events
 from ganeti.rapi import front
 from ganeti.rapi import ratelimit
 from ganeti.rapi.master import LuxiPool
@@ -74,6 +76,14 @@ class Options(usage.Options):
         ["request-body-timeout", None, front.DEFAULTS.body_timeout, "Seconds"
          " a client has for the body of its request, after the head.",
          float],
+        ["event-keepalive", None, rapi_events.DEFAULT_KEEPALIVE, "Seconds"
+         " between keep-alive comments on an idle /2/events stream (0:"
+         " none).", float],
+        ["event-queue", None, rapi_events.DEFAULT_CLIENT_QUEUE, "Events"
+         " that may wait for one /2/events client before it is cut off.",
+         int],
+        ["event-buffer", None, events.DEFAULT_BUFFER_SIZE, "Events kept"
+         " for /2/events clients resuming with Last-Event-ID.", int],
         ["job-rate", None, ratelimit.DEFAULT_USER_RATE, "Jobs an"
          " authenticated user may submit a second, on average (0: no"
          " limit); more answer 429 with Retry-After.", float],
@@ -109,6 +119,14 @@ class Options(usage.Options):
                      "request-body-timeout"):
             if self[name] <= 0:
                 raise usage.UsageError("--%s must be positive, not %s"
+                                       % (name, self[name]))
+        if self["event-keepalive"] < 0:
+            raise usage.UsageError("--event-keepalive: must not be negative"
+                                   " (0: none), got %s"
+                                   % self["event-keepalive"])
+        for name in ("event-queue", "event-buffer"):
+            if self[name] < 1:
+                raise usage.UsageError("--%s: must be at least 1, got %d"
                                        % (name, self[name]))
         for prefix in ("job", "anonymous-job"):
             rate, burst = self[prefix + "-rate"], self[prefix + "-burst"]
@@ -176,9 +194,11 @@ class RapiService(service.MultiService):
     """The remote API daemon; stopping closes its luxi connections to the
     master once the port is closed."""
 
-    def __init__(self, app, pools, url, users_file, master_socket):
+    def __init__(self, app, pools, url, users_file, master_socket,
+                 event_hub=None):
         service.MultiService.__init__(self)
         self.app = app
+        self.event_hub = event_hub
         self.pools = pools
         self.url = url
         self.users_file = users_file
@@ -192,6 +212,8 @@ class RapiService(service.MultiService):
 
     def stopService(self):
         d = service.MultiService.stopService(self)
+        if self.event_hub is not None:
+            d.addCallback(lambda _: self.event_hub.stop())
         for pool in self.pools:
             d.addCallback(lambda _, p=pool: p.close())
         return d
@@ -206,6 +228,13 @@ def makeService(options, reactor=None):
     master = LuxiPool(reactor, socket_path, size=options["luxi-connections"])
     long_poll = LuxiPool(reactor, socket_path,
                          size=options["luxi-connections"])
+    # one subscription to the master's event stream for every /2/events
+    # client, made when the first one comes
+    hub = rapi_events.EventHub(
+        rapi_events.luxi_connector(reactor, socket_path), reactor,
+        size=_option(options, "event-buffer", events.DEFAULT_BUFFER_SIZE),
+        client_queue=_option(options, "event-queue",
+                             rapi_events.DEFAULT_CLIENT_QUEUE))
     app = rapi_app.RapiApp(master, auth.UsersFile(options["users-file"]),
                            reactor,
                            require_auth=options["require-authentication"],
@@ -214,13 +243,17 @@ def makeService(options, reactor=None):
                            user_rate=(options["job-rate"],
                                       options["job-burst"]),
                            anonymous_rate=(options["anonymous-job-rate"],
-                                           options["anonymous-job-burst"]))
+                                           options["anonymous-job-burst"]),
+                           event_hub=hub,
+                           event_keepalive=_option(
+                               options, "event-keepalive",
+                               rapi_events.DEFAULT_KEEPALIVE))
     site = front.RapiSite(app.resource(), app.check_head, limits(options),
                           reactor=reactor)
     url = "%s://%s:%d/" % ("http" if options["no-ssl"] else "https",
                            options["bind"], options["port"])
     top = RapiService(app, [master, long_poll], url, options["users-file"],
-                      socket_path)
+                      socket_path, event_hub=hub)
     # A port that cannot be bound stops the daemon (non-zero exit, the
     # error names the address) instead of being only logged.
     http = strports.service(listen_description(options),
@@ -236,3 +269,9 @@ def makeService(options, reactor=None):
         second.setName("http-master-ip")
         second.setServiceParent(top)
     return top
+
+
+def _option(options, name, default):
+    # tests may hand over options without the newer names
+    value = options.get(name)
+    return default if value is None else value
