@@ -96,10 +96,14 @@ class DemoTests(unittest.TestCase):
         # what it says to look at answers: the node's monitoring daemon
         url = re.search(r"curl (http://\S+:1815/1/report/all)",
                         text()).group(1)
-        with urllib.request.urlopen(url, timeout=30) as r:
-            names = [rep["name"] for rep in json.loads(r.read())]
-        self.assertIn("cpu-avg-load", names)
-        self.assertIn("diagnose", names)
+        def report_names():
+            with urllib.request.urlopen(url, timeout=30) as r:
+                return [rep["name"] for rep in json.loads(r.read())]
+        # the diagnose collector is active once mond has its settings from
+        # confd, which may start after it: wait for that, not for ever
+        wait_for("mond's diagnose report",
+                 lambda: "diagnose" in report_names(), timeout=60)
+        self.assertIn("cpu-avg-load", report_names())
         # and the maintenance daemon on the master, voted in by confd
         url = re.search(r"curl (http://\S+:1816/1/status)",
                         text()).group(1)
