@@ -11,6 +11,7 @@ from ganeti import errors
 from ganeti import ht
 from ganeti import storage
 from ganeti.backend import files
+from ganeti.backend.exports import read_chunk as _read_chunk
 from ganeti.storage import filestorage
 from ganeti.server.noded.procedure import Arg, procedure
 
@@ -173,20 +174,6 @@ def _rename_dir(storage_ctx, old_dir, new_dir):
 def _truncate(path, size):
     if os.path.isfile(path):
         os.truncate(path, size)
-
-
-def _read_chunk(path, offset, length):
-    with open(path, "rb") as f:
-        f.seek(0, os.SEEK_END)
-        size = f.tell()
-        if offset >= size:
-            return {"size": size, "data": ""}
-        f.seek(offset)
-        data = f.read(length)
-    if not data.strip(b"\0"):
-        return {"size": size, "data": None, "length": len(data)}
-    return {"size": size, "data": files.b64encode(data),
-            "length": len(data)}
 
 
 def _write_chunk(path, offset, data, length):
