@@ -119,8 +119,9 @@ function scheduleRefresh(delay = 400) {
   if (state.refreshTimer) return;
   state.refreshTimer = setTimeout(() => {
     state.refreshTimer = null;
-    if (state.page && state.page.refresh) {
-      state.page.refresh().catch((e) => showError(e));
+    const page = state.page;
+    if (page && page.refresh) {
+      page.refresh().catch((e) => { if (state.page === page) showError(e); });
     }
   }, delay);
 }
@@ -247,10 +248,10 @@ const pages = {};
 
 pages.overview = {
   async render(main) {
-    main.replaceChildren(el("h1", {text: "Overview"}),
-                         el("div", {class: "cards", id: "cards"}),
-                         el("h2", {text: "Cluster"}),
-                         el("dl", {class: "props", id: "cluster-props"}));
+    this.cards = el("div", {class: "cards", id: "cards"});
+    this.props = el("dl", {class: "props", id: "cluster-props"});
+    main.replaceChildren(el("h1", {text: "Overview"}), this.cards,
+                         el("h2", {text: "Cluster"}), this.props);
     await this.refresh();
   },
   async refresh() {
@@ -260,6 +261,7 @@ pages.overview = {
       api.get("/2/maintenance").catch(() => ({incidents: []})),
     ]);
     state.info = info;
+    if (!this.cards.isConnected) return;    // another page meanwhile
     const running = instances.filter((i) => i.status === "running").length;
     const active = jobs.filter((j) => !FINAL.has(j.status)).length;
     const open = (maint.incidents || []).filter((i) => !["completed",
@@ -267,7 +269,7 @@ pages.overview = {
     const card = (value, label, href) => el("a", {href, class: "card"},
       el("div", {class: "value", text: value}),
       el("div", {class: "label", text: label}));
-    $("#cards").replaceChildren(
+    this.cards.replaceChildren(
       card(nodes.length, "nodes (" + nodes.filter((n) => n.offline).length +
            " offline)", "#/nodes"),
       card(instances.length, "instances (" + running + " running)",
@@ -280,7 +282,7 @@ pages.overview = {
                    ["Default allocator", info.default_iallocator],
                    ["Disk templates", info.enabled_disk_templates],
                    ["Tags", info.tags]];
-    $("#cluster-props").replaceChildren(...props.flatMap(([k, v]) =>
+    this.props.replaceChildren(...props.flatMap(([k, v]) =>
       [el("dt", {text: k}), el("dd", {text: fmt(v)})]));
   },
   event(ev) {
@@ -299,12 +301,17 @@ function instanceActions(inst) {
   const after = () => pages.instances.one(name);
   const list = [
     ["startup", "Start", "PUT", "/startup"],
-    ["shutdown", "Shut down", "PUT", "/shutdown"],
+    ["shutdown", "Stop", "PUT", "/shutdown"],
     ["reboot", "Reboot", "POST", "/reboot"],
     ["migrate", "Migrate", "PUT", "/migrate"],
-    ["failover", "Fail over", "PUT", "/failover"],
+    ["failover", "Failover", "PUT", "/failover"],
   ];
   const td = el("td", {class: "actions"});
+  td.append(el("a", {"data-action": "console", target: "_blank",
+                     rel: "noopener noreferrer",
+                     href: "console.html?instance=" + api.enc(name),
+                     title: "The console of " + name + " (a new tab)",
+                     text: "Console"}));
   if (writer()) {
     const up = inst.admin_state === "up";
     for (const [action, label, method, suffix] of list) {
@@ -314,17 +321,13 @@ function instanceActions(inst) {
         type: "button", "data-action": action, text: label,
         title: label + " " + name, disabled,
         onclick: () => act({
-          title: label + " instance",
+          title: label + " instance " + name,
           question: label + " the instance " + name + "?",
           label: label + " " + name, method, path: path + suffix, body: {},
           after}),
       }));
     }
   }
-  td.append(el("a", {"data-action": "console", target: "_blank",
-                     rel: "noopener noreferrer",
-                     href: "console.html?instance=" + api.enc(name),
-                     text: "Console"}));
   return td;
 }
 
@@ -334,19 +337,19 @@ function fillInstance(tr, inst) {
     el("td", {text: inst.name}),
     statusCell(inst.status),
     el("td", {text: fmt(inst.os)}),
-    el("td", {text: fmt(inst.pnode)}),
-    el("td", {text: fmt(inst.snodes)}),
-    el("td", {text: fmt(inst.disk_template)}),
-    el("td", {text: mib(be.memory || be.maxmem)}),
-    el("td", {text: fmt(be.vcpus)}),
-    el("td", {text: mib(inst.disk_usage)}),
+    el("td", {text: [inst.pnode].concat(inst.snodes || []).join(" → "),
+              title: "primary → secondaries"}),
+    el("td", {text: mib(be.memory || be.maxmem) + " · " + fmt(be.vcpus) +
+              " CPU · " + mib(inst.disk_usage) + " " +
+              fmt(inst.disk_template),
+              title: "memory · VCPUs · disk and disk template"}),
     instanceActions(inst));
 }
 
 pages.instances = {
   async render(main) {
-    const t = table("instances", ["Name", "Status", "OS", "Primary",
-      "Secondaries", "Disk template", "Memory", "VCPUs", "Disk", ""]);
+    const t = table("instances", ["Name", "Status", "OS", "Nodes",
+      "Resources", "Actions"]);
     this.tbody = t.tbody;
     main.replaceChildren(
       el("h1", {text: "Instances"}),
@@ -359,6 +362,7 @@ pages.instances = {
   },
   async refresh() {
     const list = await api.get("/2/instances?bulk=1");
+    if (!this.tbody.isConnected) return;
     syncRows(this.tbody, list, "name", fillInstance);
   },
   async one(name) {
@@ -429,6 +433,9 @@ async function createInstance() {
 
 // nodes
 
+const ROLES = {M: "master", C: "candidate", R: "regular", D: "drained",
+               O: "offline"};
+
 function fillNode(tr, node) {
   const flags = [node.offline && "offline", node.drained && "drained"]
     .filter(Boolean).join(", ");
@@ -441,7 +448,7 @@ function fillNode(tr, node) {
   }
   tr.replaceChildren(
     el("td", {text: node.name}),
-    el("td", {text: fmt(node.role)}),
+    el("td", {text: ROLES[node.role] || fmt(node.role)}),
     el("td", {"data-field": "status", text: flags || "online"}),
     el("td", {text: fmt(node.pip)}),
     el("td", {text: mib(node.mfree) + " / " + mib(node.mtotal)}),
@@ -482,8 +489,8 @@ pages.nodes = {
     await this.refresh();
   },
   async refresh() {
-    syncRows(this.tbody, await api.get("/2/nodes?bulk=1"), "name",
-             fillNode);
+    const list = await api.get("/2/nodes?bulk=1");
+    if (this.tbody.isConnected) syncRows(this.tbody, list, "name", fillNode);
   },
   async one(name) {
     try {
@@ -529,6 +536,7 @@ pages.jobs = {
   async refresh() {
     const jobs = await api.get("/2/jobs?bulk=1");
     jobs.sort((a, b) => b.id - a.id);
+    if (!this.tbody.isConnected) return;
     syncRows(this.tbody, jobs.slice(0, JOBS_SHOWN), "id", fillJob);
   },
   async one(id) {
@@ -571,6 +579,7 @@ pages.job = {
   },
   async refresh() {
     const job = await api.get("/2/jobs/" + this.id);
+    if (!this.props.isConnected) return;
     const rows = [["Status", job.status], ["Summary", job.summary],
                   ["Operations' status", job.opstatus],
                   ["Received", when(job.received_ts)],
@@ -628,6 +637,7 @@ pages.tags = {
   },
   async refresh() {
     const tags = await api.get("/2/tags");
+    if (!this.list.isConnected) return;
     tags.sort();
     this.list.replaceChildren(...tags.map((tag) => el("span", {
       class: "tag", dataset: {tag}}, tag,
@@ -654,7 +664,7 @@ pages.maintenance = {
     this.incidents = table("incidents", ["Id", "Node", "Action",
                                          "Repair status", "Jobs", "Tag"]);
     this.repair = table("autorepair", ["Instance", "State", "Policy",
-                                       "Pending", "Last result"]);
+                                       "Needs", "Pending", "Last result"]);
     this.switches = el("dl", {class: "props", id: "maint-props"});
     main.replaceChildren(
       el("h1", {text: "Maintenance"}),
@@ -667,6 +677,7 @@ pages.maintenance = {
   async refresh() {
     const [maint, repair] = await Promise.all([
       api.get("/2/maintenance"), api.get("/2/autorepair")]);
+    if (!this.switches.isConnected) return;
     syncRows(this.incidents.tbody, maint.incidents || [], "id",
       (tr, inc) => tr.replaceChildren(
         el("td", {text: fmt(inc.id)}),
@@ -679,8 +690,9 @@ pages.maintenance = {
       (tr, r) => tr.replaceChildren(
         el("td", {text: r.name}), statusCell(r.state),
         el("td", {text: fmt(r.policy)}),
+        el("td", {text: fmt(r.needs)}),
         el("td", {text: fmt(r.pending)}),
-        el("td", {text: fmt(r.last_result || r.result)})));
+        el("td", {text: fmt(r.last_result)})));
     const rest = Object.entries(maint).filter(
       ([k]) => !["incidents"].includes(k));
     this.switches.replaceChildren(...rest.flatMap(([k, v]) =>
