@@ -228,8 +228,9 @@ function taskEvent(ev) {
 // Submit a job after confirmation; it shows in the task log and is
 // followed to its end.  ``after`` runs once it ended.
 async function act({title, question, label, method, path, body, after,
-                    form}) {
-  const ok = await confirmDialog(title, form || el("p", {text: question}));
+                    form, okText}) {
+  const ok = await confirmDialog(title, form || el("p", {text: question}),
+                                 okText || "OK");
   if (!ok) return;
   let jobId;
   try {
@@ -394,7 +395,7 @@ async function createInstance() {
   const field = (label, input) => el("label", {}, label, input);
   const form = el("div", {},
     field("Name", el("input", {name: "name", required: true,
-                               placeholder: "inst1.example.com"})),
+                               placeholder: "new1.example.com"})),
     field("OS", el("input", {name: "os", required: true, list: "os-list",
                              placeholder: "name+variant"})),
     osList,
@@ -417,7 +418,7 @@ async function createInstance() {
   }).catch(() => {});
   const value = (name) => $("[name=" + name + "]", form).value;
   await act({
-    title: "Add instance", form, label: "Add instance",
+    title: "Add instance", form, label: "Add instance", okText: "Create",
     method: "POST", path: "/2/instances",
     body: () => ({
       __version__: 1, mode: "create", name: value("name").trim(),
@@ -473,6 +474,7 @@ function evacuate(name) {
       "") + "."}));
   return act({
     title: "Evacuate node", form, label: "Evacuate " + name,
+    okText: "Evacuate",
     method: "POST", path: "/2/nodes/" + api.enc(name) + "/evacuate",
     body: () => allocator ? {mode: mode.value, iallocator: allocator}
       : {mode: mode.value},
