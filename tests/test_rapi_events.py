@@ -315,5 +315,6 @@ class StreamOfGoneClientTests(unittest.TestCase):
         stream = rapi_events.SseStream(_GoneRequest(), bus, clock)
         # the browser closed the page: the request's Deferred is cancelled
         stream.done.cancel()
+        self.failureResultOf(stream.done, defer.CancelledError)
         self.assertTrue(stream.subscription.closed)
         self.assertEqual(bus.subscriber_count, 0)
