@@ -25,7 +25,6 @@ come last on the command line and override these defaults.
 """
 
 import base64
-import collections
 import functools
 import json
 import os
@@ -68,7 +67,7 @@ CHROMIUM_ARGS = (
     "--disable-client-side-phishing-detection",
     "--no-pings",
     "--no-proxy-server",
-    "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost",
+    "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.*",
     "--password-store=basic",
     "--use-mock-keychain",
 )
