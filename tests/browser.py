@@ -411,11 +411,15 @@ class Browser:
         self._waiters.append(waiter)
 
         def timed_out(result, timeout):
-            if waiter in self._waiters:
-                self._waiters.remove(waiter)
             raise BrowserTimeout("no %s within %s s; %s" % (
                 method, timeout, self.recent_console()))
+
+        def forget(result):          # on timeout or cancel too
+            if waiter in self._waiters:
+                self._waiters.remove(waiter)
+            return result
         d.addTimeout(timeout, self._reactor, onTimeoutCancel=timed_out)
+        d.addBoth(forget)
         return d
 
     def _output_received(self, data):
@@ -467,8 +471,14 @@ class Browser:
             loaded.cancel()
             raise
         if answer.get("errorText"):
-            loaded.addErrback(lambda _: None)
-            loaded.cancel()
+            # Chromium shows its error page now; until that has loaded the
+            # page takes no commands (a screenshot of the failed test)
+            try:
+                await self._wait_briefly(loaded)
+            except BrowserError:
+                pass                 # the error below says more
+            if not loaded.called:
+                loaded.cancel()
             raise BrowserError("cannot open %s: %s" % (url,
                                                        answer["errorText"]))
         if not answer.get("loaderId"):
@@ -477,6 +487,16 @@ class Browser:
             loaded.cancel()
             return
         await loaded
+
+    async def _wait_briefly(self, d, timeout=10):
+        """Wait for ``d`` at most ``timeout`` seconds more."""
+        done = defer.Deferred()
+        d.addBoth(lambda r: (done.called or done.callback(r), None)[1])
+        done.addTimeout(timeout, self._reactor)
+        try:
+            await done
+        except defer.TimeoutError:
+            pass
 
     @_deferred
     async def evaluate(self, js, timeout=COMMAND_TIMEOUT):

@@ -217,6 +217,10 @@ class BrowserHarnessTests(BrowserTestMixin, unittest.TestCase):
             await b.open(closed)
         self.assertIn(closed, str(caught.exception))
         self.assertIn("ERR_CONNECTION_REFUSED", str(caught.exception))
+        # chromium's error page is up: a failed test can still screenshot
+        path = os.path.join(self.mktemp(), "error.png")
+        await b.screenshot(path)
+        self.assertIsNotNone(_png_size(path))
 
     async def test_wait_until_timeout_says_what(self):
         b = await self._browser()
