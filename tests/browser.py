@@ -312,7 +312,11 @@ class Browser:
             raise BrowserTimeout("chromium did not answer %s within %s s"
                                  % (method, timeout))
         d.addTimeout(timeout, self._reactor, onTimeoutCancel=timed_out)
-        self._process.writeToChild(3, json.dumps(msg).encode() + b"\0")
+        try:
+            self._process.writeToChild(3, json.dumps(msg).encode() + b"\0")
+        except KeyError:
+            # chromium closed its end; processEnded follows and fails d
+            pass
         return d
 
     def _pipe_received(self, data):

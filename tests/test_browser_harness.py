@@ -259,6 +259,17 @@ class BrowserHarnessTests(BrowserTestMixin, unittest.TestCase):
         with self.assertRaises(BrowserGone):
             await b.evaluate("1")
 
+    async def test_chromium_that_does_not_start(self):
+        fake = os.path.join(self.mktemp())
+        with open(fake, "w") as f:
+            f.write("#!/bin/sh\necho 'cannot open display' >&2\nexit 3\n")
+        os.chmod(fake, 0o755)
+        with self.assertRaises(BrowserGone) as caught:
+            await Browser.launch(reactor, path=fake)
+        message = str(caught.exception)
+        self.assertIn("exited with status 3", message)
+        self.assertIn("cannot open display", message)
+
     async def test_chromium_dying_fails_pending_calls(self):
         b = await self._browser()
         pending = b.evaluate("new Promise(() => {})")   # never settles
