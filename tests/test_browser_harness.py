@@ -285,10 +285,8 @@ class ScreenshotOnFailureTests(unittest.SynchronousTestCase):
     """keep_screenshot_on_failure, on inner tests run here (an inner test
     spins the reactor itself, which only a synchronous test allows)."""
 
-    def setUp(self):
-        skip_unless_chromium()
-
     def _inner(self, fail):
+        skip_unless_chromium()
         class Inner(BrowserTestMixin, unittest.TestCase):
             def test_page(self):
                 async def go():
