@@ -6,13 +6,16 @@ profile.  We speak the Chrome DevTools Protocol (CDP) to it over
 answers and events on its fd 4, one JSON message per NUL-terminated chunk,
 so no websocket library is needed.
 
-    browser = yield Browser.launch(reactor)
-    self.addCleanup(browser.close)
-    keep_screenshot_on_failure(self, browser, "login")
-    yield browser.open("https://127.0.0.1:%d/" % port)
-    yield browser.fill("#user", "admin")
-    yield browser.click("button#login")
-    yield browser.wait_until("document.title == 'Cluster'", what="login")
+    class ConsoleTests(BrowserTestMixin, unittest.TestCase):
+        async def test_login(self):
+            browser = await Browser.launch(reactor)
+            self.addCleanup(browser.close)
+            keep_screenshot_on_failure(self, browser, "login")
+            await browser.open("https://127.0.0.1:%d/" % port)
+            await browser.fill("#user", "admin")
+            await browser.click("button#login")
+            await browser.wait_until("document.title == 'Cluster'",
+                                     what="the page after the login")
 
 Every method returns a Deferred.  Tests that use the browser call
 :func:`skip_unless_chromium` first (Browser.launch does it too) so that they
