@@ -69,6 +69,8 @@ TYPE_FINISHED = "finished"
 TYPE_ADDED = "added"
 TYPE_EXPIRING = "expiring"
 TYPE_EXPIRED = "expired"
+TYPE_REQUEUED = "requeued"
+TYPE_ARCHIVED = "archived"
 
 
 class BadFilter(ValueError):
