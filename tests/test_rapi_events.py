@@ -13,7 +13,9 @@ from ganeti import events
 from ganeti import luxi
 from ganeti.rapi import app as rapi_app
 from ganeti.rapi import events as rapi_events
+from ganeti.rapi import openapi
 
+from tests import openapi_check
 from tests.test_rapi import RapiTestCase, READER, WRITER, basic
 
 
@@ -285,3 +287,69 @@ class HubTests(unittest.TestCase):
         cut = rapi_events.format_event({"seq": None, "kind": events.KIND_CUT,
                                         "data": {}})
         self.assertTrue(cut.startswith(b"event: cut\n"))
+
+
+class SseOpenApiTests(SseTestCase):
+    """GET /2/events in the OpenAPI document: its parameters, header and
+    answers; refusals and events validate against it."""
+
+    openapi_checks = True
+
+    def setUp(self):
+        SseTestCase.setUp(self)
+        self.checker = openapi_check.shared_checker()
+        if self.checker is None:
+            raise unittest.SkipTest("OpenAPI validators not installed")
+
+    def operation(self):
+        template, op = self.checker.operation("GET", "/2/events?kind=job")
+        self.assertEqual(template, rapi_app.EVENTS_PATH)
+        self.assertEqual(openapi.EVENTS_PATH, rapi_app.EVENTS_PATH)
+        return op
+
+    def test_parameters_and_answers(self):
+        op = self.operation()
+        params = {(p["in"], p["name"]): p for p in op["parameters"]}
+        self.assertEqual(sorted(params), [
+            ("header", "Last-Event-ID"), ("query", "id"), ("query", "kind"),
+            ("query", "name"), ("query", "since")])
+        self.assertEqual(sorted(params["query", "kind"]["schema"]["items"]
+                                ["enum"]), sorted(events.KINDS))
+        self.assertEqual(list(op["responses"]["200"]["content"]),
+                         ["text/event-stream"])
+        for code in ("400", "401", "403", "501", "502", "504"):
+            self.assertIn(code, op["responses"])
+        self.assertEqual(op["x-ganeti-access"], ["read", "write"])
+        self.assertIsNone(self.checker.operation("POST", "/2/events"))
+
+    @defer.inlineCallbacks
+    def test_refusals_match_the_document(self):
+        # every answer here is checked against the document (check_openapi)
+        yield self.error(400, "GET", "/2/events?kind=jobs", auth=READER)
+        yield self.error(400, "GET", "/2/events?since=-1", auth=READER)
+        yield self.error(400, "GET", "/2/events", auth=READER,
+                         headers={"Last-Event-ID": ["x"]})
+        yield self.error(401, "GET", "/2/events", auth=None)
+        yield self.error(403, "GET", "/2/events",
+                         auth=basic("nobody", "nopw"))
+        self.upstream.refuse = luxi.NoMasterError("no master here")
+        yield self.error(502, "GET", "/2/events", auth=READER)
+        self.hub.stop()
+
+    @defer.inlineCallbacks
+    def test_events_match_the_event_schema(self):
+        response, chunks = yield self.open()
+        sent = [self.upstream.event(),
+                self.upstream.event(kind="instance", type="state",
+                                    name="inst1", id="uuid-1",
+                                    data={"running": False})]
+        self.upstream.send(*sent)
+        schema = {"$ref": "#/components/schemas/Event"}
+        got = [e[2] for e in self.received(chunks)]
+        self.assertEqual(got, sent)
+        for event in got:
+            self.assertEqual(self.checker.errors(schema, event), [])
+        cut = dict(sent[0], seq=None, kind="cut", type="cut", id=None)
+        self.assertEqual(self.checker.errors(schema, cut), [])
+        self.assertNotEqual(self.checker.errors(
+            schema, dict(sent[0], kind="jobs")), [])
