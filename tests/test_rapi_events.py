@@ -4,6 +4,7 @@ fed by an upstream stream the test drives; the hub's resubscription."""
 import json
 
 import treq
+from prometheus_client.parser import text_string_to_metric_families
 from treq.testing import StubTreq
 from twisted.internet import defer
 from twisted.trial import unittest
@@ -353,3 +354,66 @@ class SseOpenApiTests(SseTestCase):
         self.assertEqual(self.checker.errors(schema, cut), [])
         self.assertNotEqual(self.checker.errors(
             schema, dict(sent[0], kind="jobs")), [])
+
+
+class SseMetricsTests(SseTestCase):
+    """/metrics counts the /2/events clients and those cut off."""
+
+    @defer.inlineCallbacks
+    def scrape(self):
+        response = yield self.stub.get("http://rapi.test/metrics")
+        body = yield response.content()
+        self.assertEqual(response.code, 200, body)
+        found = {}
+        for family in text_string_to_metric_families(body.decode("utf-8")):
+            for sample in family.samples:
+                found[(sample.name, tuple(sorted(sample.labels.items())))] \
+                    = sample.value
+        return found
+
+    SUBSCRIBERS = ("ganeti_rapi_event_subscribers", ())
+
+    @staticmethod
+    def cut(reason):
+        return ("ganeti_rapi_event_subscribers_cut_total",
+                (("reason", reason),))
+
+    @defer.inlineCallbacks
+    def test_subscribers_and_cuts(self):
+        found = yield self.scrape()
+        self.assertEqual(found[self.SUBSCRIBERS], 0)
+        self.assertEqual(found[self.cut("slow")], 0)
+        self.assertEqual(found[self.cut("stopping")], 0)
+        _, slow_chunks = yield self.open()
+        _, chunks = yield self.open("?kind=tags")
+        found = yield self.scrape()
+        self.assertEqual(found[self.SUBSCRIBERS], 2)
+        # the first one stops reading: cut off once its queue overflows
+        slow = [s for s in self.hub.bus._subscribers if s.kinds is None]
+        slow[0].pauseProducing()
+        self.upstream.send(*[self.upstream.event(id=i) for i in range(6)])
+        self.assertEqual(self.received(slow_chunks)[-1][1], "cut")
+        found = yield self.scrape()
+        self.assertEqual(found[self.SUBSCRIBERS], 1)
+        self.assertEqual(found[self.cut("slow")], 1)
+        self.assertEqual(found[self.cut("stopping")], 0)
+        # the daemon stops: the other one is cut off too
+        self.hub.stop()
+        self.assertEqual(self.received(chunks)[-1][1], "cut")
+        found = yield self.scrape()
+        self.assertEqual(found[self.SUBSCRIBERS], 0)
+        self.assertEqual(found[self.cut("slow")], 1)
+        self.assertEqual(found[self.cut("stopping")], 1)
+
+    @defer.inlineCallbacks
+    def test_a_client_going_away_is_no_cut(self):
+        response, _ = yield self.open()
+        found = yield self.scrape()
+        self.assertEqual(found[self.SUBSCRIBERS], 1)
+        (stream,) = list(self.hub.bus._subscribers)
+        stream.stopProducing()      # what the connection's loss does
+        self.clock.advance(15)      # its keep-alive timer finds it closed
+        found = yield self.scrape()
+        self.assertEqual(found[self.SUBSCRIBERS], 0)
+        self.assertEqual(found[self.cut("slow")], 0)
+        self.assertEqual(found[self.cut("stopping")], 0)
