@@ -12,19 +12,22 @@ itself off) or runs again, while no job of the master acted on it,
 becomes an ``instance``/``state`` event with ``oper_state``
 (docs/events.rst).
 
-"No job acted on it": a change is only announced when nothing could have
-caused it but the guest.  An instance whose lock a job holds exclusively
-is not looked at; once a job took that lock, or the instance's wanted
-state (``admin_state``, ``admin_state_source``) or primary node changed,
-the next observation is taken as the new starting point, without an
-event.  The first observation of an instance (after the master's start)
-is a starting point too.  An instance whose nodes did not all answer (or
-whose primary node is offline) is not observed.
+"No job acted on it": an instance whose lock a job holds exclusively is
+not looked at.  Once a job took that lock (or the instance's wanted state,
+``admin_state`` and its source, or its primary node changed), the jobs
+since the last observation may have started or stopped it: a change is
+then announced only if the instance neither runs as it did before nor as
+its ``admin_state`` wants it (a crash after a tag change is an event; a
+start, a shutdown, the watcher's restart, a start that failed are not).
+The first observation of an instance (after the master's start) is a
+starting point.  An instance whose nodes did not all answer (or whose
+primary node is offline) is not observed.
 """
 
 import attr
 from twisted.logger import Logger
 
+from ganeti import constants
 from ganeti import events
 from ganeti.query import live
 
@@ -43,6 +46,10 @@ class Seen(object):
 
 def _admin(inst):
     return (inst.admin_state, inst.admin_state_source, inst.primary_node)
+
+
+def _wanted_running(inst):
+    return inst.admin_state == constants.ADMINST_UP
 
 
 class RunStateTracker(object):
@@ -116,10 +123,12 @@ class RunStateTracker(object):
             self._seen[uuid] = seen
             touched = uuid in self._touched
             self._touched.discard(uuid)
-            if before is None or touched or before.admin != seen.admin:
-                continue        # a starting point
-            if before.running != seen.running:
-                self._publish(cfg, uuid, inst, before, seen)
+            if before is None or before.running == seen.running:
+                continue        # a starting point, or no change
+            if (touched or before.admin != seen.admin) and \
+                    seen.running == _wanted_running(inst):
+                continue        # what the job was to do
+            self._publish(cfg, uuid, inst, before, seen)
 
     @staticmethod
     def _running_on(inst, runtime):

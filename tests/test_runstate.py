@@ -18,6 +18,8 @@ from ganeti.query.rpclive import RpcLiveData
 from twisted.internet.task import Clock
 from tests.test_query import N1, N2, N10, build_cluster, node_uuid, running
 
+running_info = running
+
 WEB1 = "web1.example.com"
 WEB2 = "web2.example.com"      # drbd: primary N2, secondary N1
 WEB10 = "web10.example.com"    # kvm with user_shutdown, in group2
@@ -109,28 +111,62 @@ class TrackerTests(unittest.TestCase):
         self.assertEqual(self.published(),
                          [(WEB2, False, constants.INSTST_ERRORDOWN, True)])
 
-    def test_what_a_job_does_is_no_event(self):
-        self.observe()
+    def job(self, name, admin_state=None, running=None):
+        """A job holding ``name``'s lock: it may set its admin state and
+        start or stop it; looks while it runs see nothing."""
         owner = object()
-        self.successResultOf(self.locks.acquire([self.uuid(WEB1)], owner))
-        del self.live[self.u(N1)][WEB1]          # the job stops it
+        self.successResultOf(self.locks.acquire([self.uuid(name)], owner))
+        if admin_state is not None:
+            self.store.set_instance_admin_state(name, admin_state)
+        node = self.u(self.store.get_node(
+            self.store.get_instance(name).primary_node).name)
+        if running is True:
+            self.live[node][name] = running_info()
+        elif running is False:
+            self.live[node].pop(name, None)
         self.observe()                           # while it holds the lock
         self.locks.release(owner)
-        self.observe()                           # after: a starting point
+
+    def test_what_a_job_does_is_no_event(self):
+        self.observe()
+        self.job(WEB1, constants.ADMINST_DOWN, running=False)  # shutdown
+        self.observe()
+        self.job(WEB1, constants.ADMINST_UP, running=True)     # startup
+        self.observe()
+        self.job(WEB1, running=True)                           # reboot
+        self.observe()
         self.assertEqual(self.published(), [])
-        self.live[self.u(N1)][WEB1] = running()
+        del self.live[self.u(N1)][WEB1]
         self.observe()                           # no job: an event
         self.assertEqual(self.published(),
-                         [(WEB1, True, constants.INSTST_RUNNING, False)])
-
-    def test_a_short_job_between_two_looks_is_no_event(self):
+                         [(WEB1, False, constants.INSTST_ERRORDOWN, True)])
+        self.job(WEB1, running=True)             # the watcher's restart
         self.observe()
-        owner = object()
-        self.successResultOf(self.locks.acquire([self.uuid(WEB1)], owner))
+        self.assertEqual(len(self.published()), 1)
+
+    def test_a_start_that_failed_is_no_event(self):
+        self.store.set_instance_admin_state(WEB1, constants.ADMINST_DOWN)
         del self.live[self.u(N1)][WEB1]
-        self.locks.release(owner)                # never seen locked
+        self.observe()
+        self.job(WEB1, constants.ADMINST_UP)     # the guest did not start
         self.observe()
         self.assertEqual(self.published(), [])
+
+    def test_a_crash_after_an_unrelated_job_is_an_event(self):
+        self.observe()
+        self.job(WEB1)                           # a tag change, say
+        del self.live[self.u(N1)][WEB1]          # then the guest crashes
+        self.observe()
+        self.assertEqual(self.published(),
+                         [(WEB1, False, constants.INSTST_ERRORDOWN, True)])
+
+    def test_a_known_crash_is_not_told_again_after_a_job(self):
+        self.observe()
+        del self.live[self.u(N1)][WEB1]
+        self.observe()
+        self.job(WEB1)                           # a tag change
+        self.observe()
+        self.assertEqual(len(self.published()), 1)
 
     def test_shared_locks_do_not_hide_a_crash(self):
         self.observe()
@@ -142,12 +178,17 @@ class TrackerTests(unittest.TestCase):
         self.locks.release(reader)
         self.assertEqual([e[0] for e in self.published()], [WEB1])
 
-    def test_wanted_state_change_is_a_starting_point(self):
+    def test_wanted_state_change_tells_what_was_meant(self):
         self.observe()
         self.store.set_instance_admin_state(WEB1, constants.ADMINST_DOWN)
         del self.live[self.u(N1)][WEB1]
         self.observe()
         self.assertEqual(self.published(), [])
+        # wanted down, yet it runs again: an event
+        self.live[self.u(N1)][WEB1] = running()
+        self.observe()
+        self.assertEqual(self.published(),
+                         [(WEB1, True, constants.INSTST_ERRORUP, False)])
 
     def test_without_locks_only_the_wanted_state_tells(self):
         tracker = runstate.RunStateTracker(self.bus, lambda: self.store)
