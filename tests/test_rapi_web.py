@@ -334,6 +334,26 @@ class SessionTests(SessionTestCase):
         self.assertIn("Bearer", value["message"])
 
     @defer.inlineCallbacks
+    def test_get_tells_the_rights_now(self):
+        token = (yield self.login())["token"]
+        value = yield self.ok("GET", "/2/sessions", auth=bearer(token))
+        self.assertEqual(value, {"user": "writer", "rights": ["write"],
+                                 "expires": self.clock.seconds() + 1000,
+                                 "idle_timeout": 100})
+        self.write_users(USERS.replace("writer secret write",
+                                       "writer secret read"))
+        value = yield self.ok("GET", "/2/sessions", auth=bearer(token))
+        self.assertEqual(value["rights"], ["read"])
+        value = yield self.error(400, "GET", "/2/sessions", auth=WRITER)
+        self.assertIn("Bearer", value["message"])
+        yield self.error(401, "GET", "/2/sessions", auth=bearer("forged"))
+
+    def test_session_answers_are_never_shared(self):
+        from ganeti.rapi import resources
+        res = [r for r in resources.RESOURCES if r.path == "/2/sessions"][0]
+        self.assertFalse(res.methods["GET"].shared)
+
+    @defer.inlineCallbacks
     def test_basic_credentials_still_work(self):
         yield self.ok("PUT", "/2/tags?tag=a", auth=WRITER)
         yield self.error(401, "GET", "/2/info", auth="Basic eDp5")

@@ -81,6 +81,7 @@ _RETURNS = {
     "query": {"$ref": _REF % "QueryResult"},
     "query_fields": {"$ref": _REF % "QueryFields"},
     "session": {"$ref": _REF % "Session"},
+    "session_info": {"$ref": _REF % "SessionInfo"},
 }
 
 def _obj(required, properties, description, closed=False):
@@ -160,6 +161,12 @@ _COMPONENTS = {
         " Bearer TOKEN), the user, the user's rights now (the users file"
         " decides on every request), when it ends at the latest (seconds"
         " since the epoch) and after how many idle seconds",
+        closed=True),
+    "SessionInfo": _obj(
+        ["user", "rights", "expires", "idle_timeout"],
+        {"user": _STR, "rights": _STRS, "expires": _NUM,
+         "idle_timeout": _NUM},
+        "The session of the request's Bearer token (its token left out)",
         closed=True),
     "Maintenance": _obj(
         ["incidents", "jobs", "evacuated"],

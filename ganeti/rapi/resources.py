@@ -193,6 +193,9 @@ class Method(object):
     #: served without credentials even when the daemon requires them
     #: (logging in)
     public = attr.ib(default=False)
+    #: False: the answer depends on the credentials, so identical
+    #: concurrent requests must not share it
+    coalesce = attr.ib(default=True)
 
     @property
     def body_spec(self):
@@ -205,7 +208,8 @@ class Method(object):
     @property
     def shared(self):
         """Pure reads: identical concurrent requests share one answer."""
-        return self.verb == "GET" and not self.opcodes and self.body is None
+        return self.verb == "GET" and not self.opcodes and \
+            self.body is None and self.coalesce
 
     @property
     def required_access(self):
@@ -525,12 +529,27 @@ async def _session_login(req):
             "idle_timeout": store.idle_timeout}
 
 
-async def _session_logout(req):
+def _session_token(req, verb, what):
     if req.token is None:
-        raise BadRequest("DELETE /2/sessions ends the session whose token"
-                         " the request carries (Authorization: Bearer);"
-                         " this one carries none")
-    req.app.sessions.logout(req.token)
+        raise BadRequest("%s /2/sessions %s the session whose token the"
+                         " request carries (Authorization: Bearer); this"
+                         " one carries none" % (verb, what))
+    return req.token
+
+
+async def _session_get(req):
+    store = req.app.sessions
+    session = store.get(_session_token(req, "GET", "describes"))
+    if session is None:
+        # ended between the check of the credentials and now
+        raise baserlib.Unauthorized(message="Session ended")
+    return {"user": req.user.name, "rights": sorted(req.user.options),
+            "expires": store.expires(session),
+            "idle_timeout": store.idle_timeout}
+
+
+async def _session_logout(req):
+    req.app.sessions.logout(_session_token(req, "DELETE", "ends"))
     return None
 
 
@@ -540,6 +559,9 @@ resource("/2/sessions", "sessions", "Login sessions of the web console",
                 " as Authorization: Bearer TOKEN", access=ANON,
                 body="{username, password}", returns="session",
                 request=SESSION_LOGIN_BODY, public=True),
+         Method("GET", _session_get, "The session of the request's Bearer"
+                " token: its user, the user's rights now, when it ends",
+                access=ANON, returns="session_info", coalesce=False),
          Method("DELETE", _session_logout, "Log out: end the session of the"
                 " request's Bearer token", access=ANON, returns="null"))
 

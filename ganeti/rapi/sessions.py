@@ -135,6 +135,11 @@ class SessionStore(object):
         self._sessions.move_to_end(token)
         return user
 
+    def get(self, token):
+        """The :class:`Session` of ``token`` (None: no such session); no
+        use, no checks (:meth:`user` does those)."""
+        return self._sessions.get(token)
+
     def logout(self, token):
         """End the session ``token``; whether there was one."""
         session = self._sessions.get(token)

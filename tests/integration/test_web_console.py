@@ -173,6 +173,17 @@ class WebConsoleTests(*((browser.BrowserTestMixin,) if browser else ()),
         buttons = yield b.evaluate(
             "document.querySelectorAll('#app button[data-action]').length")
         self.assertEqual(buttons, 0)
+        # rights given in the users file apply at the next page
+        with open(users_file) as f:
+            text = f.read()
+        with open(users_file, "w") as f:
+            f.write(text.replace("webreader webreaderpw read",
+                                 "webreader webreaderpw read,write"))
+        yield b.open(url + "#/instances")
+        yield b.wait_until(
+            "document.querySelectorAll('table#instances"
+            " button[data-action=shutdown]').length >= 2", timeout=30,
+            what="the action buttons once the user may write")
         errors = [str(m) for m in b.console_messages
                   if m.kind in ("error", "exception")]
         self.assertEqual(errors, [])

@@ -709,7 +709,26 @@ pages.maintenance = {
 
 // --- routing ----------------------------------------------------------------
 
+// The server decides the rights on every request (the users file may have
+// changed since the login): the buttons follow what it says now.
+async function refreshRights() {
+  const now = await api.get("/2/sessions");
+  const old = state.session;
+  if (!old || now.rights.join(",") === old.rights.join(",")) return false;
+  api.saveSession({token: old.token, user: now.user, rights: now.rights});
+  state.session = api.loadSession();
+  showUser();
+  return true;
+}
+
+function showUser() {
+  $("#whoami").textContent = state.session.user + " (" +
+    (state.session.rights.join(", ") || "no rights") + ")";
+}
+
 async function route() {
+  if (!state.session) return;
+  try { await refreshRights(); } catch (err) { /* a 401 logs out */ }
   if (!state.session) return;
   const hash = location.hash.replace(/^#\/?/, "") || "overview";
   const [name, arg] = hash.split("/");
@@ -765,8 +784,7 @@ async function showApp() {
   $("#login-view").hidden = true;
   $("#app").hidden = false;
   $("#logout").hidden = false;
-  $("#whoami").textContent = state.session.user + " (" +
-    (state.session.rights.join(", ") || "no rights") + ")";
+  showUser();
   try {
     state.info = await api.get("/2/info");
     $("#cluster-name").textContent = state.info.name;
