@@ -15,26 +15,18 @@ import tempfile
 from twisted.internet import defer, reactor
 from twisted.trial import unittest
 
+from tests import browser
 from tests.integration.daemons import PROJECT, random_ips, wait_for
 from tests.integration.test_demo import kill_processes_below
-
-try:
-    from tests import browser
-except ImportError:         # the browser driver is not in this checkout
-    browser = None
 
 RAPI_PORT = 5080
 
 
-class WebConsoleTests(*((browser.BrowserTestMixin,) if browser else ()),
-                      unittest.TestCase):
+class WebConsoleTests(browser.BrowserTestMixin, unittest.TestCase):
 
     timeout = 600
 
     def setUp(self):
-        if browser is None:
-            raise unittest.SkipTest("tests/browser.py (the headless"
-                                    " Chromium driver) is missing")
         browser.skip_unless_chromium()
 
     def start_demo(self):
