@@ -292,9 +292,16 @@ class NodedService(service.MultiService):
 
     def stopService(self):
         d = defer.maybeDeferred(service.MultiService.stopService, self)
+        d.addBoth(self._close_consoles)
         d.addBoth(lambda r: self.procedures.instances.close())
         d.addBoth(self._stop_logging)
         return d
+
+    def _close_consoles(self, result):
+        consoles = getattr(self.procedures, "_consoles", None)
+        if consoles is not None:
+            consoles.close_all()
+        return result
 
     def _stop_logging(self, result):
         if self.log_observer is not None:
