@@ -54,6 +54,11 @@ KINDS = frozenset([KIND_JOB, KIND_INSTANCE, KIND_NODE, KIND_GROUP,
                    KIND_NETWORK, KIND_CLUSTER, KIND_TAGS, KIND_LEASE,
                    KIND_MAINTENANCE, KIND_FILTER, KIND_RESET, KIND_CUT])
 
+#: why a subscriber was cut off (the ``cause`` of a cut, for metrics)
+CUT_SLOW = "slow"               # its queue overflowed
+CUT_STOPPING = "stopping"       # the daemon (or the bus) stops
+CUT_CAUSES = (CUT_SLOW, CUT_STOPPING)
+
 #: kinds a subscriber always sees, whatever it filters on
 _STREAM_KINDS = frozenset([KIND_RESET, KIND_CUT])
 
@@ -69,6 +74,8 @@ TYPE_FINISHED = "finished"
 TYPE_ADDED = "added"
 TYPE_EXPIRING = "expiring"
 TYPE_EXPIRED = "expired"
+TYPE_REQUEUED = "requeued"
+TYPE_ARCHIVED = "archived"
 
 
 class BadFilter(ValueError):
@@ -139,7 +146,7 @@ class Subscription(object):
             return
         if len(self.queue) > self.limit:
             self.cut_off("subscriber too slow: more than %d events waited"
-                         " for it" % self.limit)
+                         " for it" % self.limit, cause=CUT_SLOW)
             return
         self._bus.dirty(self)
 
@@ -154,10 +161,11 @@ class Subscription(object):
                 break
         self._deliver(batch)
 
-    def cut_off(self, reason):
+    def cut_off(self, reason, cause=CUT_SLOW):
         """End the subscription with a final ``cut`` event (the events
         queued are dropped: the client resumes from the last one it
-        got)."""
+        got); ``reason`` is told to the subscriber, ``cause`` (one of
+        :data:`CUT_CAUSES`) to the bus's cut listeners."""
         if self.closed:
             return
         self.queue = []
@@ -168,6 +176,11 @@ class Subscription(object):
                                       "last_seq": self.last_seq}}
         self._bus.cuts += 1
         log.info("event subscriber cut off: {reason}", reason=reason)
+        for listener in list(self._bus.cut_listeners):
+            try:
+                listener(cause)
+            except Exception:
+                log.failure("an event cut listener failed")
         self._cut(event)
 
     def close(self):
@@ -215,6 +228,8 @@ class EventBus(object):
         self.published = 0
         #: subscribers cut off since the start
         self.cuts = 0
+        #: called with the cause (:data:`CUT_CAUSES`) of every cut
+        self.cut_listeners = []
 
     def __len__(self):
         return len(self._buffer)
@@ -332,7 +347,7 @@ class EventBus(object):
     def close(self, reason="the master daemon is stopping"):
         """Cut off every subscriber (the daemon stops)."""
         for sub in list(self._subscribers):
-            sub.cut_off(reason)
+            sub.cut_off(reason, cause=CUT_STOPPING)
         if self._flush_call is not None and self._flush_call.active():
             self._flush_call.cancel()
         self._flush_call = None

@@ -183,6 +183,9 @@ class SharedLock(object):
         self._open_group = None  # latest shared group not granted yet
         self._waiting = {}  # owner -> _Waiter
         self._deleted = False
+        #: called (without arguments) each time an owner takes the lock
+        #: exclusively, or None
+        self.on_exclusive = None
 
     def __repr__(self):
         return "<SharedLock %s>" % (self.name,)
@@ -196,6 +199,12 @@ class SharedLock(object):
     def _add_owner(self, owner, shared):
         self._owners[owner] = shared
         self._shared = shared
+        if not shared and self.on_exclusive is not None:
+            try:
+                self.on_exclusive()
+            except Exception:
+                # an observer never breaks locking
+                log.failure("a lock observer failed")
 
     # Acquire and release
 
@@ -347,6 +356,10 @@ class SharedLock(object):
 
     def is_shared(self):
         return bool(self._owners) and self._shared
+
+    def is_exclusive(self):
+        """Whether somebody holds the lock exclusively now."""
+        return bool(self._owners) and not self._shared
 
     def owner_count(self):
         return len(self._owners)
@@ -533,12 +546,27 @@ class LockSet(object):
             self._locks[lock_name] = self._new_lock(lock_name)
         self._owned = {}  # owner -> {name: SharedLock}
         self._busy = set()  # owners with an acquire/add/remove under way
+        #: called with a lock's name each time an owner takes it
+        #: exclusively (ganeti.runstate: a job may act on that instance)
+        self.exclusive_listeners = []
 
     def __repr__(self):
         return "<LockSet %s>" % (self.name,)
 
     def _new_lock(self, lock_name):
-        return SharedLock("%s/%s" % (self.name, lock_name), self._clock)
+        lock = SharedLock("%s/%s" % (self.name, lock_name), self._clock)
+        lock.on_exclusive = lambda: self._exclusive_taken(lock_name)
+        return lock
+
+    def _exclusive_taken(self, lock_name):
+        for listener in list(self.exclusive_listeners):
+            listener(lock_name)
+
+    def held_exclusively(self, lock_name):
+        """Whether somebody holds the lock ``lock_name`` exclusively now
+        (False for a name not in the set)."""
+        lock = self._locks.get(lock_name)
+        return lock is not None and lock.is_exclusive()
 
     def _check_idle(self, owner):
         if owner in self._busy:

@@ -153,3 +153,15 @@ class WatchEventsTests(unittest.TestCase):
         self.assertEqual(created[0]["name"], "evgroup")
         self.assertEqual(created[0]["id"],
                          self.master.cfg.get_nodegroup("evgroup").uuid)
+
+    @defer.inlineCallbacks
+    def test_archived_job(self):
+        follower, _ = yield self.watch(kinds=["job"])
+        job_id = yield self.add_tag("to-archive")
+        yield follower.until(job_finished(job_id))
+        archived = yield self.client.call("ArchiveJob", job_id)
+        self.assertTrue(archived)
+        events = yield follower.until(
+            lambda e: (e["type"], e["id"]) == ("archived", job_id))
+        mine = [e["type"] for e in events if e["id"] == job_id]
+        self.assertEqual(mine[-2:], ["finished", "archived"])

@@ -418,7 +418,8 @@ class ProtocolTests(RapiTestCase):
         self.assertIsNone((yield self.ok("GET", "/2", auth=None)))
         self.assertEqual(set((yield self.ok("GET", "/2/features"))),
                          {"instance-create-reqv1", "instance-reinstall-reqv1",
-                          "node-migrate-reqv1", "node-evac-res1"})
+                          "node-migrate-reqv1", "node-evac-res1",
+                          "event-stream"})
 
     @defer.inlineCallbacks
     def test_headers_and_body_format(self):
@@ -1485,8 +1486,6 @@ class OpenApiTests(RapiTestCase):
         # Prometheus' text format, not a JSON resource of RAPI v2
         # (docs/metrics.rst)
         served.discard("/metrics")
-        # Server-Sent Events, not JSON (docs/events.rst)
-        served.discard("/2/events")
         documented = set(rapi_app.werkzeug_rule(p) for p in doc["paths"])
         self.assertEqual(served, documented)
         self.assertIn("/2/openapi.json", doc["paths"])
@@ -1514,6 +1513,11 @@ class OpenApiTests(RapiTestCase):
                     op = item[verb]
                     self.assertNotEqual(code, 404 if "{" not in path
                                         else 0, (verb, path))
+                    if path == rapi_app.EVENTS_PATH:
+                        # served by the app itself, not a resource
+                        self.assertEqual(op["x-ganeti-access"],
+                                         list(resources.READ_WRITE))
+                        continue
                     self.assertEqual(op["x-ganeti-access"],
                                      list(resources.RESOURCES[
                                          [r.path for r in

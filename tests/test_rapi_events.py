@@ -4,6 +4,7 @@ fed by an upstream stream the test drives; the hub's resubscription."""
 import json
 
 import treq
+from prometheus_client.parser import text_string_to_metric_families
 from treq.testing import StubTreq
 from twisted.internet import defer
 from twisted.trial import unittest
@@ -13,7 +14,9 @@ from ganeti import events
 from ganeti import luxi
 from ganeti.rapi import app as rapi_app
 from ganeti.rapi import events as rapi_events
+from ganeti.rapi import openapi
 
+from tests import openapi_check
 from tests.test_rapi import RapiTestCase, READER, WRITER, basic
 
 
@@ -285,3 +288,132 @@ class HubTests(unittest.TestCase):
         cut = rapi_events.format_event({"seq": None, "kind": events.KIND_CUT,
                                         "data": {}})
         self.assertTrue(cut.startswith(b"event: cut\n"))
+
+
+class SseOpenApiTests(SseTestCase):
+    """GET /2/events in the OpenAPI document: its parameters, header and
+    answers; refusals and events validate against it."""
+
+    openapi_checks = True
+
+    def setUp(self):
+        SseTestCase.setUp(self)
+        self.checker = openapi_check.shared_checker()
+        if self.checker is None:
+            raise unittest.SkipTest("OpenAPI validators not installed")
+
+    def operation(self):
+        template, op = self.checker.operation("GET", "/2/events?kind=job")
+        self.assertEqual(template, rapi_app.EVENTS_PATH)
+        self.assertEqual(openapi.EVENTS_PATH, rapi_app.EVENTS_PATH)
+        return op
+
+    def test_parameters_and_answers(self):
+        op = self.operation()
+        params = {(p["in"], p["name"]): p for p in op["parameters"]}
+        self.assertEqual(sorted(params), [
+            ("header", "Last-Event-ID"), ("query", "id"), ("query", "kind"),
+            ("query", "name"), ("query", "since")])
+        self.assertEqual(sorted(params["query", "kind"]["schema"]["items"]
+                                ["enum"]), sorted(events.KINDS))
+        self.assertEqual(list(op["responses"]["200"]["content"]),
+                         ["text/event-stream"])
+        for code in ("400", "401", "403", "501", "502", "504"):
+            self.assertIn(code, op["responses"])
+        self.assertEqual(op["x-ganeti-access"], ["read", "write"])
+        self.assertIsNone(self.checker.operation("POST", "/2/events"))
+
+    @defer.inlineCallbacks
+    def test_refusals_match_the_document(self):
+        # every answer here is checked against the document (check_openapi)
+        yield self.error(400, "GET", "/2/events?kind=jobs", auth=READER)
+        yield self.error(400, "GET", "/2/events?since=-1", auth=READER)
+        yield self.error(400, "GET", "/2/events", auth=READER,
+                         headers={"Last-Event-ID": ["x"]})
+        yield self.error(401, "GET", "/2/events", auth=None)
+        yield self.error(403, "GET", "/2/events",
+                         auth=basic("nobody", "nopw"))
+        self.upstream.refuse = luxi.NoMasterError("no master here")
+        yield self.error(502, "GET", "/2/events", auth=READER)
+        self.hub.stop()
+
+    @defer.inlineCallbacks
+    def test_events_match_the_event_schema(self):
+        response, chunks = yield self.open()
+        sent = [self.upstream.event(),
+                self.upstream.event(kind="instance", type="state",
+                                    name="inst1", id="uuid-1",
+                                    data={"running": False})]
+        self.upstream.send(*sent)
+        schema = {"$ref": "#/components/schemas/Event"}
+        got = [e[2] for e in self.received(chunks)]
+        self.assertEqual(got, sent)
+        for event in got:
+            self.assertEqual(self.checker.errors(schema, event), [])
+        cut = dict(sent[0], seq=None, kind="cut", type="cut", id=None)
+        self.assertEqual(self.checker.errors(schema, cut), [])
+        self.assertNotEqual(self.checker.errors(
+            schema, dict(sent[0], kind="jobs")), [])
+
+
+class SseMetricsTests(SseTestCase):
+    """/metrics counts the /2/events clients and those cut off."""
+
+    @defer.inlineCallbacks
+    def scrape(self):
+        response = yield self.stub.get("http://rapi.test/metrics")
+        body = yield response.content()
+        self.assertEqual(response.code, 200, body)
+        found = {}
+        for family in text_string_to_metric_families(body.decode("utf-8")):
+            for sample in family.samples:
+                found[(sample.name, tuple(sorted(sample.labels.items())))] \
+                    = sample.value
+        return found
+
+    SUBSCRIBERS = ("ganeti_rapi_event_subscribers", ())
+
+    @staticmethod
+    def cut(reason):
+        return ("ganeti_rapi_event_subscribers_cut_total",
+                (("reason", reason),))
+
+    @defer.inlineCallbacks
+    def test_subscribers_and_cuts(self):
+        found = yield self.scrape()
+        self.assertEqual(found[self.SUBSCRIBERS], 0)
+        self.assertEqual(found[self.cut("slow")], 0)
+        self.assertEqual(found[self.cut("stopping")], 0)
+        _, slow_chunks = yield self.open()
+        _, chunks = yield self.open("?kind=tags")
+        found = yield self.scrape()
+        self.assertEqual(found[self.SUBSCRIBERS], 2)
+        # the first one stops reading: cut off once its queue overflows
+        slow = [s for s in self.hub.bus._subscribers if s.kinds is None]
+        slow[0].pauseProducing()
+        self.upstream.send(*[self.upstream.event(id=i) for i in range(6)])
+        self.assertEqual(self.received(slow_chunks)[-1][1], "cut")
+        found = yield self.scrape()
+        self.assertEqual(found[self.SUBSCRIBERS], 1)
+        self.assertEqual(found[self.cut("slow")], 1)
+        self.assertEqual(found[self.cut("stopping")], 0)
+        # the daemon stops: the other one is cut off too
+        self.hub.stop()
+        self.assertEqual(self.received(chunks)[-1][1], "cut")
+        found = yield self.scrape()
+        self.assertEqual(found[self.SUBSCRIBERS], 0)
+        self.assertEqual(found[self.cut("slow")], 1)
+        self.assertEqual(found[self.cut("stopping")], 1)
+
+    @defer.inlineCallbacks
+    def test_a_client_going_away_is_no_cut(self):
+        response, _ = yield self.open()
+        found = yield self.scrape()
+        self.assertEqual(found[self.SUBSCRIBERS], 1)
+        (stream,) = list(self.hub.bus._subscribers)
+        stream.stopProducing()      # what the connection's loss does
+        self.clock.advance(15)      # its keep-alive timer finds it closed
+        found = yield self.scrape()
+        self.assertEqual(found[self.SUBSCRIBERS], 0)
+        self.assertEqual(found[self.cut("slow")], 0)
+        self.assertEqual(found[self.cut("stopping")], 0)

@@ -403,6 +403,7 @@ class JobQueue(object):
                                    None)
                 self._track(job)
                 requeued.append(job_id)
+                self._publish_requeued(job)
             else:
                 self._fail_unclean(job)
                 self._store.write_job(job)
@@ -1383,8 +1384,15 @@ class JobQueue(object):
         def moved(ids):
             for job_id in ids:
                 self._ids.discard(job_id)
-                self._end_times.pop(job_id, None)
+                ended = self._end_times.pop(job_id, None)
                 self._cache.pop(job_id, None)
+                if self.events is not None:
+                    # a client's job list drops it (queries without ids
+                    # no longer show it)
+                    self.events.publish(
+                        events.KIND_JOB, events.TYPE_ARCHIVED,
+                        name=str(job_id), id=job_id,
+                        data={"end_ts": ended})
             if ids:
                 log.info("Archived {n} job(s)", n=len(ids))
             return ids
@@ -1557,6 +1565,21 @@ class JobQueue(object):
         self._waiters.notify(job)
         self._publish_status(job)
 
+    def _submitted_data(self, job):
+        return {"status": job.status, "priority": job.priority,
+                "ops": [op.input.summary() for op in job.ops],
+                "received_ts": job.received_timestamp}
+
+    def _publish_requeued(self, job):
+        """A job found queued on disk at load was announced by an earlier
+        master daemon: it is ``requeued``, not submitted again."""
+        if self.events is None:
+            return
+        self.events.publish(events.KIND_JOB, events.TYPE_REQUEUED,
+                            name=str(job.id), id=job.id,
+                            data=self._submitted_data(job))
+        self._published[job.id] = job.status
+
     def _publish_status(self, job):
         """Publish what the event stream has not seen of ``job``: that it
         was submitted, its status, that it finished."""
@@ -1572,9 +1595,7 @@ class JobQueue(object):
         if known is None:
             self.events.publish(
                 events.KIND_JOB, events.TYPE_SUBMITTED, name=name, id=job.id,
-                data={"status": status, "priority": job.priority,
-                      "ops": [op.input.summary() for op in job.ops],
-                      "received_ts": job.received_timestamp})
+                data=self._submitted_data(job))
             if status == STATUS_QUEUED:
                 self._published[job.id] = status
                 return

@@ -11,10 +11,13 @@ from ganeti.query.live import ILiveData
 class RpcLiveData(object):
     """Asks each node's noded; a node that fails to answer is unreachable."""
 
-    def __init__(self, cfg, rpc, timeout=10):
+    def __init__(self, cfg, rpc, timeout=10, observer=None):
         self.cfg = cfg
         self.rpc = rpc
         self.timeout = timeout
+        #: told ``(node uuids, answers)`` of every instances_runtime
+        #: answer (:meth:`ganeti.runstate.RunStateTracker.observe`), or None
+        self.observer = observer
 
     def _hypervisors(self):
         return list(self.cfg.cluster.enabled_hypervisors)
@@ -40,7 +43,10 @@ class RpcLiveData(object):
     def instances_runtime(self, node_uuids):
         results = yield self._call(
             node_uuids, "all_instances_info", [self._hypervisors()])
-        return _per_node(node_uuids, results, _instances_info)
+        answers = _per_node(node_uuids, results, _instances_info)
+        if self.observer is not None:
+            self.observer(node_uuids, answers)
+        return answers
 
     def _storage_units(self):
         """The storage unit of the cluster's default disk template (the

@@ -166,6 +166,8 @@ class RapiApp(object):
         #: the Prometheus metrics (GET /metrics; a registry of their own)
         self.metrics = metrics if metrics is not None \
             else rapi_metrics.RapiMetrics()
+        if event_hub is not None:
+            self.metrics.attach_events(event_hub.bus)
 
     def resource(self):
         return self.app.resource()

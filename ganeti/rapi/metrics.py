@@ -13,6 +13,7 @@ from prometheus_client import Counter, Gauge, Histogram
 from twisted.logger import Logger
 
 from ganeti import errors
+from ganeti import events
 from ganeti import luxi
 from ganeti import metrics
 
@@ -48,6 +49,24 @@ class RapiMetrics(object):
             "ganeti_rapi_master_metrics_up", "1 if the master daemon's"
             " metrics were part of the last scrape, 0 if it could not be"
             " asked for them.", registry=registry)
+
+        self.event_subscribers = Gauge(
+            "ganeti_rapi_event_subscribers", "Clients following GET"
+            " /2/events now.", registry=registry)
+        self.event_cuts = Counter(
+            "ganeti_rapi_event_subscribers_cut", "GET /2/events clients"
+            " cut off, by reason: slow (more events waited for the client"
+            " than --event-queue), stopping (the daemon stopped).",
+            ["reason"], registry=registry)
+        for cause in events.CUT_CAUSES:
+            self.event_cuts.labels(cause)
+
+    def attach_events(self, bus):
+        """Count the clients of ``bus`` (the event hub's, whose
+        subscribers are the /2/events clients) and their cuts."""
+        self.event_subscribers.set_function(lambda: bus.subscriber_count)
+        bus.cut_listeners.append(
+            lambda cause: self.event_cuts.labels(cause).inc())
 
     def observe(self, path_class, code, seconds=None):
         """A request of ``path_class`` was answered with ``code`` after

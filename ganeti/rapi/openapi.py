@@ -21,6 +21,7 @@ import re
 
 from ganeti import constants
 from ganeti import errors
+from ganeti import events
 from ganeti import opcodes
 from ganeti.query import base as query_base
 from ganeti.rapi import resources
@@ -416,6 +417,86 @@ def _operation(res, method, bodies):
     return op
 
 
+#: where the event stream is served (ganeti.rapi.app.EVENTS_PATH)
+EVENTS_PATH = "/2/events"
+#: the answers GET /2/events may give besides the stream
+_EVENTS_ERRORS = ("400", "401", "403", "500", "501", "502", "504")
+
+
+def _events_item():
+    """The event stream: Server-Sent Events, not JSON (docs/events.rst);
+    not in :data:`resources.RESOURCES`, served by the app itself."""
+    kinds = sorted(events.KINDS)
+    names = {"type": "array", "items": {"type": "string"}}
+    op = {
+        "operationId": "events_get",
+        "summary": "The master's event stream (Server-Sent Events)",
+        "description": "Every change the master makes, numbered, as"
+        " text/event-stream: one block per event (\"id:\" its seq,"
+        " \"event:\" its kind, \"data:\" the event as one line of JSON,"
+        " see the Event schema) and comment lines keeping an idle stream"
+        " alive. A client that cannot resume where it asked gets one"
+        " \"reset\" event (list the objects again, then follow); a client"
+        " too slow to read gets a final \"cut\" event and the connection"
+        " closes. Not in Ganeti.",
+        "security": [{"basicAuth": []}],
+        "x-ganeti-access": list(resources.READ_WRITE),
+        "x-ganeti-opcodes": [],
+        "parameters": [
+            {"name": "kind", "in": "query", "required": False,
+             "schema": {"type": "array", "items": {
+                 "type": "string", "enum": kinds}},
+             "style": "form", "explode": True,
+             "description": "only events of these kinds (repeatable, or"
+             " comma-separated); reset and cut come always"},
+            {"name": "name", "in": "query", "required": False,
+             "schema": names, "style": "form", "explode": True,
+             "description": "only events about these objects (by name;"
+             " repeatable)"},
+            {"name": "id", "in": "query", "required": False,
+             "schema": names, "style": "form", "explode": True,
+             "description": "only events about these objects (a job's id,"
+             " an object's UUID; repeatable)"},
+            {"name": "since", "in": "query", "required": False,
+             "schema": {"type": "integer", "minimum": 0},
+             "description": "first every event after this number still"
+             " kept (or a reset), then the live ones; without it the"
+             " stream starts with the next event"},
+            {"name": "Last-Event-ID", "in": "header", "required": False,
+             "schema": {"type": "string", "pattern": "^[0-9]+$"},
+             "description": "as since (what EventSource sends when it"
+             " reconnects); wins over since"},
+        ],
+        "responses": {"200": {
+            "description": "The stream, until the client goes away or is"
+            " cut off",
+            "content": {"text/event-stream": {"schema": {
+                "type": "string",
+                "description": "blocks of \"id: SEQ\", \"event: KIND\","
+                " \"data: EVENT\" (an Event as JSON) lines, and"
+                " \": comment\" lines"}}}}},
+    }
+    for code in _EVENTS_ERRORS:
+        op["responses"][code] = {"$ref": "#/components/responses/E%s" % code}
+    return {"description": "The event stream (docs/events.rst)",
+            "get": op}
+
+
+_COMPONENTS["Event"] = _obj(
+    ["seq", "time", "kind", "type", "name", "id", "data"],
+    {"seq": {"type": "integer", "nullable": True,
+             "description": "the event's number (null only on a cut)"},
+     "time": _NUM,
+     "kind": {"type": "string", "enum": sorted(events.KINDS)},
+     "type": _STR,
+     "name": {"type": "string", "nullable": True},
+     "id": {"nullable": True, "description": "a job's id (integer), an"
+            " object's UUID or an incident's id (string)"},
+     "data": _OBJ},
+    "One event of the event stream: the data line of a block of"
+    " GET /2/events", closed=True)
+
+
 def document():
     """The OpenAPI document as a dict."""
     paths = {}
@@ -430,6 +511,7 @@ def document():
         for verb in sorted(res.methods):
             item[verb.lower()] = _operation(res, res.methods[verb], bodies)
         paths[res.path] = item
+    paths[EVENTS_PATH] = _events_item()
     # bodies nested in others (the instances of a multi-allocation)
     for res in resources.RESOURCES:
         for method in res.methods.values():

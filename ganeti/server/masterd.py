@@ -36,6 +36,7 @@ from ganeti import errors
 from ganeti import events
 from ganeti import jqueue
 from ganeti import leases
+from ganeti import locking
 from ganeti import luxi
 from ganeti import mastervote
 from ganeti import mcpu
@@ -45,6 +46,7 @@ from ganeti import opcodes
 from ganeti import pathutils
 from ganeti import query
 from ganeti import replication
+from ganeti import runstate
 from ganeti import rpc
 from ganeti import ssconf
 from ganeti.cmdlib.cluster import cluster_info
@@ -433,6 +435,9 @@ class ConfigService(_StartStep):
         self.node_rpc = None
         #: the event stream told of every configuration change (or None)
         self.events = None
+        #: the instances' run state as the nodes' answers show it
+        #: (:class:`ganeti.runstate.RunStateTracker`; None without events)
+        self.run_state = None
 
     def start_step(self):
         self.paths.ensure_dirs()
@@ -461,6 +466,10 @@ class ConfigService(_StartStep):
                 self.events))
         self._write_ssconf(cfg)
         glm = mcpu.make_lock_manager(cfg, self.reactor)
+        if self.events is not None:
+            self.run_state = runstate.RunStateTracker(
+                self.events, lambda: self.cfg,
+                glm.lockset(locking.LEVEL_INSTANCE))
         node_rpc = self.node_rpc = self._rpc_client()
         ctx = mcpu.MasterContext(
             cfg=cfg, glm=glm, clock=self.reactor, paths=self.paths,
@@ -745,7 +754,9 @@ class MasterService(service.MultiService):
         return self.jobs.processor
 
     def query_context(self):
-        live = (RpcLiveData(self.cfg, self.ctx.rpc)
+        tracker = self.config.run_state
+        live = (RpcLiveData(self.cfg, self.ctx.rpc, observer=tracker.observe
+                            if tracker is not None else None)
                 if self.ctx.rpc is not None else None)
         paths = self.ctx.paths
         return query.QueryContext(self.cfg, live=live, jobs=self._job_rows,

@@ -11,6 +11,7 @@ a restart of the master daemon.
 import os
 import signal
 
+from ganeti import luxi
 from ganeti.hypervisor import state
 
 from tests.integration.daemons import ETC_OS, WatcherMixin, wait_for
@@ -45,6 +46,19 @@ class WatcherTests(WatcherMixin, ClusterTestCase):
                                   ["==", "name", name])
         (row,) = result["data"]
         return dict(zip(fields, (cell[1] for cell in row)))
+
+    def run_state_events(self):
+        """(name, oper_state, status) of the run-state events the master
+        keeps (WatchEvents from the oldest kept: one batch)."""
+        client = luxi.BlockingClient(self.socket, 60)
+        try:
+            _, batches = client.watch_events(since=-1, kinds=["instance"])
+            events = next(batches)
+        finally:
+            client.close()
+        return [(e["name"], e["data"]["oper_state"], e["data"]["status"])
+                for e in events if e["type"] == "state"
+                and "oper_state" in e["data"]]
 
     def test_restart_and_user_shutdown(self):
         self.create(WEB)
@@ -102,6 +116,12 @@ class WatcherTests(WatcherMixin, ClusterTestCase):
         out = self.ok("gnt-instance", "info", WEB)
         self.assertIn("Watcher restarts: 1 attempt so far by the watcher",
                       out)
+
+        # the master announced the crash and the poweroff on its event
+        # stream when its queries saw them; the watcher's jobs (restart,
+        # user shutdown) are no run-state events
+        self.assertEqual(self.run_state_events(), [
+            (WEB, False, "ERROR_down"), (DB, False, "USER_down")])
 
         # running again: the next pass resets the counter
         code, log = self.watcher()
