@@ -202,6 +202,11 @@ async def write_input(req):
     """POST .../sessions/ID/input ``{"data", "encoding"}``"""
     name, sid = req.params["name"], req.params["session"]
     body = req.body_dict()
+    unknown = sorted(set(body) - {"data", "encoding"})
+    if unknown:
+        raise baserlib.BadRequest("Invalid body parameters: %s: unknown"
+                                  " (the body has data and encoding)"
+                                  % ", ".join(unknown))
     data = body.get("data")
     encoding = body.get("encoding", "utf-8")
     if encoding not in ENCODINGS:
