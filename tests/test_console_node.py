@@ -232,3 +232,22 @@ class ProcedureTests(ClockTestCase):
                 ("console_read", ["s1", "a", -1], "offset")]:
             err = self.failureResultOf(self.procs.call(name, body)).value
             self.assertEqual(err.args[0], field)
+
+
+class OptionTests(ClockTestCase):
+
+    def test_limits_are_options(self):
+        from twisted.python import usage
+        from ganeti.server import noded
+        opts = noded.Options()
+        err = self.assertRaises(usage.UsageError, opts.parseOptions,
+                                ["--console-sessions", "0", "--bootstrap"])
+        self.assertEqual(str(err), "--console-sessions must be positive,"
+                         " not 0")
+        procs = Procs(self.clock, FakeSockets(), "/tmp/work/none")
+        procs._consoles = None
+        procs.console_settings = {"max_sessions": 3, "idle_timeout": 10.0,
+                                  "buffer_size": 99}
+        sessions = procs.consoles
+        self.assertEqual((sessions.max_sessions, sessions.idle_timeout,
+                          sessions.buffer_size), (3, 10.0, 99))

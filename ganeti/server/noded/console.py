@@ -26,12 +26,15 @@ class ConsoleProcedures(object):
     """Serial console sessions of this node's kvm instances."""
 
     _consoles = None
+    #: ConsoleSessions' limits (the daemon's --console-* options)
+    console_settings = {}
 
     @property
     def consoles(self):
         if self._consoles is None:
             self._consoles = backend_console.ConsoleSessions(
-                self.reactor, backend_console.unix_connector(self.reactor))
+                self.reactor, backend_console.unix_connector(self.reactor),
+                **self.console_settings)
         return self._consoles
 
     def console_socket(self, instance):
