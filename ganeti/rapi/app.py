@@ -137,8 +137,12 @@ class RapiApp(object):
                  anonymous_rate=(ratelimit.DEFAULT_ANONYMOUS_RATE,
                                  ratelimit.DEFAULT_ANONYMOUS_BURST),
                  metrics=None, event_hub=None,
-                 event_keepalive=rapi_events.DEFAULT_KEEPALIVE):
+                 event_keepalive=rapi_events.DEFAULT_KEEPALIVE,
+                 console_poll=None):
         self.master = master
+        #: carries the console output reads, long polls that a browser
+        #: console keeps going as long as it is open (default: long_poll)
+        self.console_poll = console_poll
         #: the subscription to the master's event stream (GET /2/events;
         #: None: not served)
         self.event_hub = event_hub
@@ -291,6 +295,9 @@ class RapiApp(object):
                 request.method), path=_text(request.path))
             return self._answer_error(request, baserlib.InternalError(
                 "Internal error; see the RAPI daemon's log"))
+        if value is baserlib.STREAMED:
+            # the handler wrote its answer (an event stream)
+            return b""
         return self._answer(request, 200, value)
 
     async def _handle(self, request, res, params):
@@ -312,7 +319,7 @@ class RapiApp(object):
                                             ", ".join(missing)))
         args = baserlib.QueryArgs(request.args)
         req = resources.Request(self, res, method, args, body, params, user,
-                                self.client_of(request, user))
+                                self.client_of(request, user), http=request)
         if method.shared and body is None:
             key = (res.path, tuple(sorted(params.items())),
                    tuple(sorted((k, tuple(v)) for k, v in args.args.items())))
