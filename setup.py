@@ -26,7 +26,7 @@ setup(
     + PLUGIN_PACKAGES,
     package_dir={"": "."},
     # the RAPI daemon's web console (docs/web.rst)
-    package_data={"ganeti.rapi": ["web/*"]},
+    package_data={"ganeti.rapi": ["web/*", "web/*/*", "web/*/*/*"]},
     python_requires=">=3.9",
     install_requires=[
         "twisted[tls]>=23.8",

@@ -115,6 +115,12 @@ REQ_QUERY_METRICS = "QueryMetrics"
 # Not in Ganeti: the master's event stream on the connection, which then
 # carries nothing else (docs/events.rst).
 REQ_WATCH_EVENTS = "WatchEvents"
+# Not in Ganeti: serial console sessions relayed through the primary node
+# (RAPI's browser console, docs/console.rst).
+REQ_CONSOLE_OPEN = "ConsoleOpen"
+REQ_CONSOLE_READ = "ConsoleRead"
+REQ_CONSOLE_WRITE = "ConsoleWrite"
+REQ_CONSOLE_CLOSE = "ConsoleClose"
 
 log = Logger()
 
@@ -539,6 +545,30 @@ METHODS = {m.name: m for m in [
         " about the objects ``names`` (names or ids; None: all).  A client"
         " too slow to read gets a final ``cut`` event and the connection"
         " closes.  The handler returns a :class:`Stream`.", optional=True),
+    Method(REQ_CONSOLE_OPEN, "console_open", (
+        Arg("instance", ht.NESTR), Arg("owner", _CLIENT)),
+        "ConsoleOpen (not in Ganeti): open a session on the serial console"
+        " of the running kvm instance ``instance`` for ``owner`` (who may"
+        " use it: ``user=NAME``); a new one ends the instance's previous"
+        " session.  Return ``{\"session\": id}``.", optional=True),
+    Method(REQ_CONSOLE_READ, "console_read", (
+        Arg("instance", ht.NESTR), Arg("session", ht.NESTR),
+        Arg("owner", _CLIENT), Arg("offset", ht.NONNEG_INT),
+        Arg("timeout", ht.NONNEG_NUMBER)),
+        "ConsoleRead (not in Ganeti): the console output after byte"
+        " ``offset``, waiting up to ``timeout`` seconds (at most 30) for"
+        " some: ``{\"offset\", \"next\", \"data\" (base64), \"dropped\""
+        " (bytes no longer kept), \"closed\" (why it ended, or null)}``.",
+        optional=True),
+    Method(REQ_CONSOLE_WRITE, "console_write", (
+        Arg("instance", ht.NESTR), Arg("session", ht.NESTR),
+        Arg("owner", _CLIENT), Arg("data", ht.STR)),
+        "ConsoleWrite (not in Ganeti): send ``data`` (base64) to the"
+        " console; ``{\"written\": bytes}``.", optional=True),
+    Method(REQ_CONSOLE_CLOSE, "console_close", (
+        Arg("instance", ht.NESTR), Arg("session", ht.NESTR),
+        Arg("owner", _CLIENT)),
+        "ConsoleClose (not in Ganeti): end the session.", optional=True),
     Method(REQ_QUERY_METRICS, "query_metrics", (),
            "QueryMetrics (not in Ganeti): the master daemon's metrics in"
            " Prometheus' text exposition format (a string).", optional=True),

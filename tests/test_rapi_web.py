@@ -58,13 +58,18 @@ class WebFileTests(RapiTestCase):
     @defer.inlineCallbacks
     def test_content_types(self):
         for name, ctype in (("app.js", "text/javascript; charset=utf-8"),
-                            ("style.css", "text/css; charset=utf-8"),
+                            ("app.css", "text/css; charset=utf-8"),
+                            ("vendor/xterm/xterm.mjs",
+                             "text/javascript; charset=utf-8"),
+                            ("vendor/xterm/xterm.css",
+                             "text/css; charset=utf-8"),
                             ("index.html", "text/html; charset=utf-8")):
             response, body = yield self.get("/ui/" + name)
             self.assertEqual(response.code, 200, name)
             self.assertEqual(response.headers.getRawHeaders("content-type"),
                              [ctype], name)
-            with open(os.path.join(web.WEB_DIR, name), "rb") as f:
+            with open(os.path.join(web.WEB_DIR, *name.split("/")),
+                      "rb") as f:
                 self.assertEqual(body, f.read())
 
     @defer.inlineCallbacks
@@ -92,7 +97,8 @@ class WebFileTests(RapiTestCase):
     @defer.inlineCallbacks
     def test_unknown_file_is_404(self):
         for path in ("/ui/nope.js", "/ui/nope", "/ui/.hidden.js",
-                     "/ui/sub/app.js"):
+                     "/ui/sub/app.js", "/ui/vendor/xterm/LICENSE",
+                     "/ui/vendor/README", "/ui/vendor/xterm/"):
             response, body = yield self.get(path)
             self.assertEqual(response.code, 404, path)
             self.assertEqual(json.loads(body)["code"], 404)
@@ -101,7 +107,9 @@ class WebFileTests(RapiTestCase):
     def test_no_path_traversal(self):
         for path in ("/ui/../app.py", "/ui/..%2fapp.py", "/ui/%2e%2e/app.py",
                      "/ui/..%2f..%2fsetup.py", "/ui/%2e%2e%2fweb.py",
-                     "/ui/..", "/ui/%2fetc%2fpasswd", "/ui/....//app.py"):
+                     "/ui/..", "/ui/%2fetc%2fpasswd", "/ui/....//app.py",
+                     "/ui/vendor/../index.html", "/ui/vendor/..%2f..%2fweb.py",
+                     "/ui/vendor/%2e%2e/%2e%2e/web.py"):
             response, body = yield self.get(path)
             self.assertIn(response.code, (404, 308), path)
             if response.code == 308:
@@ -110,10 +118,26 @@ class WebFileTests(RapiTestCase):
                     "location")[0].startswith("http://rapi.test/ui/"))
             self.assertNotIn(b"import", body)
 
+    def test_symlink_out_is_not_followed(self):
+        import tempfile
+        base = tempfile.mkdtemp(dir=self.dir)
+        os.symlink(os.path.dirname(web.WEB_DIR), os.path.join(base, "up"))
+        with open(os.path.join(base, "ok.js"), "w") as f:
+            f.write("1")
+        self.assertIsNone(web.file_path(base, "up/web/app.js"))
+        self.assertEqual(web.file_path(base, "ok.js"),
+                         os.path.join(base, "ok.js"))
+
     def test_file_path_refuses_outside_names(self):
         for name in ("../web.py", "..", "/etc/passwd", "a/../../x.js",
-                     ".hidden.js", "web.py", "x\x00.js", "index.html/"):
+                     ".hidden.js", "web.py", "x\x00.js", "index.html/",
+                     "vendor/../index.html", "vendor//xterm/xterm.mjs",
+                     "vendor/.x/a.js", "vendor/xterm/LICENSE",
+                     "a/b/c/d/e/f.js"):
             self.assertIsNone(web.file_path(web.WEB_DIR, name), name)
+        self.assertEqual(web.file_path(web.WEB_DIR, "vendor/xterm/xterm.mjs"),
+                         os.path.join(web.WEB_DIR, "vendor", "xterm",
+                                      "xterm.mjs"))
         self.assertEqual(web.file_path(web.WEB_DIR, "index.html"),
                          os.path.join(web.WEB_DIR, "index.html"))
 
@@ -146,7 +170,8 @@ class WebFileTests(RapiTestCase):
     def test_the_console_is_package_data(self):
         with open(os.path.join(os.path.dirname(web.WEB_DIR), "..", "..",
                                "setup.py")) as f:
-            self.assertIn('"ganeti.rapi": ["web/*"]', f.read())
+            self.assertIn('"ganeti.rapi": ["web/*", "web/*/*", "web/*/*/*"]',
+                          f.read())
 
 
 class PublicFilesWithRequiredAuthTests(WebFileTests):

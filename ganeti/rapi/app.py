@@ -143,8 +143,11 @@ class RapiApp(object):
                                  ratelimit.DEFAULT_ANONYMOUS_BURST),
                  metrics=None, event_hub=None,
                  event_keepalive=rapi_events.DEFAULT_KEEPALIVE,
-                 sessions=None, web_dir=None):
+                 console_poll=None, sessions=None, web_dir=None):
         self.master = master
+        #: carries the console output reads, long polls that a browser
+        #: console keeps going as long as it is open (default: long_poll)
+        self.console_poll = console_poll
         #: the web console's login sessions (POST /2/sessions)
         self.sessions = sessions if sessions is not None \
             else rapi_sessions.SessionStore(clock)
@@ -331,6 +334,9 @@ class RapiApp(object):
                 request.method), path=_text(request.path))
             return self._answer_error(request, baserlib.InternalError(
                 "Internal error; see the RAPI daemon's log"))
+        if value is baserlib.STREAMED:
+            # the handler wrote its answer (an event stream)
+            return b""
         return self._answer(request, 200, value)
 
     async def _handle(self, request, res, params):
@@ -352,7 +358,7 @@ class RapiApp(object):
                                             ", ".join(missing)))
         args = baserlib.QueryArgs(request.args)
         req = resources.Request(self, res, method, args, body, params, user,
-                                self.client_of(request, user),
+                                self.client_of(request, user), http=request,
                                 address=self.address_of(request),
                                 token=rapi_sessions.parse_bearer(
                                     _header(request, b"authorization")))

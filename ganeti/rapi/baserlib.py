@@ -116,6 +116,10 @@ class Rendered(object):
         self.data = data
 
 
+#: a handler's answer when it wrote the response itself (an event stream)
+STREAMED = object()
+
+
 # --- Request bodies -------------------------------------------------------
 
 def parse_body(content_type, raw):

@@ -34,6 +34,8 @@ _ERRORS = {
     "401": "No or wrong credentials",
     "403": "The user lacks the right",
     "404": "No such path or object",
+    "409": "The object is not in a state that allows it (the console of"
+           " an instance that does not run)",
     "415": "A body that is not application/json",
     "429": "The client submits jobs too fast (see Retry-After) or has too"
            " many unfinished query jobs; nothing was submitted",
@@ -97,6 +99,27 @@ _NUM = {"type": "number"}
 _BOOL = {"type": "boolean"}
 _OBJ = {"type": "object", "additionalProperties": True}
 _STRS = {"type": "array", "items": _STR}
+
+#: the serial console's answers (docs/console.rst)
+_RETURNS.update({
+    "console_session": _obj(
+        ["session", "instance"], {"session": _STR, "instance": _STR},
+        "A new console session: its id goes into the session's paths",
+        closed=True),
+    "console_output": _obj(
+        ["offset", "next", "data", "dropped", "closed"],
+        {"offset": _INT, "next": _INT,
+         "data": {"type": "string", "format": "byte"},
+         "dropped": _INT, "closed": _NSTR},
+        "Console output: data (base64) starts at byte offset; read on from"
+        " next; dropped bytes before it were no longer kept; closed says"
+        " why the session ended (null: it is open)", closed=True),
+    "console_written": _obj(["written"], {"written": _INT},
+                            "Bytes sent to the console", closed=True),
+    "console_closed": _obj(["closed"], {"closed": _STR},
+                           "The session ended", closed=True),
+})
+
 
 #: the shapes several answers share
 _COMPONENTS = {
@@ -383,6 +406,11 @@ def _operation(res, method, bodies):
             "content": {"application/json": {
                 "schema": returns_schema(method.returns)}}}},
     }
+    if method.streams:
+        op["responses"]["200"]["content"]["text/event-stream"] = {
+            "schema": {"type": "string", "description": "Server-Sent"
+                       " Events, for a request with Accept:"
+                       " text/event-stream"}}
     params = [_query_param(p) for p in method.query]
     if params:
         op["parameters"] = params

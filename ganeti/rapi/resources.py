@@ -26,6 +26,7 @@ from ganeti import luxi
 from ganeti import opcodes
 from ganeti.rapi import auth
 from ganeti.rapi import baserlib
+from ganeti.rapi import console as rapi_console
 from ganeti.rapi import ratelimit
 from ganeti.rapi.baserlib import BadRequest, NotFound
 
@@ -196,6 +197,8 @@ class Method(object):
     #: False: the answer depends on the credentials, so identical
     #: concurrent requests must not share it
     coalesce = attr.ib(default=True)
+    #: also answers Server-Sent Events (``Accept: text/event-stream``)
+    streams = attr.ib(default=False)
 
     @property
     def body_spec(self):
@@ -209,7 +212,7 @@ class Method(object):
     def shared(self):
         """Pure reads: identical concurrent requests share one answer."""
         return self.verb == "GET" and not self.opcodes and \
-            self.body is None and self.coalesce
+            self.body is None and not self.streams and self.coalesce
 
     @property
     def required_access(self):
@@ -241,8 +244,11 @@ class Request(object):
     """What a handler works with."""
 
     def __init__(self, app, resource_, method, args, body, params, user,
-                 client="address=unknown", address="unknown", token=None):
+                 client="address=unknown", http=None, address="unknown",
+                 token=None):
         self.app = app
+        #: the HTTP request (for handlers writing their answer themselves)
+        self.http = http
         #: the client's address (IPv6: its /64), whoever the user is
         self.address = address
         #: the session token the request carries (Authorization: Bearer),
@@ -256,6 +262,15 @@ class Request(object):
         self.user = user
         #: who jobs are submitted for (``user=NAME`` or ``address=IP``)
         self.client = client
+
+    def http_header(self, name):
+        """A request header's text, or None."""
+        if self.http is None:
+            return None
+        value = self.http.getHeader(name)
+        if isinstance(value, bytes):
+            value = value.decode("utf-8", "replace")
+        return value
 
     # master access
     def call(self, method, *args):
@@ -1104,6 +1119,41 @@ resource(_instance + "/console", "instances_name_console", "Console",
          Method("GET", _instance_console, "How to reach the console of a"
                 " running instance (Ganeti's console description; a query,"
                 " no job)", access=READ_WRITE, returns="console"))
+# the serial console itself, relayed by the master (docs/console.rst)
+_sessions = _instance + "/console/sessions"
+resource(_sessions, "instances_name_console_sessions",
+         "Serial console sessions (kvm instances with serial_console)",
+         Method("POST", rapi_console.open_session, "Open a session on the"
+                " serial console of the running instance (a new one ends"
+                " the instance's previous session); no job",
+                access=WRITE, returns="console_session"))
+resource(_sessions + "/{session}", "instances_name_console_sessions_id",
+         "One console session (its owner's only)",
+         Method("DELETE", rapi_console.close_session, "End the session",
+                access=WRITE, returns="console_closed"))
+resource(_sessions + "/{session}/output",
+         "instances_name_console_sessions_id_output",
+         "The console's output, numbered by byte offset",
+         Method("GET", rapi_console.read_output, "The output after"
+                " ?offset=N: a long poll (up to ?wait=20 seconds) answering"
+                " JSON, or with Accept: text/event-stream Server-Sent Events"
+                " (output events of base64 data whose id is the offset to"
+                " resume from with Last-Event-ID; gap, closed, error"
+                " events)", access=WRITE, streams=True,
+                query=(Param("offset", "integer", "the byte offset to read"
+                             " from (default 0)"),
+                       Param("wait", "integer", "seconds to wait for output"
+                             " (at most 20; default 20)")),
+                returns="console_output"))
+resource(_sessions + "/{session}/input",
+         "instances_name_console_sessions_id_input",
+         "Input to the console",
+         Method("POST", rapi_console.write_input, "Send keystrokes to the"
+                " console", access=WRITE, body="{data, encoding}",
+                returns="console_written", request=Body(
+                    fields={"data": ht.NESTR,
+                            "encoding": ht.one_of(*rapi_console.ENCODINGS)},
+                    required=("data",), name="ConsoleInput")))
 
 
 # --- Nodes ------------------------------------------------------------------

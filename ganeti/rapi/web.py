@@ -3,8 +3,9 @@
 The files (:data:`WEB_DIR`, plain HTML, JavaScript modules and CSS; no
 build step, nothing fetched from elsewhere) are public: they hold no
 secrets, and every call they make to the API needs the usual rights
-(docs/web.rst).  Only plain file names of the directory itself with a
-known type are served, so no path can lead out of it.
+(docs/web.rst).  Only paths of plain names (no ``..``, no hidden files)
+of files with a known type under the directory are served, so no path
+can lead out of it.
 
 Every file goes out with headers that keep the page to itself: a
 ``Content-Security-Policy`` allowing only this origin's scripts, styles
@@ -52,15 +53,28 @@ HEADERS = {
 _NAME = re.compile(r"\A[A-Za-z0-9_][A-Za-z0-9_.-]*\Z")
 
 
+#: directory levels below the console's directory at most
+MAX_DEPTH = 4
+
+
 def file_path(web_dir, name):
-    """The path of the console file ``name`` (as in the URL after /ui/),
-    or None when there is no such file to serve: only plain names of
-    files directly in ``web_dir`` with a type of :data:`TYPES`."""
-    if not _NAME.match(name) or ".." in name:
+    """The path of the console file ``name`` (as in the URL after /ui/,
+    e.g. ``app.js`` or ``vendor/xterm/xterm.mjs``), or None when there is
+    no such file to serve: every segment a plain name (no ``..``, not
+    hidden), a type of :data:`TYPES`, a file under ``web_dir``."""
+    parts = name.split("/")
+    if len(parts) > MAX_DEPTH + 1:
         return None
+    for part in parts:
+        if not _NAME.match(part) or ".." in part:
+            return None
     if os.path.splitext(name)[1].lower() not in TYPES:
         return None
-    path = os.path.join(web_dir, name)
+    path = os.path.join(web_dir, *parts)
+    # no symbolic link leads out either
+    root = os.path.realpath(web_dir)
+    if not os.path.realpath(path).startswith(root + os.sep):
+        return None
     if not os.path.isfile(path):
         return None
     return path

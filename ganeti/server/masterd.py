@@ -29,6 +29,7 @@ from zope.interface import implementer
 
 from ganeti import cmdlib
 from ganeti import config
+from ganeti import console_relay
 from ganeti import constants
 from ganeti import crypto
 from ganeti import errors
@@ -346,6 +347,27 @@ class MasterLuxiHandler(object):
 
     def query_implemented_opcodes(self):
         return sorted(self.master.processor.logical_units)
+
+    # serial consoles through the primary nodes (docs/console.rst)
+    def _consoles(self):
+        return console_relay.ConsoleRelay(self.cfg,
+                                          self.master.config.node_rpc)
+
+    def console_open(self, instance, owner):
+        return defer.Deferred.fromCoroutine(
+            self._consoles().open(instance, owner))
+
+    def console_read(self, instance, session, owner, offset, timeout):
+        return defer.Deferred.fromCoroutine(
+            self._consoles().read(instance, session, owner, offset, timeout))
+
+    def console_write(self, instance, session, owner, data):
+        return defer.Deferred.fromCoroutine(
+            self._consoles().write(instance, session, owner, data))
+
+    def console_close(self, instance, session, owner):
+        return defer.Deferred.fromCoroutine(
+            self._consoles().close(instance, session, owner))
 
     def query_metrics(self):
         return metrics.exposition(self.master.metrics.registry).decode(

@@ -236,6 +236,10 @@ def makeService(options, reactor=None):
     master = LuxiPool(reactor, socket_path, size=options["luxi-connections"])
     long_poll = LuxiPool(reactor, socket_path,
                          size=options["luxi-connections"])
+    # open browser consoles keep a read going each: a pool of their own
+    # (beyond its size further reads wait their turn)
+    console_poll = LuxiPool(reactor, socket_path,
+                            size=options["luxi-connections"])
     # one subscription to the master's event stream for every /2/events
     # client, made when the first one comes
     hub = rapi_events.EventHub(
@@ -252,7 +256,7 @@ def makeService(options, reactor=None):
                                       options["job-burst"]),
                            anonymous_rate=(options["anonymous-job-rate"],
                                            options["anonymous-job-burst"]),
-                           event_hub=hub,
+                           event_hub=hub, console_poll=console_poll,
                            event_keepalive=_option(
                                options, "event-keepalive",
                                rapi_events.DEFAULT_KEEPALIVE),
@@ -268,7 +272,8 @@ def makeService(options, reactor=None):
                           reactor=reactor)
     url = "%s://%s:%d/" % ("http" if options["no-ssl"] else "https",
                            options["bind"], options["port"])
-    top = RapiService(app, [master, long_poll], url, options["users-file"],
+    top = RapiService(app, [master, long_poll, console_poll], url,
+                      options["users-file"],
                       socket_path, event_hub=hub)
     # A port that cannot be bound stops the daemon (non-zero exit, the
     # error names the address) instead of being only logged.

@@ -136,8 +136,9 @@ class FakeInstanceConsoleTests(GntCommandsMixin, RapiDaemonTestCase):
 BOOT_DEADLINE = 90
 
 
-class KvmSerialConsoleTests(RunningClusterTestCase):
-    """One real VM: its serial console through ``gnt-instance console``."""
+class KvmGuestTestCase(RunningClusterTestCase):
+    """One real VM (``vm1``, the tiny guest under kvm) whose serial console
+    answers a shell; skipped without qemu."""
 
     timeout = 300
     HYPERVISORS = (constants.HT_KVM,)
@@ -169,6 +170,10 @@ class KvmSerialConsoleTests(RunningClusterTestCase):
                 return f.read().decode("utf-8", "replace")
         except FileNotFoundError:
             return ""
+
+
+class KvmSerialConsoleTests(KvmGuestTestCase):
+    """One real VM: its serial console through ``gnt-instance console``."""
 
     def test_type_into_the_serial_console(self):
         master = self.vc.master

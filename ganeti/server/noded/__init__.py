@@ -35,6 +35,7 @@ from ganeti import errors
 from ganeti import hypervisor as hv
 from ganeti import pathutils
 from ganeti import storage
+from ganeti.backend import console as backend_console
 from ganeti.backend import instances as instance_backend
 from ganeti.backend import os_api
 from ganeti.backend import process
@@ -141,6 +142,15 @@ class Options(usage.Options):
          " processes, 'systemd' through their units, 'none' not at all."],
         ["daemon-check-interval", None, 10.0, "With --daemons: seconds"
          " between checks that the role's daemons run.", float],
+        ["console-sessions", None, backend_console.DEFAULT_MAX_SESSIONS,
+         "Serial console sessions (the browser console) open at once at"
+         " most.", int],
+        ["console-idle-timeout", None, backend_console.DEFAULT_IDLE_TIMEOUT,
+         "Seconds without a read or write before a console session is"
+         " closed.", float],
+        ["console-buffer", None, backend_console.DEFAULT_BUFFER_SIZE,
+         "Bytes of console output kept per session (older output is"
+         " dropped).", int],
         ["master-fingerprint", None, None, "With --bootstrap: accept a join"
          " only from a master presenting the cluster certificate with this"
          " SHA-256 fingerprint (on the master: openssl x509 -noout"
@@ -195,6 +205,11 @@ class Options(usage.Options):
         if self["daemons"] not in ("none", "process", "systemd"):
             raise usage.UsageError("--daemons: %r is not one of none,"
                                    " process, systemd" % self["daemons"])
+        for name in ("console-sessions", "console-idle-timeout",
+                     "console-buffer"):
+            if self[name] <= 0:
+                raise usage.UsageError("--%s must be positive, not %s"
+                                       % (name, self[name]))
         if self["daemon-check-interval"] <= 0:
             raise usage.UsageError("--daemon-check-interval must be"
                                    " positive")
@@ -292,9 +307,16 @@ class NodedService(service.MultiService):
 
     def stopService(self):
         d = defer.maybeDeferred(service.MultiService.stopService, self)
+        d.addBoth(self._close_consoles)
         d.addBoth(lambda r: self.procedures.instances.close())
         d.addBoth(self._stop_logging)
         return d
+
+    def _close_consoles(self, result):
+        consoles = getattr(self.procedures, "_consoles", None)
+        if consoles is not None:
+            consoles.close_all()
+        return result
 
     def _stop_logging(self, result):
         if self.log_observer is not None:
@@ -315,6 +337,10 @@ def makeService(options, reactor=None):
         restricted_commands=not options["no-restricted-commands"],
         restricted_command_timeout=options["restricted-command-timeout"])
     procedures.extstorage_dirs = tuple(options["extstorage-search-path"])
+    procedures.console_settings = {
+        "max_sessions": options["console-sessions"],
+        "idle_timeout": options["console-idle-timeout"],
+        "buffer_size": options["console-buffer"]}
     if options["extra-file-dir"]:
         procedures.extra_file_dirs = (tuple(procedures.extra_file_dirs)
                                       + tuple(options["extra-file-dir"]))

@@ -8,14 +8,16 @@ commands), :mod:`~.membership`, :mod:`~.renewal` (renewing the
 cluster's secrets), :mod:`~.merge` (the cluster merger),
 :mod:`~.queue_replica` (a master candidate's copy of the job queue),
 :mod:`~.powercycle` (``gnt-node powercycle``), :mod:`~.extstorage`
-(ExtStorage providers), :mod:`~.exports` (instance exports) and
-:mod:`~.remote_transfer` (moves between clusters).  The
+(ExtStorage providers), :mod:`~.exports` (instance exports),
+:mod:`~.remote_transfer` (moves between clusters) and :mod:`~.console`
+(serial consoles relayed to the master).  The
 work itself is in ``ganeti.backend`` and ``ganeti.storage``.
 """
 
 import uuid
 
 from ganeti.server.noded.commands import CommandProcedures
+from ganeti.server.noded.console import ConsoleProcedures
 from ganeti.server.noded.daemons import DaemonProcedures
 from ganeti.server.noded.disks import DiskProcedures
 from ganeti.server.noded.drbd import DrbdProcedures
@@ -44,7 +46,7 @@ class NodeProcedures(_ThisNode, InstanceProcedures, DiskProcedures,
                      CryptoProcedures, MergeProcedures,
                      QueueReplicaProcedures, PowercycleProcedures,
                      ExtStorageProcedures, ExportProcedures,
-                     RemoteTransferProcedures,
+                     RemoteTransferProcedures, ConsoleProcedures,
                      ProcedureTable):
     """The procedures of one node: ``table`` maps each name to its
     argument spec and bound method; :meth:`call` runs one.

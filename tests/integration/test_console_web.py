@@ -1,0 +1,249 @@
+"""The serial console of a real kvm guest through RAPI, as the browser
+console uses it (skipped without qemu, like tests/integration/
+test_console.py): a RAPI daemon in front of the master; a session opened
+by one user, refused to a read-only user and unknown to another user; a
+shell command typed through ``.../input`` is answered by the guest's shell
+in the ``.../output`` event stream and in a long poll; the session ends and
+the instance keeps running.  With chromium installed, console.html shows
+the same shell (its files served with the pages' security policy)."""
+
+import base64
+import http.client
+import json
+import os
+import random
+import socket
+import time
+import urllib.parse
+
+from twisted.internet import defer, reactor, task
+from twisted.web import proxy
+
+from ganeti import crypto
+from ganeti.server.rapi import rapi_pem_path
+
+from tests import browser as browser_mod
+from tests.integration.daemons import port_open, wait_for
+from tests.integration.test_console import KvmGuestTestCase
+
+PORT = 5086
+USERS = (("admin", "s3cret", "write"), ("other", "0ther", "write"),
+         ("reader", "rpw", "read"))
+SESSIONS = "/2/instances/vm1/console/sessions"
+
+
+def basic(user, password):
+    return "Basic " + base64.b64encode(("%s:%s" % (user, password))
+                                       .encode()).decode()
+
+
+ADMIN = basic("admin", "s3cret")
+
+
+class _ProxyClient(proxy.ProxyClient):
+    """Twisted's proxy client, minus writing to (and finishing) a request
+    whose browser went away; the upstream connection then goes too."""
+
+    def connectionMade(self):
+        self.father.notifyFinish().addErrback(
+            lambda _: self.transport.loseConnection())
+        proxy.ProxyClient.connectionMade(self)
+
+    def handleResponsePart(self, buffer):
+        if not self.father._disconnected:
+            proxy.ProxyClient.handleResponsePart(self, buffer)
+
+    def handleResponseEnd(self):
+        if self.father._disconnected:
+            self._finished = True
+            self.transport.loseConnection()
+            return
+        proxy.ProxyClient.handleResponseEnd(self)
+
+
+class _ProxyClientFactory(proxy.ProxyClientFactory):
+    protocol = _ProxyClient
+
+
+class _ReverseProxy(proxy.ReverseProxyResource):
+    proxyClientFactoryClass = _ProxyClientFactory
+
+    def getChild(self, path, request):
+        return _ReverseProxy(self.host, self.port, self.path + b"/" +
+                             urllib.parse.quote(path, safe=b"").encode(),
+                             self.reactor)
+
+
+class WebConsoleTests(browser_mod.BrowserTestMixin, KvmGuestTestCase):
+
+    BASE_PREFIX = "gnt-kw-"
+
+    def setUp(self):
+        KvmGuestTestCase.setUp(self)
+        node = self.vc.master
+        crypto.generate_cluster_certificate(rapi_pem_path(node.paths),
+                                            self.vc.cluster_name)
+        users = node.paths.rapi_users_file
+        os.makedirs(os.path.dirname(users), exist_ok=True)
+        with open(users, "w") as f:
+            for name, password, right in USERS:
+                f.write("%s {cleartext}%s %s\n" % (name, password, right))
+        proc = self.vc.start("rapi", self.vc.twistd_command(
+            "ganeti-rapi", node, "--port", str(PORT), "--no-ssl"))
+        wait_for("RAPI", lambda: self.alive(proc) and
+                 port_open(node.ip, PORT))
+
+    def http(self, method, path, body=None, auth=ADMIN):
+        conn = http.client.HTTPConnection(self.vc.master.ip, PORT,
+                                          timeout=60)
+        headers = {"Content-Type": "application/json"}
+        if auth:
+            headers["Authorization"] = auth
+        conn.request(method, path, body=None if body is None
+                     else json.dumps(body), headers=headers)
+        resp = conn.getresponse()
+        raw = resp.read()
+        conn.close()
+        return resp.status, json.loads(raw) if raw else None
+
+    def events(self, path, offset=0):
+        """An event stream's (kind, id, data) as they come."""
+        sock = socket.create_connection((self.vc.master.ip, PORT), 60)
+        self.addCleanup(sock.close)
+        sock.sendall(("GET %s HTTP/1.1\r\nHost: x\r\nAuthorization: %s\r\n"
+                      "Accept: text/event-stream\r\nLast-Event-ID: %d\r\n\r\n"
+                      % (path, ADMIN, offset)).encode())
+        stream = sock.makefile("rb")
+        status = stream.readline()
+        self.assertIn(b" 200 ", status)
+        while stream.readline().strip():
+            pass                    # the head
+        fields = {}
+        for line in stream:
+            line = line.rstrip(b"\r\n").decode()
+            if not line:
+                if fields:
+                    yield fields.get("event"), fields.get("id"), \
+                        fields.get("data")
+                fields = {}
+            elif not line.startswith(":") and ": " in line:
+                key, value = line.split(": ", 1)
+                fields[key] = value
+
+    def test_shell_through_rapi(self):
+        code, err = self.http("POST", SESSIONS, auth=basic("reader", "rpw"))
+        self.assertEqual(code, 403, err)
+        code, answer = self.http("POST", SESSIONS)
+        self.assertEqual(code, 200, answer)
+        sid = answer["session"]
+        path = "%s/%s" % (SESSIONS, sid)
+        code, err = self.http("GET", path + "/output?wait=0",
+                              auth=basic("other", "0ther"))
+        self.assertEqual(code, 404, err)
+        # typed: a command whose answer is not what was typed
+        marker = "web-%d" % random.randint(1000, 9999)
+        seen = []
+        deadline = time.monotonic() + 60
+        stream = self.events(path + "/output")
+        while marker + "-42" not in "".join(seen):
+            self.assertLess(time.monotonic(), deadline,
+                            "no answer; seen %r" % "".join(seen))
+            code, _ = self.http("POST", path + "/input",
+                                {"data": "echo %s-$((6*7))\r" % marker})
+            self.assertEqual(code, 200)
+            stop = time.monotonic() + 5
+            while time.monotonic() < stop and \
+                    marker + "-42" not in "".join(seen):
+                kind, event_id, data = next(stream)
+                if kind == "output":
+                    seen.append(base64.b64decode(data).decode(
+                        "utf-8", "replace"))
+                    self.assertTrue(event_id.isdigit())
+                else:
+                    self.assertNotIn(kind, ("closed", "error"), data)
+        # the same output in a long poll from the start
+        code, answer = self.http("GET", path + "/output?offset=0&wait=0")
+        self.assertEqual(code, 200, answer)
+        self.assertIn(marker + "-42", base64.b64decode(answer["data"])
+                      .decode("utf-8", "replace"))
+        self.assertIsNone(answer["closed"])
+        code, answer = self.http("DELETE", path)
+        self.assertEqual((code, answer), (200, {"closed": sid}))
+        code, _ = self.http("GET", path + "/output?wait=0")
+        self.assertEqual(code, 404)
+        self.assertIn(marker + "-42", self.console_log())
+        self.assertEqual(self.client.call(
+            "Query", "instance", ["status"], ["=", "name", "vm1"])["data"],
+            [[[0, "running"]]])
+        # a stopped instance has no console: a clear refusal
+        self.run_job({"OP_ID": "OP_INSTANCE_SHUTDOWN",
+                      "instance_name": "vm1", "timeout": 10})
+        code, err = self.http("POST", SESSIONS)
+        self.assertEqual(code, 409, err)
+        self.assertIn("Instance vm1 is not running (state ADMIN_down)",
+                      err["message"])
+
+    def test_console_page(self):
+        browser_mod.skip_unless_chromium()
+        return defer.Deferred.fromCoroutine(self._console_page())
+
+    async def _console_page(self):
+        from tests.test_console_web import _Page, _Site
+        from twisted.web import resource
+
+        class Root(resource.Resource):
+            # the page's files and, proxied, the RAPI daemon; the login
+            # page's bearer token becomes the admin's credentials
+            def __init__(self, host):
+                resource.Resource.__init__(self)
+                self.host = host
+                self.ui = _Page(os.path.join(os.path.dirname(
+                    os.path.dirname(os.path.dirname(os.path.abspath(
+                        __file__)))), "ganeti", "rapi", "web"))
+
+            def getChildWithDefault(self, name, request):
+                if name == b"ui":
+                    return self.ui
+                if request.getHeader(b"authorization") == \
+                        b"Bearer tok-admin":
+                    request.requestHeaders.setRawHeaders(
+                        b"authorization", [ADMIN.encode()])
+                return _ReverseProxy(self.host, PORT, b"/" + name, reactor)
+
+        site = _Site(Root(self.vc.master.ip))
+        port = reactor.listenTCP(0, site, interface="127.0.0.1")
+
+        async def stop():
+            await port.stopListening()
+            for channel in list(site.channels):
+                channel.transport.abortConnection()
+        self.addCleanup(lambda: defer.Deferred.fromCoroutine(stop()))
+        base = "http://127.0.0.1:%d/ui/" % port.getHost().port
+        b = await browser_mod.Browser.launch(reactor)
+        self.addCleanup(b.close)
+        browser_mod.keep_screenshot_on_failure(self, b, "kvm-console")
+        await b.open(base + "console.html")
+        await b.evaluate("sessionStorage.setItem('ganeti.session', %s)"
+                         % json.dumps(json.dumps({
+                             "token": "tok-admin", "user": "admin",
+                             "rights": ["write"]})))
+        await b.open(base + "console.html?instance=vm1")
+        await b.wait_until("window.ganetiConsole && ganetiConsole.id",
+                           what="the session", timeout=60)
+        screen = ("(() => { const b = ganetiConsole.term.buffer.active;"
+                  " let t = ''; for (let i = 0; i < b.length; i++)"
+                  " t += b.getLine(i).translateToString(true) + '\\n';"
+                  " return t; })()")
+        deadline = reactor.seconds() + 60
+        while True:
+            await b.evaluate("ganetiConsole.term.input("
+                             "'echo page-$((6*7))-ok\\r'), true")
+            try:
+                await b.wait_until(screen + ".includes('page-42-ok')",
+                                   what="the shell's answer", timeout=5)
+                break
+            except browser_mod.BrowserTimeout:
+                if reactor.seconds() > deadline:
+                    raise
+        await b.open("about:blank")
+        await task.deferLater(reactor, 0.5, lambda: None)
