@@ -25,6 +25,8 @@ setup(
                            exclude=["ganeti.dev", "ganeti.dev.*"])
     + PLUGIN_PACKAGES,
     package_dir={"": "."},
+    # the RAPI daemon's web console (docs/web.rst)
+    package_data={"ganeti.rapi": ["web/*", "web/*/*", "web/*/*/*"]},
     python_requires=">=3.9",
     install_requires=[
         "twisted[tls]>=23.8",

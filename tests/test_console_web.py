@@ -31,7 +31,8 @@ CSP = b"default-src 'self'"
 
 
 class TokenUsers(object):
-    """Bearer tokens of the test's users (the login page's tokens)."""
+    """The test's users, logged in with sessions (docs/web.rst) whose
+    tokens the test calls tok-NAME."""
 
     USERS = {"Bearer tok-writer": auth.User("writer", "x",
                                             frozenset(["write"])),
@@ -39,7 +40,13 @@ class TokenUsers(object):
                                            frozenset(["write"]))}
 
     def authenticate(self, header):
-        return self.USERS.get(header)
+        return None
+
+    def get(self, name):
+        for user in self.USERS.values():
+            if user.name == name:
+                return user
+        return None
 
 
 class _Page(static.File):
@@ -108,6 +115,10 @@ class ConsolePageTests(BrowserTestMixin, unittest.TestCase):
             setattr(handler, name, getattr(relay, name))
         self.rapi = rapi_app.RapiApp(FakeMaster(handler), TokenUsers(),
                                      reactor, answer_cache=False)
+        #: tok-NAME -> the token of a session of NAME
+        self.tokens = dict(
+            (header.split()[1], self.rapi.sessions.create(user).token)
+            for header, user in TokenUsers.USERS.items())
         self.site = _Site(_Root(self.rapi.resource()))
         self.port = reactor.listenTCP(0, self.site, interface="127.0.0.1")
         self.addCleanup(self.stop_serving)
@@ -134,7 +145,8 @@ class ConsolePageTests(BrowserTestMixin, unittest.TestCase):
         await b.open(self.base + "console.html")
         await b.evaluate("sessionStorage.setItem('ganeti.session', %s)"
                          % json.dumps(json.dumps({
-                             "token": token, "user": token[4:],
+                             "token": self.tokens.get(token, token),
+                             "user": token[4:],
                              "rights": list(rights)})))
 
     async def until(self, what, predicate, timeout=20):
@@ -230,6 +242,7 @@ class ConsolePageTests(BrowserTestMixin, unittest.TestCase):
                                  what="the session")
         code = await b.evaluate(
             "fetch('/2/instances/vm1/console/sessions/' + %s + '/output"
-            "?wait=0', {headers: {Authorization: 'Bearer tok-other'}})"
-            ".then(r => r.status)" % json.dumps(sid))
+            "?wait=0', {headers: {Authorization: %s}})"
+            ".then(r => r.status)" % (json.dumps(sid), json.dumps(
+                "Bearer " + self.tokens["tok-other"])))
         self.assertEqual(code, 404)

@@ -417,3 +417,36 @@ class SseMetricsTests(SseTestCase):
         self.assertEqual(found[self.SUBSCRIBERS], 0)
         self.assertEqual(found[self.cut("slow")], 0)
         self.assertEqual(found[self.cut("stopping")], 0)
+
+
+class _GoneRequest(object):
+    """A request whose connection is already lost (no channel left)."""
+
+    channel = None
+
+    def __init__(self):
+        self.written = []
+        self.producer = None
+
+    def registerProducer(self, producer, streaming):
+        self.producer = producer
+
+    def unregisterProducer(self):
+        raise AssertionError("unregisterProducer without a channel")
+
+    def write(self, data):
+        self.written.append(data)
+
+
+class StreamOfGoneClientTests(unittest.TestCase):
+
+    def test_stop_after_the_connection_is_lost(self):
+        from twisted.internet.task import Clock
+        clock = Clock()
+        bus = events.EventBus(clock)
+        stream = rapi_events.SseStream(_GoneRequest(), bus, clock)
+        # the browser closed the page: the request's Deferred is cancelled
+        stream.done.cancel()
+        self.failureResultOf(stream.done, defer.CancelledError)
+        self.assertTrue(stream.subscription.closed)
+        self.assertEqual(bus.subscriber_count, 0)

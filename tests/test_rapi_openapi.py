@@ -174,6 +174,7 @@ class TranslatorTests(unittest.TestCase):
 #: a body each method with one accepts; the path with its names filled in
 SAMPLES = {
     ("PUT", "/2/modify"): {"candidate_pool_size": 5},
+    ("POST", "/2/sessions"): {"username": "writer", "password": "secret"},
     ("PUT", "/2/redistribute-config"): {"depends": []},
     ("POST", "/2/instances"): CREATE_BODY,
     ("POST", "/2/instances-multi-alloc"): {"instances": [dict(

@@ -356,6 +356,12 @@ def print_summary(vc, store, started):
             print("  curl -k -u %s:%s -X PUT 'https://%s:%d/2/tags?tag=hello'"
                   % (user, password, rapi_ip,
                      constants.DEFAULT_RAPI_PORT))
+        users = rapi_users(vc.master.paths.rapi_users_file)
+        writers = [u for u in users if "write" in u[2].split(",")]
+        login = (writers or users or [(DEMO_RAPI_USER, "?", "")])[0]
+        print("  Web console (docs/web.rst): https://%s:%d/ui/ (log in as"
+              " %s, password %s)" % (rapi_ip, constants.DEFAULT_RAPI_PORT,
+                                     login[0], login[1]))
         for tool in ("hbal", "hcheck", "hspace"):
             print("  /usr/lib/ganeti/3.0/usr/bin/%s -m https://%s:%d"
                   % (tool, rapi_ip, constants.DEFAULT_RAPI_PORT))

@@ -52,6 +52,8 @@ from ganeti.rapi import events as rapi_events
 from ganeti.rapi import metrics as rapi_metrics
 from ganeti.rapi import ratelimit
 from ganeti.rapi import resources
+from ganeti.rapi import sessions as rapi_sessions
+from ganeti.rapi import web
 from ganeti.rapi.baserlib import HttpError
 from ganeti.rapi.coalesce import Coalescer
 from ganeti.rapi.master import ImplementedOpcodes
@@ -60,6 +62,9 @@ log = Logger()
 
 SERVER = baserlib.SERVER
 AUTH_CHALLENGE = 'Basic realm="%s"' % auth.REALM
+#: the challenge of a 401 for a request with a session token: no Basic,
+#: so that a browser shows no password popup of its own
+BEARER_CHALLENGE = 'Bearer realm="%s"' % auth.REALM
 #: where the event stream is served
 EVENTS_PATH = "/2/events"
 METRICS_TYPE = CONTENT_TYPE.encode("ascii")
@@ -138,11 +143,16 @@ class RapiApp(object):
                                  ratelimit.DEFAULT_ANONYMOUS_BURST),
                  metrics=None, event_hub=None,
                  event_keepalive=rapi_events.DEFAULT_KEEPALIVE,
-                 console_poll=None):
+                 console_poll=None, sessions=None, web_dir=None):
         self.master = master
         #: carries the console output reads, long polls that a browser
         #: console keeps going as long as it is open (default: long_poll)
         self.console_poll = console_poll
+        #: the web console's login sessions (POST /2/sessions)
+        self.sessions = sessions if sessions is not None \
+            else rapi_sessions.SessionStore(clock)
+        #: the web console's files (served under /ui/)
+        self.web_dir = web_dir if web_dir is not None else web.WEB_DIR
         #: the subscription to the master's event stream (GET /2/events;
         #: None: not served)
         self.event_hub = event_hub
@@ -208,6 +218,30 @@ class RapiApp(object):
         request.setHeader(b"server", SERVER)
         request.setHeader(b"content-length", b"%d" % len(data))
         request.setHeader(b"connection", b"close")
+        return data
+
+    # --- the web console's files ----------------------------------------
+
+    @app.route("/ui", branch=False, methods=["GET", "HEAD"])
+    def ui_redirect(self, request):
+        return web.redirect(request, web.UI_PATH)
+
+    @app.route(web.UI_PATH, branch=False, methods=["GET", "HEAD"])
+    def ui_index(self, request):
+        return self._ui_file(request, "index.html")
+
+    @app.route(web.UI_PATH + "<path:name>", branch=False,
+               methods=["GET", "HEAD"])
+    def ui_file(self, request, name):
+        return self._ui_file(request, name)
+
+    def _ui_file(self, request, name):
+        """A file of the console (docs/web.rst), to anyone: 404 for a
+        name that is not one."""
+        data = web.serve(request, self.web_dir, name)
+        if data is None:
+            data = self._answer_error(request, baserlib.NotFound())
+        self.metrics.observe(rapi_metrics.OTHER, request.code, 0.0)
         return data
 
     # --- event stream ---------------------------------------------------
@@ -280,6 +314,11 @@ class RapiApp(object):
                            self._dispatch(request, res, params))
 
     async def _dispatch(self, request, res, params):
+        if res.path == "/" and _text(request.method).upper() == "GET" and \
+                web.wants_html(_header(request, b"accept")):
+            # a browser asking for the entry point gets the web console;
+            # Ganeti's clients (asking for JSON, or anything) get null
+            return web.redirect(request, web.UI_PATH)
         try:
             value = await self._handle(request, res, params)
         except HttpError as err:
@@ -319,7 +358,10 @@ class RapiApp(object):
                                             ", ".join(missing)))
         args = baserlib.QueryArgs(request.args)
         req = resources.Request(self, res, method, args, body, params, user,
-                                self.client_of(request, user), http=request)
+                                self.client_of(request, user), http=request,
+                                address=self.address_of(request),
+                                token=rapi_sessions.parse_bearer(
+                                    _header(request, b"authorization")))
         if method.shared and body is None:
             key = (res.path, tuple(sorted(params.items())),
                    tuple(sorted((k, tuple(v)) for k, v in args.args.items())))
@@ -344,6 +386,9 @@ class RapiApp(object):
         """
         header = headers.getRawHeaders(b"authorization")
         header = _text(header[-1]) if header else None
+        if self._public(verb, uri, headers):
+            # the console's files, and the redirect to them: no secrets
+            return None
         res = self._resource_for(uri)
         method = res.methods.get(_text(verb).upper()) \
             if res is not None else None
@@ -352,12 +397,26 @@ class RapiApp(object):
                 if header is not None or self.require_auth:
                     self._user(header, ())
             else:
-                self._user(header, method.required_access)
+                self._user(header, method.required_access,
+                           public=method.public)
         except HttpError as err:
             # answered before it is handled: counted, not timed
             self.metrics.observe(self._path_class(uri, res), err.code)
             return err
         return None
+
+    @staticmethod
+    def _public(verb, uri, headers):
+        """Whether a request is for the web console's files (or the
+        browser's redirect to them): served to anyone."""
+        if _text(verb).upper() not in ("GET", "HEAD"):
+            return False
+        path = urllib.parse.unquote(_text(uri).split("?", 1)[0])
+        if path == web.UI_PATH.rstrip("/") or path.startswith(web.UI_PATH):
+            return True
+        accept = headers.getRawHeaders(b"accept")
+        return path == "/" and web.wants_html(
+            _text(accept[-1]) if accept else None)
 
     def _resource_for(self, uri):
         """The resource a request line's URI names, or None."""
@@ -379,18 +438,31 @@ class RapiApp(object):
 
     def _authenticate(self, request, method):
         return self._user(_header(request, b"authorization"),
-                          method.required_access)
+                          method.required_access, public=method.public)
 
-    def _user(self, header, access):
-        """The user an Authorization header value proves, if the access
-        list ``access`` lets them in (401, 403 otherwise)."""
+    def _user(self, header, access, public=False):
+        """The user an Authorization header value proves (Basic
+        credentials, or a session's Bearer token), if the access list
+        ``access`` lets them in (401, 403 otherwise).  ``public``: no
+        credentials needed even with ``require_auth``."""
         user = None
-        if header is not None:
+        token = rapi_sessions.parse_bearer(header)
+        if token is not None:
+            user = self.sessions.user(token, self.users)
+            if user is None:
+                raise baserlib.Unauthorized(
+                    message="Session ended",
+                    explain="The session is unknown or has ended (logged"
+                    " out, idle or too old, the RAPI daemon restarted, or"
+                    " the user's entry in the users file changed); log in"
+                    " again",
+                    headers={"WWW-Authenticate": BEARER_CHALLENGE})
+        elif header is not None:
             user = self.users.authenticate(header)
             if user is None:
                 raise baserlib.Unauthorized(
                     headers={"WWW-Authenticate": AUTH_CHALLENGE})
-        elif access or self.require_auth:
+        elif access or (self.require_auth and not public):
             raise baserlib.Unauthorized(
                 headers={"WWW-Authenticate": AUTH_CHALLENGE})
         if access and not (user.options & frozenset(access)):
@@ -409,6 +481,13 @@ class RapiApp(object):
         address = request.getClientAddress()
         host = getattr(address, "host", None) or "unknown"
         return "address=" + _printable(ratelimit.address_key(host))
+
+    @staticmethod
+    def address_of(request):
+        """The client address of a request (IPv6: its /64)."""
+        address = request.getClientAddress()
+        host = getattr(address, "host", None) or "unknown"
+        return ratelimit.address_key(host)
 
     def take_submit_token(self, client):
         """Refuse (429, with Retry-After) a job ``client`` submits faster

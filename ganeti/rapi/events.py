@@ -282,7 +282,9 @@ class SseStream(object):
             self._keepalive_call.cancel()
         self._keepalive_call = None
         self.subscription.close()
-        self.request.unregisterProducer()
+        # a connection already lost has no channel to unregister from
+        if getattr(self.request, "channel", None) is not None:
+            self.request.unregisterProducer()
 
     def stop(self):
         """The client went away."""

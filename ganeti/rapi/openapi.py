@@ -82,6 +82,8 @@ _RETURNS = {
                  "description": "null when nothing changed in time"},
     "query": {"$ref": _REF % "QueryResult"},
     "query_fields": {"$ref": _REF % "QueryFields"},
+    "session": {"$ref": _REF % "Session"},
+    "session_info": {"$ref": _REF % "SessionInfo"},
 }
 
 def _obj(required, properties, description, closed=False):
@@ -174,6 +176,21 @@ _COMPONENTS = {
         "Cluster information (luxi QueryClusterInfo, the answer of"
         " OP_CLUSTER_QUERY) plus vg_name and drbd_helper, Ganeti's names"
         " of volume_group_name and drbd_usermode_helper"),
+    "Session": _obj(
+        ["token", "user", "rights", "expires", "idle_timeout"],
+        {"token": _STR, "user": _STR, "rights": _STRS, "expires": _NUM,
+         "idle_timeout": _NUM},
+        "A web console session: its token (send it as Authorization:"
+        " Bearer TOKEN), the user, the user's rights now (the users file"
+        " decides on every request), when it ends at the latest (seconds"
+        " since the epoch) and after how many idle seconds",
+        closed=True),
+    "SessionInfo": _obj(
+        ["user", "rights", "expires", "idle_timeout"],
+        {"user": _STR, "rights": _STRS, "expires": _NUM,
+         "idle_timeout": _NUM},
+        "The session of the request's Bearer token (its token left out)",
+        closed=True),
     "Maintenance": _obj(
         ["incidents", "jobs", "evacuated"],
         {"incidents": {"type": "array", "items": _obj(
@@ -380,7 +397,8 @@ def _operation(res, method, bodies):
     op = {
         "operationId": "%s_%s" % (res.rlib, method.verb.lower()),
         "summary": method.summary,
-        "security": [{"basicAuth": []}] if access else [{}, {"basicAuth": []}],
+        "security": ([] if access else [{}]) + [{"basicAuth": []},
+                                                {"bearerAuth": []}],
         "x-ganeti-access": access,
         "x-ganeti-opcodes": list(method.opcodes),
         "responses": {"200": {
@@ -439,7 +457,7 @@ def _events_item():
         " \"reset\" event (list the objects again, then follow); a client"
         " too slow to read gets a final \"cut\" event and the connection"
         " closes. Not in Ganeti.",
-        "security": [{"basicAuth": []}],
+        "security": [{"basicAuth": []}, {"bearerAuth": []}],
         "x-ganeti-access": list(resources.READ_WRITE),
         "x-ganeti-opcodes": [],
         "parameters": [
@@ -543,7 +561,9 @@ def document():
         "paths": paths,
         "components": {
             "securitySchemes": {"basicAuth": {"type": "http",
-                                              "scheme": "basic"}},
+                                              "scheme": "basic"},
+                                "bearerAuth": {"type": "http",
+                                               "scheme": "bearer"}},
             "schemas": component_schemas,
             "responses": dict(
                 ("E%s" % code, {

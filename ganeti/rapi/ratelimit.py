@@ -73,6 +73,20 @@ class TokenBuckets(object):
             return 0
         return (1 - bucket.tokens) / self.rate
 
+    def wait(self, client):
+        """Seconds until ``client`` has a token (0: it has one now);
+        takes nothing."""
+        if not self.rate:
+            return 0
+        bucket = self._buckets.get(client)
+        if bucket is None:
+            return 0
+        elapsed = max(0.0, self.clock.seconds() - bucket.stamp)
+        tokens = min(float(self.burst), bucket.tokens + elapsed * self.rate)
+        if tokens >= 1:
+            return 0
+        return (1 - tokens) / self.rate
+
     def _trim(self, now):
         if len(self._buckets) <= self.max_clients:
             return

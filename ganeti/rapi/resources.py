@@ -27,6 +27,7 @@ from ganeti import opcodes
 from ganeti.rapi import auth
 from ganeti.rapi import baserlib
 from ganeti.rapi import console as rapi_console
+from ganeti.rapi import ratelimit
 from ganeti.rapi.baserlib import BadRequest, NotFound
 
 ANON = ()
@@ -190,6 +191,12 @@ class Method(object):
     body = attr.ib(default=None)        # description of the body, or None
     returns = attr.ib(default="object")  # see ganeti.rapi.openapi
     request = attr.ib(default=None)     # Body: what the handler reads
+    #: served without credentials even when the daemon requires them
+    #: (logging in)
+    public = attr.ib(default=False)
+    #: False: the answer depends on the credentials, so identical
+    #: concurrent requests must not share it
+    coalesce = attr.ib(default=True)
     #: also answers Server-Sent Events (``Accept: text/event-stream``)
     streams = attr.ib(default=False)
 
@@ -205,7 +212,7 @@ class Method(object):
     def shared(self):
         """Pure reads: identical concurrent requests share one answer."""
         return self.verb == "GET" and not self.opcodes and \
-            self.body is None and not self.streams
+            self.body is None and not self.streams and self.coalesce
 
     @property
     def required_access(self):
@@ -237,10 +244,16 @@ class Request(object):
     """What a handler works with."""
 
     def __init__(self, app, resource_, method, args, body, params, user,
-                 client="address=unknown", http=None):
+                 client="address=unknown", http=None, address="unknown",
+                 token=None):
         self.app = app
         #: the HTTP request (for handlers writing their answer themselves)
         self.http = http
+        #: the client's address (IPv6: its /64), whoever the user is
+        self.address = address
+        #: the session token the request carries (Authorization: Bearer),
+        #: if any
+        self.token = token
         self.resource = resource_
         self.method = method
         self.args = args
@@ -487,6 +500,85 @@ resource("/2/os", "os", "Operating systems",
                 opcodes=("OP_OS_DIAGNOSE",), returns="strings"))
 resource("/2/openapi.json", "openapi", "This API's OpenAPI 3 document",
          Method("GET", _openapi, "The OpenAPI document"))
+
+
+# --- Sessions of the web console ---------------------------------------------
+
+SESSION_LOGIN_BODY = Body(fields={"username": ht.NESTR, "password": ht.STR},
+                          required=("username", "password"),
+                          name="SessionLogin")
+
+
+async def _session_login(req):
+    store = req.app.sessions
+    wait = store.login_wait(req.address)
+    if wait:
+        retry = ratelimit.retry_after(wait)
+        raise baserlib.TooManyRequests(
+            "Too many failed logins from %s; retry in %s s"
+            % (req.address, retry), headers={"Retry-After": retry})
+    body = req.body_dict()
+    for key in ("username", "password"):
+        if not isinstance(body.get(key), str) or \
+                (key == "username" and not body[key]):
+            raise BadRequest("Invalid body parameters: %s: %s" % (
+                key, "missing" if key not in body else
+                "expected a non-empty string" if key == "username" else
+                "expected a string"))
+    unknown = sorted(set(body) - set(["username", "password"]))
+    if unknown:
+        raise BadRequest("Invalid body parameters: unknown parameter(s) %s"
+                         % ", ".join(unknown))
+    user = req.app.users.get(body["username"])
+    if user is None or not auth.check_password(user, body["password"]):
+        store.failed(req.address, body["username"])
+        # no WWW-Authenticate: a browser shows no password popup
+        raise baserlib.Unauthorized(
+            message="Wrong user name or password",
+            explain="The user name or the password is not one of the"
+            " RAPI users file")
+    session = store.create(user)
+    return {"token": session.token, "user": user.name,
+            "rights": sorted(user.options),
+            "expires": store.expires(session),
+            "idle_timeout": store.idle_timeout}
+
+
+def _session_token(req, verb, what):
+    if req.token is None:
+        raise BadRequest("%s /2/sessions %s the session whose token the"
+                         " request carries (Authorization: Bearer); this"
+                         " one carries none" % (verb, what))
+    return req.token
+
+
+async def _session_get(req):
+    store = req.app.sessions
+    session = store.get(_session_token(req, "GET", "describes"))
+    if session is None:
+        # ended between the check of the credentials and now
+        raise baserlib.Unauthorized(message="Session ended")
+    return {"user": req.user.name, "rights": sorted(req.user.options),
+            "expires": store.expires(session),
+            "idle_timeout": store.idle_timeout}
+
+
+async def _session_logout(req):
+    req.app.sessions.logout(_session_token(req, "DELETE", "ends"))
+    return None
+
+
+resource("/2/sessions", "sessions", "Login sessions of the web console",
+         Method("POST", _session_login, "Log in with a user and password of"
+                " the users file; the token authenticates later requests"
+                " as Authorization: Bearer TOKEN", access=ANON,
+                body="{username, password}", returns="session",
+                request=SESSION_LOGIN_BODY, public=True),
+         Method("GET", _session_get, "The session of the request's Bearer"
+                " token: its user, the user's rights now, when it ends",
+                access=ANON, returns="session_info", coalesce=False),
+         Method("DELETE", _session_logout, "Log out: end the session of the"
+                " request's Bearer token", access=ANON, returns="null"))
 
 
 # --- Tags -------------------------------------------------------------------

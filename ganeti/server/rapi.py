@@ -28,6 +28,7 @@ from ganeti.rapi import certificate
 from ganeti.rapi import events as rapi_events
 from ganeti.rapi import front
 from ganeti.rapi import ratelimit
+from ganeti.rapi import sessions
 from ganeti.rapi.master import LuxiPool
 from ganeti.server.options import check_listen
 
@@ -95,6 +96,12 @@ class Options(usage.Options):
         ["anonymous-job-burst", None, ratelimit.DEFAULT_ANONYMOUS_BURST,
          "Jobs anonymous requests from one address may submit at once"
          " beyond that rate.", int],
+        ["session-idle-timeout", None, sessions.DEFAULT_IDLE_TIMEOUT,
+         "Seconds without a request after which a web console session"
+         " ends.", float],
+        ["session-max-age", None, sessions.DEFAULT_MAX_AGE, "Seconds after"
+         " its login after which a web console session ends, used or"
+         " not.", float],
     ]
     optFlags = [
         ["no-ssl", None, "Serve plain HTTP (no TLS)."],
@@ -116,7 +123,8 @@ class Options(usage.Options):
                                        " address" % self["also-bind"])
         for name in ("max-body-size", "max-connections",
                      "max-client-connections", "request-head-timeout",
-                     "request-body-timeout"):
+                     "request-body-timeout", "session-idle-timeout",
+                     "session-max-age"):
             if self[name] <= 0:
                 raise usage.UsageError("--%s must be positive, not %s"
                                        % (name, self[name]))
@@ -251,7 +259,15 @@ def makeService(options, reactor=None):
                            event_hub=hub, console_poll=console_poll,
                            event_keepalive=_option(
                                options, "event-keepalive",
-                               rapi_events.DEFAULT_KEEPALIVE))
+                               rapi_events.DEFAULT_KEEPALIVE),
+                           sessions=sessions.SessionStore(
+                               reactor,
+                               idle_timeout=_option(
+                                   options, "session-idle-timeout",
+                                   sessions.DEFAULT_IDLE_TIMEOUT),
+                               max_age=_option(
+                                   options, "session-max-age",
+                                   sessions.DEFAULT_MAX_AGE)))
     site = front.RapiSite(app.resource(), app.check_head, limits(options),
                           reactor=reactor)
     url = "%s://%s:%d/" % ("http" if options["no-ssl"] else "https",
