@@ -232,6 +232,7 @@ class Browser:
         self._pending = {}        # id -> (Deferred, method, session id)
         self._waiters = []        # [(method, session id, predicate, Deferred)]
         self._session = None
+        self._targets = set()     # ids of the pages attached to so far
         self._ended = None        # why chromium is gone, once it is
         self._exited = defer.Deferred()
         self._closed = False
@@ -287,12 +288,38 @@ class Browser:
                 target_id = answer["targetId"]
             else:
                 await task.deferLater(self._reactor, 0.1, lambda: None)
+        await self._attach_to(target_id)
+
+    async def _attach_to(self, target_id):
         answer = await self._send("Target.attachToTarget",
                                   {"targetId": target_id, "flatten": True})
+        self._targets.add(target_id)
         self._session = answer["sessionId"]
         await self._send("Page.enable", session=self._session)
         await self._send("Runtime.enable", session=self._session)
         await self._send("Log.enable", session=self._session)
+
+    @_deferred
+    async def switch_to_new_page(self, timeout=30):
+        """Follow the page the current one opened (a link with
+        ``target=_blank``, ``window.open``): from now on every call acts
+        on it.  Waits until it has loaded; its URL."""
+        deadline = self._reactor.seconds() + timeout
+        while True:
+            answer = await self._send("Target.getTargets")
+            new = [t for t in answer["targetInfos"] if t["type"] == "page"
+                   and t["targetId"] not in self._targets]
+            if new:
+                break
+            if self._reactor.seconds() > deadline:
+                raise BrowserTimeout("no new page opened within %s s; %s"
+                                     % (timeout, self.recent_console()))
+            await task.deferLater(self._reactor, 0.1, lambda: None)
+        await self._attach_to(new[0]["targetId"])
+        await self.wait_until("document.readyState == 'complete'",
+                              timeout=max(deadline - self._reactor.seconds(),
+                                          5), what="the new page loaded")
+        return await self.evaluate("location.href")
 
     # -- the pipe ---------------------------------------------------------
 
@@ -537,13 +564,17 @@ class Browser:
         while True:
             remaining = deadline - self._reactor.seconds()
             try:
-                value = await self.evaluate(js, timeout=max(remaining, 1))
+                # truthiness is JavaScript's: a DOM element arrives here as
+                # {} (falsy in Python) but is what a test waits for
+                truthy, value = await self.evaluate(
+                    "Promise.resolve((%s)).then((v) => [!!v, v])" % js,
+                    timeout=max(remaining, 1))
             except JavaScriptError as err:
                 last = "last JS error: %s" % err.js_message
             except BrowserTimeout:
                 last = "the expression did not finish"
             else:
-                if value:
+                if truthy:
                     return value
                 last = "last value: %s" % _shorten(json.dumps(value))
             if self._reactor.seconds() >= deadline:

@@ -30,6 +30,8 @@ PAGE = b"""<!doctype html>
 <input id="name" oninput="window.inputs = (window.inputs || 0) + 1"
        onchange="window.changes = (window.changes || 0) + 1">
 <button id="go" onclick="later()">Go</button>
+<a id="tab" href="/second" target="_blank" rel="opener">second</a>
+<a id="tab-noopener" href="/second" target="_blank">second</a>
 <script>
 function later() {
     setTimeout(function () {
@@ -38,6 +40,16 @@ function later() {
     }, 300);
 }
 console.log("page loaded");
+</script>
+</body></html>
+"""
+
+SECOND = b"""<!doctype html>
+<html><head><meta charset="utf-8"><title>second</title></head>
+<body><p id="seen"></p>
+<script>
+document.getElementById("seen").textContent =
+    sessionStorage.getItem("token") || "nothing";
 </script>
 </body></html>
 """
@@ -83,6 +95,7 @@ class _TrackingSite(server.Site):
 def _site():
     root = resource.Resource()
     root.putChild(b"", static.Data(PAGE, "text/html; charset=utf-8"))
+    root.putChild(b"second", static.Data(SECOND, "text/html; charset=utf-8"))
     return _TrackingSite(root)
 
 
@@ -169,6 +182,32 @@ class BrowserHarnessTests(BrowserTestMixin, unittest.TestCase):
             ".textContent", what="the status after the click")
         self.assertEqual(value, "done: alice")
         self.assertEqual(await b.text("#status"), "done: alice")
+        # an element is truthy, as in JavaScript (it arrives as {})
+        self.assertEqual(await b.wait_until(
+            "document.querySelector('#status')", what="an element"), {})
+        # a promise is awaited
+        self.assertEqual(await b.wait_until(
+            "new Promise((ok) => setTimeout(() => ok(7), 50))",
+            what="a promise"), 7)
+
+    async def test_switch_to_new_page(self):
+        url = await self._serve()
+        b = await self._browser()
+        await b.open(url)
+        await b.evaluate("sessionStorage.setItem('token', 'abc'), 1")
+        # a link to a new tab that keeps its opener gets a copy of the
+        # page's sessionStorage (the web console's console link relies
+        # on it) ...
+        await b.click("#tab")
+        self.assertEqual(await b.switch_to_new_page(), url + "second")
+        self.assertEqual(await b.text("#seen"), "abc")
+        # ... a plain target=_blank link (no opener) gets none
+        await b.open(url)
+        await b.click("#tab-noopener")
+        await b.switch_to_new_page()
+        self.assertEqual(await b.text("#seen"), "nothing")
+        with self.assertRaises(BrowserTimeout):
+            await b.switch_to_new_page(timeout=1)
 
     async def test_https_with_self_signed_certificate(self):
         url = await self._serve(tls=True)

@@ -614,7 +614,12 @@ class ListTests(RapiTestCase):
         self.assertNotIn("forthcoming", fc)
         self.assertEqual(fc["status"], "ADMIN_down")
         single = yield self.ok("GET", "/2/instances/" + I1, auth=None)
-        self.assertEqual(single, dict(one, forthcoming=False))
+        # one instance also says its hypervisor (the web console's serial
+        # console link needs it)
+        hypervisor = [i for i in self.cfg.instances.values()
+                      if i.name == I1][0].hypervisor
+        self.assertEqual(single, dict(one, forthcoming=False,
+                                      hypervisor=hypervisor))
         # by UUID too (a forthcoming instance may have no name), saying it
         # is one
         by_uuid = yield self.ok("GET", "/2/instances/" + forthcoming.uuid)

@@ -60,8 +60,9 @@ I_FIELDS = ["name", "admin_state", "os", "pnode", "snodes", "disk_template",
             "custom_beparams", "custom_nicparams", "ctime", "mtime", "uuid",
             "serial_no", "tags", "lease_until", "lease_state"]
 #: one instance (GET /2/instances/{name}) also says whether it is
-#: forthcoming (this project's addition, for reservation clients)
-I_FIELDS_ONE = I_FIELDS + ["forthcoming"]
+#: forthcoming (this project's addition, for reservation clients) and its
+#: hypervisor (for the web console's serial console link)
+I_FIELDS_ONE = I_FIELDS + ["forthcoming", "hypervisor"]
 N_FIELDS = ["name", "offline", "master_candidate", "drained", "dtotal",
             "dfree", "sptotal", "spfree", "mtotal", "mnode", "mfree",
             "pinst_cnt", "sinst_cnt", "ctotal", "cnos", "cnodes", "csockets",

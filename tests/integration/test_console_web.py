@@ -4,8 +4,9 @@ test_console.py): a RAPI daemon in front of the master; a session opened
 by one user, refused to a read-only user and unknown to another user; a
 shell command typed through ``.../input`` is answered by the guest's shell
 in the ``.../output`` event stream and in a long poll; the session ends and
-the instance keeps running.  With chromium installed, console.html shows
-the same shell (its files served with the pages' security policy)."""
+the instance keeps running.  With chromium installed, a user logs in to
+the web console the RAPI daemon serves, follows the instance's Console link
+to a new tab, and its terminal shows the same shell."""
 
 import base64
 import http.client
@@ -14,10 +15,8 @@ import os
 import random
 import socket
 import time
-import urllib.parse
 
 from twisted.internet import defer, reactor, task
-from twisted.web import proxy
 
 from ganeti import crypto
 from ganeti.server.rapi import rapi_pem_path
@@ -38,40 +37,6 @@ def basic(user, password):
 
 
 ADMIN = basic("admin", "s3cret")
-
-
-class _ProxyClient(proxy.ProxyClient):
-    """Twisted's proxy client, minus writing to (and finishing) a request
-    whose browser went away; the upstream connection then goes too."""
-
-    def connectionMade(self):
-        self.father.notifyFinish().addErrback(
-            lambda _: self.transport.loseConnection())
-        proxy.ProxyClient.connectionMade(self)
-
-    def handleResponsePart(self, buffer):
-        if not self.father._disconnected:
-            proxy.ProxyClient.handleResponsePart(self, buffer)
-
-    def handleResponseEnd(self):
-        if self.father._disconnected:
-            self._finished = True
-            self.transport.loseConnection()
-            return
-        proxy.ProxyClient.handleResponseEnd(self)
-
-
-class _ProxyClientFactory(proxy.ProxyClientFactory):
-    protocol = _ProxyClient
-
-
-class _ReverseProxy(proxy.ReverseProxyResource):
-    proxyClientFactoryClass = _ProxyClientFactory
-
-    def getChild(self, path, request):
-        return _ReverseProxy(self.host, self.port, self.path + b"/" +
-                             urllib.parse.quote(path, safe=b"").encode(),
-                             self.reactor)
 
 
 class WebConsoleTests(browser_mod.BrowserTestMixin, KvmGuestTestCase):
@@ -188,46 +153,28 @@ class WebConsoleTests(browser_mod.BrowserTestMixin, KvmGuestTestCase):
         return defer.Deferred.fromCoroutine(self._console_page())
 
     async def _console_page(self):
-        from tests.test_console_web import _Page, _Site
-        from twisted.web import resource
-
-        class Root(resource.Resource):
-            # the page's files and, proxied, the RAPI daemon; the login
-            # page's bearer token becomes the admin's credentials
-            def __init__(self, host):
-                resource.Resource.__init__(self)
-                self.host = host
-                self.ui = _Page(os.path.join(os.path.dirname(
-                    os.path.dirname(os.path.dirname(os.path.abspath(
-                        __file__)))), "ganeti", "rapi", "web"))
-
-            def getChildWithDefault(self, name, request):
-                if name == b"ui":
-                    return self.ui
-                if request.getHeader(b"authorization") == \
-                        b"Bearer tok-admin":
-                    request.requestHeaders.setRawHeaders(
-                        b"authorization", [ADMIN.encode()])
-                return _ReverseProxy(self.host, PORT, b"/" + name, reactor)
-
-        site = _Site(Root(self.vc.master.ip))
-        port = reactor.listenTCP(0, site, interface="127.0.0.1")
-
-        async def stop():
-            await port.stopListening()
-            for channel in list(site.channels):
-                channel.transport.abortConnection()
-        self.addCleanup(lambda: defer.Deferred.fromCoroutine(stop()))
-        base = "http://127.0.0.1:%d/ui/" % port.getHost().port
+        # as a user: the web console served by the RAPI daemon, its login
+        # form, the instance's Console link (a new tab), the shell
+        base = "http://%s:%d/ui/" % (self.vc.master.ip, PORT)
         b = await browser_mod.Browser.launch(reactor)
         self.addCleanup(b.close)
         browser_mod.keep_screenshot_on_failure(self, b, "kvm-console")
-        await b.open(base + "console.html")
-        await b.evaluate("sessionStorage.setItem('ganeti.session', %s)"
-                         % json.dumps(json.dumps({
-                             "token": "tok-admin", "user": "admin",
-                             "rights": ["write"]})))
-        await b.open(base + "console.html?instance=vm1")
+        await b.open(base)
+        await b.fill("form#login input[name=username]", "admin")
+        await b.fill("form#login input[name=password]", "s3cret")
+        await b.click("form#login button[type=submit]")
+        await b.wait_until("!document.querySelector('#app').hidden",
+                           what="the console after the login")
+        await b.evaluate("location.hash = '#/instances'")
+        link = "table#instances tr[data-name=vm1] a[data-action=console]"
+        await b.wait_until("document.querySelector(%s)" % json.dumps(link),
+                           timeout=30, what="vm1's Console link")
+        self.assertEqual(await b.evaluate(
+            "document.querySelector(%s).getAttribute('href')"
+            % json.dumps(link)), "console.html?instance=vm1")
+        await b.click(link)
+        self.assertEqual(await b.switch_to_new_page(),
+                         base + "console.html?instance=vm1")
         await b.wait_until("window.ganetiConsole && ganetiConsole.id",
                            what="the session", timeout=60)
         screen = ("(() => { const b = ganetiConsole.term.buffer.active;"

@@ -296,6 +296,19 @@ pages.overview = {
 
 // instances
 
+//: disk templates whose data a second node has too (failover, migrate)
+const MIRRORED_TEMPLATES = ["drbd", "sharedfile", "blockdev", "rbd", "ext",
+                            "gluster"];
+
+function reservationCell(inst) {
+  const until = inst.lease_until ?
+    " until " + new Date(inst.lease_until * 1000).toLocaleString() : "";
+  return el("td", {"data-field": "status", class: "status-forthcoming",
+                   text: "forthcoming" +
+                     (inst.lease_state ? " (" + inst.lease_state + ")" : ""),
+                   title: "A reservation: its resources are held" + until});
+}
+
 function instanceActions(inst) {
   const name = inst.name;
   const path = "/2/instances/" + api.enc(name);
@@ -308,19 +321,39 @@ function instanceActions(inst) {
     ["failover", "Failover", "PUT", "/failover"],
   ];
   const td = el("td", {class: "actions"});
-  td.append(el("a", {"data-action": "console", target: "_blank",
-                     rel: "noopener noreferrer",
-                     href: "console.html?instance=" + api.enc(name),
-                     title: "The console of " + name + " (a new tab)",
-                     text: "Console"}));
+  const up = inst.admin_state === "up";
+  // the browser console needs the write right, a running kvm instance and
+  // its serial console (docs/console.rst)
+  const serial = inst.hypervisor === "kvm" &&
+    (inst.hvparams || {}).serial_console !== false;
+  if (writer() && serial && up && !inst.forthcoming) {
+    // "opener": only a tab that keeps its opener gets a copy of this
+    // tab's sessionStorage, where the login is
+    td.append(el("a", {"data-action": "console", target: "_blank",
+                       rel: "opener",
+                       href: "console.html?instance=" + api.enc(name),
+                       title: "The serial console of " + name +
+                         " (a new tab)",
+                       text: "Console"}));
+  }
   if (writer()) {
-    const up = inst.admin_state === "up";
+    const mirrored = MIRRORED_TEMPLATES.includes(inst.disk_template);
     for (const [action, label, method, suffix] of list) {
-      const disabled = (action === "startup" && up) ||
-        (["shutdown", "reboot", "migrate"].includes(action) && !up);
+      let why = null;
+      if (inst.forthcoming) {
+        why = "a reservation: it has no disks or process yet";
+      } else if (action === "startup" && up) {
+        why = "already marked to run";
+      } else if (["shutdown", "reboot", "migrate"].includes(action) && !up) {
+        why = "not running";
+      } else if (["migrate", "failover"].includes(action) && !mirrored) {
+        why = "disk template " + fmt(inst.disk_template) +
+          " keeps its data on one node";
+      }
       td.append(el("button", {
         type: "button", "data-action": action, text: label,
-        title: label + " " + name, disabled,
+        title: why ? label + ": not possible, " + why : label + " " + name,
+        disabled: why !== null,
         onclick: () => act({
           title: label + " instance " + name,
           question: label + " the instance " + name + "?",
@@ -336,7 +369,7 @@ function fillInstance(tr, inst) {
   const be = inst.beparams || {};
   tr.replaceChildren(
     el("td", {text: inst.name}),
-    statusCell(inst.status),
+    inst.forthcoming ? reservationCell(inst) : statusCell(inst.status),
     el("td", {text: fmt(inst.os)}),
     el("td", {text: [inst.pnode].concat(inst.snodes || []).join(" → "),
               title: "primary → secondaries"}),
@@ -362,8 +395,18 @@ pages.instances = {
     await this.refresh();
   },
   async refresh() {
-    const list = await api.get("/2/instances?bulk=1");
+    // Ganeti's bulk list has neither the hypervisor nor (as Ganeti's
+    // tools expect) whether an instance is a reservation: a query adds them
+    const [list, extra] = await Promise.all([
+      api.get("/2/instances?bulk=1"),
+      // (a user without any right may not query: plain rows then)
+      api.get("/2/query/instance?fields=name,hypervisor,forthcoming")
+        .catch(() => ({data: []}))]);
     if (!this.tbody.isConnected) return;
+    const more = new Map(extra.data.map(
+      ([[, name], [, hypervisor], [, forthcoming]]) =>
+        [name, {hypervisor, forthcoming}]));
+    for (const inst of list) Object.assign(inst, more.get(inst.name) || {});
     syncRows(this.tbody, list, "name", fillInstance);
   },
   async one(name) {
