@@ -95,7 +95,10 @@ class _Config(object):
         self.node_rpc = rpc
 
 
-class _Master(object):
+class FakeMaster(object):
+    """What the master's luxi handler needs of the master for consoles:
+    its configuration and the node RPC."""
+
     def __init__(self, cfg, rpc):
         self.cfg = cfg
         self.config = _Config(rpc)
@@ -108,7 +111,7 @@ class RelayTests(ClockTestCase):
         self.cfg = make_config()
         self.rpc = NodeConsoles(self.clock)
         self.factory = luxi.LuxiServerFactory(MasterLuxiHandler(
-            _Master(self.cfg, self.rpc)))
+            FakeMaster(self.cfg, self.rpc)))
         self.addCleanup(lambda: [s.close_all()
                                  for s in self.rpc.nodes.values()])
 

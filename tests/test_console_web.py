@@ -23,7 +23,7 @@ from tests.browser import (Browser, BrowserTestMixin,
                            keep_screenshot_on_failure, skip_unless_chromium)
 from tests.test_console_master import NodeConsoles, make_config
 from tests.test_rapi import FakeHandler, FakeMaster
-from tests.test_rapi_console import _Master
+from tests.test_console_master import FakeMaster as _Master
 
 WEB_DIR = os.path.join(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))), "ganeti", "rapi", "web")

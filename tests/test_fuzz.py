@@ -188,6 +188,15 @@ def luxi_cases(count):
     return fuzz.draw(st.one_of(framed, framed, framed, raw), count, salt=1)
 
 
+def _is_stream_greeting(raw, decoded):
+    """Whether ``decoded`` accepted the WatchEvents request ``raw``."""
+    try:
+        method = json.loads(raw.rstrip(luxi.EOM)).get("method")
+    except (ValueError, AttributeError):
+        return False
+    return method == luxi.REQ_WATCH_EVENTS and decoded.get("success")
+
+
 class LuxiFuzzTests(unittest.TestCase):
     """The master daemon's socket (a real master in this process)."""
 
@@ -223,6 +232,11 @@ class LuxiFuzzTests(unittest.TestCase):
             if not decoded.get("success"):
                 self.assertEqual(set(self.master.queue._ids), before,
                                  "a refused request made a job; " + what)
+            elif _is_stream_greeting(raw, decoded):
+                # a WatchEvents that was accepted: the connection now
+                # carries only the event stream, it answers no request
+                yield proto.transport.loseConnection() or proto.closed
+                proto = yield self.connect()
         # still answering
         values = yield self.client.query_config_values(["cluster_name"])
         self.assertEqual(values, ["cluster.example.com"])

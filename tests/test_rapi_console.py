@@ -12,22 +12,11 @@ from twisted.internet import defer
 from ganeti import constants
 from ganeti.server.masterd import MasterLuxiHandler
 
-from tests.test_console_master import NodeConsoles, make_config
+from tests.test_console_master import FakeMaster, NodeConsoles, make_config
 from tests.test_rapi import READER, WRITER, RapiTestCase, basic
 
 JACK = basic("jack", "abc123")
 SESSIONS = "/2/instances/vm1/console/sessions"
-
-
-class _Config(object):
-    def __init__(self, rpc):
-        self.node_rpc = rpc
-
-
-class _Master(object):
-    def __init__(self, cfg, rpc):
-        self.cfg = cfg
-        self.config = _Config(rpc)
 
 
 class ConsoleResourceTests(RapiTestCase):
@@ -36,7 +25,7 @@ class ConsoleResourceTests(RapiTestCase):
         RapiTestCase.setUp(self)
         self.kvm_cfg = make_config()
         self.rpc = NodeConsoles(self.clock)
-        relay = MasterLuxiHandler(_Master(self.kvm_cfg, self.rpc))
+        relay = MasterLuxiHandler(FakeMaster(self.kvm_cfg, self.rpc))
         for name in ("console_open", "console_read", "console_write",
                      "console_close"):
             setattr(self.handler, name, getattr(relay, name))

@@ -86,18 +86,28 @@ def check_password(user, password, realm=REALM):
                                given.encode("utf-8"))
 
 
-def parse_basic(header):
-    """``(user, password)`` of an ``Authorization: Basic ...`` header, or
-    None when the header is of another scheme or malformed."""
+def credentials(header, scheme):
+    """What follows the scheme in an ``Authorization`` header value of
+    ``scheme`` (lower case: ``basic``, ``bearer``), or None when the
+    header is missing or of another scheme."""
     if header is None:
         return None
     if isinstance(header, bytes):
         header = header.decode("latin-1")
     parts = header.strip().split(None, 1)
-    if len(parts) != 2 or parts[0].lower() != "basic":
+    if len(parts) != 2 or parts[0].lower() != scheme:
+        return None
+    return parts[1].strip()
+
+
+def parse_basic(header):
+    """``(user, password)`` of an ``Authorization: Basic ...`` header, or
+    None when the header is of another scheme or malformed."""
+    encoded = credentials(header, "basic")
+    if encoded is None:
         return None
     try:
-        decoded = base64.b64decode(parts[1].strip(), validate=True)
+        decoded = base64.b64decode(encoded, validate=True)
     except (binascii.Error, ValueError):
         return None
     text = decoded.decode("utf-8", "replace")

@@ -31,6 +31,7 @@ import secrets
 import attr
 from twisted.logger import Logger
 
+from ganeti.rapi import auth
 from ganeti.rapi import ratelimit
 
 log = Logger()
@@ -168,11 +169,4 @@ class SessionStore(object):
 def parse_bearer(header):
     """The token of an ``Authorization: Bearer <token>`` header, or None
     when it is of another scheme."""
-    if header is None:
-        return None
-    if isinstance(header, bytes):
-        header = header.decode("latin-1")
-    parts = header.strip().split(None, 1)
-    if len(parts) != 2 or parts[0].lower() != "bearer":
-        return None
-    return parts[1].strip()
+    return auth.credentials(header, "bearer")

@@ -15,6 +15,7 @@ import urllib.request
 from twisted.trial import unittest
 
 from tests.integration.daemons import PROJECT, random_ips, wait_for
+from tests.integration.demo_process import RunningDemo, processes_below
 
 
 class DemoTests(unittest.TestCase):
@@ -71,27 +72,12 @@ class DemoTests(unittest.TestCase):
                                 (node, name))
 
     def test_running_demo_shows_where_to_look_and_ctrl_c_stops_it_all(self):
-        base = tempfile.mkdtemp(prefix="gnt-demo-", dir="/tmp")
-        self.addCleanup(shutil.rmtree, base, True)
-        log_path = os.path.join(base, "demo.log")
-        env = dict(os.environ, PYTHONPATH=PROJECT)
+        env = dict(os.environ)
         env.pop("PYTHONUNBUFFERED", None)   # as in a user's shell
-        with open(log_path, "wb") as log:
-            demo = subprocess.Popen(
-                [sys.executable, "-m", "ganeti.dev.demo", "--base",
-                 os.path.join(base, "vc"), "--nodes", "1",
-                 "--first-address", random_ips(1)[0]],
-                env=env, stdout=log, stderr=subprocess.STDOUT)
-        self.addCleanup(kill_processes_below, base)
-        self.addCleanup(lambda: demo.poll() is None and demo.kill())
-
-        def text():
-            with open(log_path, "rb") as f:
-                return f.read().decode("utf-8", "replace")
         # its output goes to a file, yet "where to look" is there at once
-        wait_for("the demo running", lambda: "Running; press Ctrl-C"
-                 in text() or demo.poll() is not None, timeout=120)
-        self.assertIsNone(demo.poll(), text())
+        running = RunningDemo(self, nodes=1, env=env, timeout=120)
+        demo, base, text = running.process, running.base, running.text
+        env = dict(env, PYTHONPATH=PROJECT)
         self.assertIn("Where to look:", text())
         # what it says to look at answers: the node's monitoring daemon
         url = re.search(r"curl (http://\S+:1815/1/report/all)",
@@ -143,27 +129,3 @@ class DemoTests(unittest.TestCase):
         wait_for("the demo's processes gone",
                  lambda: not processes_below(base), timeout=30)
 
-
-def processes_below(base):
-    """PIDs of the processes whose command line names ``base``."""
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open("/proc/%s/cmdline" % pid, "rb") as f:
-                args = f.read().decode("utf-8", "replace")
-        except OSError:
-            continue
-        if base in args:
-            found.append(int(pid))
-    return found
-
-
-def kill_processes_below(base):
-    """SIGKILL whatever a failed test left running under ``base``."""
-    for pid in processes_below(base):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass            # gone meanwhile

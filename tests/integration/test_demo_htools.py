@@ -7,18 +7,13 @@ cluster's.
 """
 
 import os
-import shutil
-import signal
 import subprocess
-import sys
-import tempfile
 
 from twisted.trial import unittest
 
 from ganeti import luxi
-from tests.integration.daemons import PROJECT, wait_for
-from tests.integration.test_demo import kill_processes_below
-from tests.places import random_ips
+from tests.integration.daemons import wait_for
+from tests.integration.demo_process import RunningDemo
 
 BINDIR = "/usr/lib/ganeti/3.0/usr/bin"
 RAPI_PORT = 5080
@@ -45,39 +40,10 @@ class DemoHtoolsTests(unittest.TestCase):
             if not os.access(os.path.join(BINDIR, tool), os.X_OK):
                 raise unittest.SkipTest("%s is missing (apt-get install"
                                         " ganeti-htools-3.0)" % tool)
-        # short: the master's socket path must fit in 108 bytes
-        self.base = tempfile.mkdtemp(prefix="gnt-demo-", dir="/tmp")
-        self.addCleanup(shutil.rmtree, self.base, True)
-        self.ips = random_ips(3)
-        self.log_path = os.path.join(self.base, "demo.log")
-        env = dict(os.environ, PYTHONPATH=PROJECT)
-        with open(self.log_path, "wb") as log:
-            self.demo = subprocess.Popen(
-                [sys.executable, "-m", "ganeti.dev.demo", "--base",
-                 os.path.join(self.base, "vc"), "--nodes", "3",
-                 "--first-address", self.ips[0]],
-                env=env, stdout=log, stderr=subprocess.STDOUT)
-        self.addCleanup(kill_processes_below, self.base)
-        self.addCleanup(self.stop_demo)
-        wait_for("the demo running", lambda: "Running; press Ctrl-C"
-                 in self.log() or self.demo.poll() is not None, timeout=180)
-        self.assertIsNone(self.demo.poll(), self.log())
-        self.target = "https://%s:%d" % (self.ips[0], RAPI_PORT)
-        self.socket = os.path.join(self.base, "vc", "node1.example.com",
-                                   "var", "run", "ganeti", "socket",
-                                   "ganeti-query")
-
-    def log(self):
-        with open(self.log_path, "rb") as f:
-            return f.read().decode("utf-8", "replace")
-
-    def stop_demo(self):
-        if self.demo.poll() is None:
-            self.demo.send_signal(signal.SIGTERM)
-            try:
-                self.demo.wait(60)
-            except subprocess.TimeoutExpired:
-                self.demo.kill()
+        self.demo = RunningDemo(self, nodes=3, timeout=180)
+        self.target = "https://%s:%d" % (self.demo.ips[0], RAPI_PORT)
+        self.socket = os.path.join(self.demo.root(), "var", "run", "ganeti",
+                                   "socket", "ganeti-query")
 
     def luxi(self, method, *args):
         with luxi.BlockingClient(self.socket, 60) as c:

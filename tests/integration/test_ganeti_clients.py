@@ -2,19 +2,12 @@
 compatibility sweep (its command line tools and its RAPI client, reads and
 changes that undo themselves) works."""
 
-import os
-import shutil
-import signal
-import subprocess
-import sys
-import tempfile
 
 from twisted.trial import unittest
 
 from ganeti.dev import compat
 from tests import ganeti_peer
-from tests.integration.daemons import PROJECT, random_ips, wait_for
-from tests.integration.test_demo import kill_processes_below
+from tests.integration.demo_process import RunningDemo
 
 
 class GanetiClientsTests(unittest.TestCase):
@@ -23,28 +16,9 @@ class GanetiClientsTests(unittest.TestCase):
         ganeti_peer.skip_unless_available()
 
     def test_every_call_of_the_sweep_works(self):
-        base = tempfile.mkdtemp(prefix="gnt-compat-", dir="/tmp")
-        self.addCleanup(shutil.rmtree, base, True)
-        log_path = os.path.join(base, "demo.log")
-        env = dict(os.environ, PYTHONPATH=PROJECT)
-        # two nodes and the master IP after them
-        first = random_ips(3)[0]
-        with open(log_path, "wb") as log:
-            demo = subprocess.Popen(
-                [sys.executable, "-m", "ganeti.dev.demo", "--base",
-                 os.path.join(base, "vc"), "--nodes", "2",
-                 "--first-address", first],
-                env=env, stdout=log, stderr=subprocess.STDOUT)
-        self.addCleanup(kill_processes_below, base)
-        self.addCleanup(lambda: demo.poll() is None and demo.kill())
-
-        def text():
-            with open(log_path, "rb") as f:
-                return f.read().decode("utf-8", "replace")
-        wait_for("the demo running", lambda: "Running; press Ctrl-C"
-                 in text() or demo.poll() is not None, timeout=180)
-        self.assertIsNone(demo.poll(), text())
-        root = os.path.join(base, "vc", "node1.example.com")
+        demo = RunningDemo(self, nodes=2, prefix="gnt-compat-",
+                           timeout=180)
+        root = demo.root()
         lines = []
         results = compat.sweep(root, writes=True, report=lines.append)
         failed = [r for r in results if not r[2]]
@@ -60,5 +34,4 @@ class GanetiClientsTests(unittest.TestCase):
                          "c.GetNetworks", "c.GetFilters"):
             self.assertTrue(any(expected in c for c in calls),
                             expected)
-        demo.send_signal(signal.SIGINT)
-        self.assertEqual(demo.wait(90), 0, text())
+        self.assertEqual(demo.stop(), 0, demo.text())

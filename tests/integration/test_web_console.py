@@ -4,20 +4,13 @@ button and the confirmation dialog, and watch its status change without a
 reload; a read-only user sees no action buttons."""
 
 import json
-import os
 import re
-import shutil
-import signal
-import subprocess
-import sys
-import tempfile
 
 from twisted.internet import defer, reactor
 from twisted.trial import unittest
 
 from tests import browser
-from tests.integration.daemons import PROJECT, random_ips, wait_for
-from tests.integration.test_demo import kill_processes_below
+from tests.integration.demo_process import RunningDemo
 
 RAPI_PORT = 5080
 
@@ -32,35 +25,11 @@ class WebConsoleTests(browser.BrowserTestMixin, unittest.TestCase):
     def start_demo(self):
         """The demo cluster (2 nodes, random loopback addresses); its
         output's text."""
-        base = tempfile.mkdtemp(prefix="gnt-web-", dir="/tmp")
-        self.addCleanup(shutil.rmtree, base, True)
-        self.base = base
-        log_path = os.path.join(base, "demo.log")
-        env = dict(os.environ, PYTHONPATH=PROJECT)
-        # two nodes and the master IP after them
-        first = random_ips(3)[0]
-        with open(log_path, "wb") as log:
-            demo = subprocess.Popen(
-                [sys.executable, "-m", "ganeti.dev.demo", "--base",
-                 os.path.join(base, "vc"), "--nodes", "2",
-                 "--first-address", first],
-                env=env, stdout=log, stderr=subprocess.STDOUT)
-        self.addCleanup(kill_processes_below, base)
-        self.addCleanup(lambda: demo.poll() is None and demo.kill())
-        self.demo = demo
-
-        def text():
-            with open(log_path, "rb") as f:
-                return f.read().decode("utf-8", "replace")
-        wait_for("the demo running", lambda: "Running; press Ctrl-C"
-                 in text() or demo.poll() is not None, timeout=240)
-        self.assertIsNone(demo.poll(), text())
-        self.demo_text = text
-        return text()
+        self.demo = RunningDemo(self, nodes=2, prefix="gnt-web-")
+        return self.demo.text()
 
     def stop_demo(self):
-        self.demo.send_signal(signal.SIGINT)
-        self.assertEqual(self.demo.wait(90), 0, self.demo_text())
+        self.assertEqual(self.demo.stop(), 0, self.demo.text())
 
     @defer.inlineCallbacks
     def login(self, b, url, user, password):
