@@ -57,7 +57,8 @@ KINDS = frozenset([KIND_JOB, KIND_INSTANCE, KIND_NODE, KIND_GROUP,
 #: why a subscriber was cut off (the ``cause`` of a cut, for metrics)
 CUT_SLOW = "slow"               # its queue overflowed
 CUT_STOPPING = "stopping"       # the daemon (or the bus) stops
-CUT_CAUSES = (CUT_SLOW, CUT_STOPPING)
+CUT_ACCESS = "access"           # its user may no longer read
+CUT_CAUSES = (CUT_SLOW, CUT_STOPPING, CUT_ACCESS)
 
 #: kinds a subscriber always sees, whatever it filters on
 _STREAM_KINDS = frozenset([KIND_RESET, KIND_CUT])

@@ -2,6 +2,7 @@
 fed by an upstream stream the test drives; the hub's resubscription."""
 
 import json
+import os
 
 import treq
 from prometheus_client.parser import text_string_to_metric_families
@@ -223,6 +224,65 @@ class SseTests(SseTestCase):
         self.upstream.send(reset)
         got = self.received(chunks)
         self.assertEqual([(e[0], e[1]) for e in got][-1], (5000000, "reset"))
+
+
+class SseAccessTests(SseTestCase):
+    """An open stream ends when its client may no longer read: a user
+    removed from the users file, a session that ended."""
+
+    def write_users(self, text):
+        with open(self.users_path, "w") as f:
+            f.write(text)
+        # the users file is re-read when its stamp changes
+        st = os.stat(self.users_path)
+        os.utime(self.users_path, ns=(st.st_atime_ns,
+                                      st.st_mtime_ns + 10 ** 9))
+
+    @defer.inlineCallbacks
+    def test_removed_user_is_cut_off(self):
+        _, chunks = yield self.open(auth=READER)
+        _, writer_chunks = yield self.open(auth=WRITER)
+        one = self.upstream.event(id=1)
+        self.upstream.send(one)
+        self.assertEqual([e[1] for e in self.received(chunks)], ["job"])
+        with open(self.users_path) as f:
+            users = f.read()
+        self.write_users(users.replace("reader {cleartext}readpw read\n",
+                                       ""))
+        # checked at most every few seconds: a batch right away still goes
+        self.upstream.send(self.upstream.event(id=2))
+        self.assertEqual(len(self.received(chunks)), 2)
+        self.clock.advance(rapi_events.ACCESS_RECHECK)
+        self.upstream.send(self.upstream.event(id=3))
+        got = self.received(chunks)
+        self.assertEqual([e[1] for e in got], ["job", "job", "cut"])
+        self.assertIn("access ended: 401", got[-1][2]["data"]["reason"])
+        # the other user's stream goes on
+        self.assertEqual([e[1] for e in self.received(writer_chunks)],
+                         ["job", "job", "job"])
+        self.assertEqual(self.hub.bus.subscriber_count, 1)
+
+    @defer.inlineCallbacks
+    def test_ended_session_is_cut_off_at_the_keepalive(self):
+        response = yield self.stub.post(
+            "http://rapi.test/2/sessions",
+            data=json.dumps({"username": "reader", "password": "readpw"}),
+            headers={"Content-Type": ["application/json"]})
+        login = yield response.json()
+        self.assertEqual(response.code, 200, login)
+        bearer = "Bearer " + login["token"]
+        _, chunks = yield self.open(auth=bearer)
+        response = yield self.stub.delete(
+            "http://rapi.test/2/sessions",
+            headers={"Authorization": [bearer]})
+        self.assertEqual(response.code, 200)
+        yield response.content()
+        self.clock.advance(15)          # the keep-alive: no events needed
+        got = self.received(chunks)
+        self.assertEqual([e[1] for e in got], ["cut"])
+        self.assertIn("access ended: 401 Session ended",
+                      got[-1][2]["data"]["reason"])
+        self.assertEqual(self.hub.bus.subscriber_count, 0)
 
 
 class SseRefusalTests(SseTestCase):

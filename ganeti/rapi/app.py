@@ -289,10 +289,20 @@ class RapiApp(object):
         # the head goes out now, not with the first event
         request.write(b": event stream of %s\n\n"
                       % str(self.event_hub.bus.head).encode("ascii"))
+        header = _header(request, b"authorization")
+
+        def access():
+            # the users file and the sessions say now what they said at
+            # the start (a user removed, a session ended: the stream ends)
+            try:
+                self._user(header, resources.READ_WRITE)
+            except HttpError as err:
+                return "%d %s" % (err.code, err.message)
+            return None
         stream = rapi_events.SseStream(
             request, self.event_hub.bus, self.clock, since=since,
             kinds=kinds, names=names, keepalive=self.event_keepalive,
-            render=self.event_hub.render)
+            render=self.event_hub.render, access=access)
         await stream.done
         return b""
 

@@ -29,6 +29,9 @@ log = Logger()
 
 #: seconds between keep-alive comments on an idle stream
 DEFAULT_KEEPALIVE = 15.0
+#: seconds between two checks that a stream's client may still read
+#: (before a batch of events or a keep-alive)
+ACCESS_RECHECK = 5.0
 #: events waiting for one SSE client before it is cut off
 DEFAULT_CLIENT_QUEUE = 1000
 #: seconds a new client waits for the subscription to the master
@@ -240,8 +243,14 @@ class SseStream(object):
 
     def __init__(self, request, bus, clock, since=None, kinds=None,
                  names=None, keepalive=DEFAULT_KEEPALIVE, limit=None,
-                 render=format_event):
+                 render=format_event, access=None):
         self.request = request
+        #: None, or a callable saying why the client may no longer read
+        #: (a string) or None while it may: asked before each batch and
+        #: keep-alive, so that a user removed from the users file (or a
+        #: session that ended) stops getting events
+        self.access = access
+        self._access_checked = clock.seconds()
         self.render = render
         self.bus = bus
         self.clock = clock
@@ -259,14 +268,33 @@ class SseStream(object):
             self._keepalive_call = self.clock.callLater(self.keepalive,
                                                         self._ping)
 
+    def _refused(self):
+        """Cut the stream off if its client may no longer read (asked at
+        most every :data:`ACCESS_RECHECK` seconds); whether it was."""
+        if self.access is None:
+            return False
+        now = self.clock.seconds()
+        if self._access_checked is not None and \
+                now - self._access_checked < ACCESS_RECHECK:
+            return False
+        self._access_checked = now
+        why = self.access()
+        if why is None:
+            return False
+        self.subscription.cut_off("access ended: %s" % why,
+                                  cause=events.CUT_ACCESS)
+        return True
+
     def _ping(self):
         self._keepalive_call = None
-        if self.subscription.closed:
+        if self.subscription.closed or self._refused():
             return
         self.request.write(KEEPALIVE_LINE)
         self._arm()
 
     def _deliver(self, batch):
+        if self._refused():
+            return
         self.request.write(b"".join(self.render(e) for e in batch))
         if self._keepalive_call is not None and self._keepalive_call.active():
             self._keepalive_call.reset(self.keepalive)
