@@ -6,6 +6,7 @@ to the node's session logic over fake sockets (tests.test_console_master).
 
 import base64
 import json
+import os
 
 from twisted.internet import defer
 
@@ -221,6 +222,35 @@ class ConsoleResourceTests(RapiTestCase):
         self.assertEqual([e["event"] for e in events],
                          ["output", "closed"])
         self.assertEqual(base64.b64decode(events[0]["data"]), b"late")
+
+    @defer.inlineCallbacks
+    def test_event_stream_ends_with_access(self):
+        sid = yield self.open()
+        path = "%s/%s/output" % (SESSIONS, sid)
+        d = self.stream(path)
+        self.stub.flush()
+        self.link().dataReceived(b"before")
+        self.stub.flush()
+        # the writer leaves the users file while the stream is open
+        with open(self.users_path) as f:
+            users = f.read()
+        with open(self.users_path, "w") as f:
+            f.write(users.replace("writer secret write\n", ""))
+        st = os.stat(self.users_path)
+        os.utime(self.users_path, ns=(st.st_atime_ns,
+                                      st.st_mtime_ns + 10 ** 9))
+        self.link().dataReceived(b"after")
+        self.stub.flush()
+        response, text = yield d
+        events = self.events(text)
+        self.assertEqual([e["event"] for e in events],
+                         ["output", "output", "error"])
+        self.assertEqual(base64.b64decode(events[1]["data"]), b"after")
+        self.assertIn("access ended: 401",
+                      json.loads(events[2]["data"])["message"])
+        # and the node's session is closed: the socket is free again
+        node = self.kvm_cfg.get_instance("vm1").primary_node
+        self.assertEqual(self.rpc.sessions(node).sessions, {})
 
     def test_documented(self):
         from ganeti.rapi import openapi

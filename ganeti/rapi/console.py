@@ -76,6 +76,19 @@ def _owner(req):
     return req.client
 
 
+def _access_ended(req):
+    """Why the client of ``req`` may no longer use the console (the users
+    file or its session says so now), or None while it may."""
+    header = req.http.getHeader(b"authorization")
+    if isinstance(header, bytes):
+        header = header.decode("latin-1")
+    try:
+        req.app._user(header, req.method.required_access)
+    except baserlib.HttpError as err:
+        return "%d %s" % (err.code, err.message)
+    return None
+
+
 def _poll(req):
     return getattr(req.app, "console_poll", None) or req.app.long_poll
 
@@ -180,6 +193,17 @@ async def _stream(req, name, sid, offset):
         else:
             request.write(KEEPALIVE)
         offset = answer["next"]
+        # a user removed from the users file, a session that ended: the
+        # console ends too (the page must log in again)
+        why = _access_ended(req)
+        if why is not None:
+            request.write(format_event("error", json.dumps(
+                {"message": "access ended: %s" % why})))
+            try:
+                await poll.call(luxi.REQ_CONSOLE_CLOSE, name, sid, owner)
+            except errors.GenericError:
+                pass            # gone already
+            break
         d = poll.call(luxi.REQ_CONSOLE_READ, name, sid, owner, offset,
                       SSE_WAIT)
         pending[:] = [d]
