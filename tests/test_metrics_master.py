@@ -4,9 +4,10 @@ registry; a scrape parses as Prometheus' text format, and its values move
 with what happens (a fake clock, a fake executor)."""
 
 from prometheus_client.parser import text_string_to_metric_families
-from twisted.internet import defer
+from twisted.internet import defer, task
 from twisted.trial import unittest
 
+from ganeti import events
 from ganeti import locking
 from ganeti import luxi
 from ganeti import metrics
@@ -37,6 +38,7 @@ def samples_of(text):
 class _Source(object):
     queue = None
     cfg = None
+    events = None
 
 
 class QueueMetricsTests(QueueTestCase):
@@ -153,6 +155,34 @@ class ConfigMetricsTests(unittest.TestCase):
         self.assertEqual(
             now[("ganeti_config_write_duration_seconds_bucket",
                  (("le", "0.1"),))], 0)
+
+
+class EventMetricsTests(unittest.TestCase):
+
+    def test_subscribers_published_and_cut(self):
+        clock = task.Clock()
+        bus = events.EventBus(clock, first_seq=0)
+        source = _Source()
+        registry = metrics.new_registry()
+        master_metrics.MasterMetrics(registry, source)
+        self.assertNotIn(("ganeti_event_subscribers", ()), scrape(registry))
+        source.events = bus
+        self.assertEqual(scrape(registry)[("ganeti_event_subscribers", ())],
+                         0)
+        got, cuts = [], []
+        bus.subscribe(got.extend, cuts.append)
+        bus.subscribe(got.extend, cuts.append)
+        bus.publish("tags", "added", name="cluster")
+        clock.advance(0)
+        now = scrape(registry)
+        self.assertEqual(now[("ganeti_event_subscribers", ())], 2)
+        self.assertEqual(now[("ganeti_events_published_total", ())], 1)
+        self.assertEqual(now[("ganeti_event_subscribers_cut_total", ())], 0)
+        bus.close()
+        now = scrape(registry)
+        self.assertEqual(len(cuts), 2)
+        self.assertEqual(now[("ganeti_event_subscribers", ())], 0)
+        self.assertEqual(now[("ganeti_event_subscribers_cut_total", ())], 2)
 
 
 class MasterDaemonTests(unittest.TestCase):

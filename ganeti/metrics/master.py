@@ -9,7 +9,7 @@ are read when scraped, not counted as they change.
 """
 
 from prometheus_client import Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from ganeti.jqueue import model
 
@@ -113,6 +113,20 @@ class MasterMetrics(object):
         for status in UNFINISHED_STATUSES:
             jobs.add_metric([status], counts.get(status, 0))
         families.append(jobs)
+        bus = getattr(self.source, "events", None)
+        if bus is not None:
+            families.append(GaugeMetricFamily(
+                "ganeti_event_subscribers", "Subscribers of the master's"
+                " event stream now: one for each RAPI daemon, and each"
+                " luxi WatchEvents client (gnt-job watch).",
+                value=bus.subscriber_count))
+            families.append(CounterMetricFamily(
+                "ganeti_events_published", "Events the master published"
+                " since it started.", value=bus.published))
+            families.append(CounterMetricFamily(
+                "ganeti_event_subscribers_cut", "Subscribers of the"
+                " master's event stream cut off since it started (too"
+                " slow, or the master stopping).", value=bus.cuts))
         cfg = getattr(self.source, "cfg", None)
         if cfg is not None:
             families.append(GaugeMetricFamily(
