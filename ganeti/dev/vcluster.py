@@ -30,6 +30,7 @@ from ganeti import objects
 from ganeti import rie
 from ganeti import ssconf
 from ganeti.backend import files
+from ganeti.hypervisor import state as hv_state
 from ganeti.pathutils import Paths
 from ganeti.utils import io
 
@@ -402,11 +403,12 @@ class VirtualCluster(object):
                 if not os.path.isdir(pid_dir):
                     continue
                 for name in os.listdir(pid_dir):
-                    try:
-                        with open(os.path.join(pid_dir, name)) as f:
-                            pids.append(int(f.read().strip()))
-                    except (OSError, ValueError):
-                        pass
+                    pid = hv_state.read_pid_file(os.path.join(pid_dir, name))
+                    # a pid file outlives its process, and pids are
+                    # reused: only a live process whose command line names
+                    # this node's files is this cluster's instance
+                    if hv_state.process_alive(pid, marker=node.paths.run_dir):
+                        pids.append(pid)
         return pids
 
     def kill_instances(self):
