@@ -19,6 +19,7 @@ from ganeti import pathutils
 from tests import ganeti_peer
 from tests.integration.daemons import (ETC_OS, GntCommandsMixin, random_ips,
                                        short_tmpdir)
+from tests.integration.demo_process import kill_processes_below
 
 NODE = "node1.example.com"
 CLUSTER = "cluster.example.com"
@@ -28,6 +29,9 @@ class ClusterTestCase(GntCommandsMixin, unittest.TestCase):
 
     def setUp(self):
         self.base = short_tmpdir(self, "gnt-")
+        # last of all: whatever a failed test left running under it (its
+        # fake guests outlive the daemons)
+        self.addCleanup(kill_processes_below, self.base)
         # the last component is the node name, as Ganeti's own tools want
         self.root = os.path.join(self.base, NODE)
         self.paths = pathutils.Paths(self.root)
