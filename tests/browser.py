@@ -530,7 +530,7 @@ class Browser:
         try:
             await done
         except defer.TimeoutError:
-            pass
+            pass                # waited long enough: the caller goes on
 
     @_deferred
     async def evaluate(self, js, timeout=COMMAND_TIMEOUT):
@@ -675,7 +675,7 @@ class Browser:
                     try:
                         os.killpg(self.pid, signal.SIGKILL)
                     except (ProcessLookupError, PermissionError):
-                        pass
+                        pass    # the group is gone already
                 await self._wait_exit(CLOSE_TIMEOUT)
                 if self._ended is None:
                     log.warn("chromium (pid {pid}) did not end after"
@@ -693,7 +693,7 @@ class Browser:
         try:
             await d
         except defer.TimeoutError:
-            pass
+            pass                # still running: close() kills its group
 
 
 # The start of a JS function body finding ``el`` for the selector (a JSON
