@@ -224,3 +224,18 @@ class WatcherMixin(object):
         # no job of the watcher fails in these tests
         self.assertNotIn(" ended error", log)
         return code, log
+
+
+def prepare_rapi(vc, users):
+    """What ganeti-rapi needs on ``vc``'s master before it starts: the RAPI
+    certificate and the users file with ``users`` (lines of
+    ``name password rights``)."""
+    from ganeti import crypto
+    from ganeti.server.rapi import rapi_pem_path
+    node = vc.master
+    crypto.generate_cluster_certificate(rapi_pem_path(node.paths),
+                                        vc.cluster_name)
+    path = node.paths.rapi_users_file
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write("".join(line + "\n" for line in users))

@@ -11,18 +11,15 @@ to a new tab, and its terminal shows the same shell."""
 import base64
 import http.client
 import json
-import os
 import random
 import socket
 import time
 
 from twisted.internet import defer, reactor, task
 
-from ganeti import crypto
-from ganeti.server.rapi import rapi_pem_path
 
 from tests import browser as browser_mod
-from tests.integration.daemons import port_open, wait_for
+from tests.integration.daemons import port_open, prepare_rapi, wait_for
 from tests.integration.test_console import KvmGuestTestCase
 
 PORT = 5086
@@ -46,13 +43,8 @@ class WebConsoleTests(browser_mod.BrowserTestMixin, KvmGuestTestCase):
     def setUp(self):
         KvmGuestTestCase.setUp(self)
         node = self.vc.master
-        crypto.generate_cluster_certificate(rapi_pem_path(node.paths),
-                                            self.vc.cluster_name)
-        users = node.paths.rapi_users_file
-        os.makedirs(os.path.dirname(users), exist_ok=True)
-        with open(users, "w") as f:
-            for name, password, right in USERS:
-                f.write("%s {cleartext}%s %s\n" % (name, password, right))
+        prepare_rapi(self.vc, ["%s {cleartext}%s %s" % user
+                               for user in USERS])
         proc = self.vc.start("rapi", self.vc.twistd_command(
             "ganeti-rapi", node, "--port", str(PORT), "--no-ssl"))
         wait_for("RAPI", lambda: self.alive(proc) and

@@ -19,11 +19,11 @@ import textwrap
 
 from twisted.trial import unittest
 
-from ganeti import crypto
 from ganeti.server.rapi import rapi_pem_path
 
 from tests import ganeti_peer
-from tests.integration.daemons import PROJECT, port_open, wait_for
+from tests.integration.daemons import (PROJECT, port_open, prepare_rapi,
+                                       wait_for)
 from tests.integration.test_instance import DaemonsTestCase
 
 HBAL = "/usr/lib/ganeti/3.0/usr/bin/hbal"
@@ -99,13 +99,8 @@ class RapiDaemonTestCase(DaemonsTestCase):
     def setUp(self):
         DaemonsTestCase.setUp(self)
         node = self.vc.master
-        crypto.generate_cluster_certificate(rapi_pem_path(node.paths),
-                                            self.vc.cluster_name)
-        users = node.paths.rapi_users_file
-        os.makedirs(os.path.dirname(users), exist_ok=True)
-        with open(users, "w") as f:
-            f.write("%s %s write\nreader {cleartext}rpw read\n"
-                    % (USER, PASSWORD))
+        prepare_rapi(self.vc, ["%s %s write" % (USER, PASSWORD),
+                               "reader {cleartext}rpw read"])
         self.tls = self.vc.start("rapi-tls", self.vc.twistd_command(
             "ganeti-rapi", node, "--port", str(TLS_PORT)))
         self.plain = self.vc.start("rapi-plain", self.vc.twistd_command(

@@ -9,16 +9,12 @@ loopback addresses of their own where the test needs two clients.
 
 import base64
 import json
-import os
 import socket
 import ssl
 import time
 
-from ganeti import crypto
-from ganeti.server.rapi import rapi_pem_path
-
 from tests.integration.daemons import VirtualClusterTestCase, port_open, \
-    random_ips, wait_for
+    prepare_rapi, random_ips, wait_for
 from tests.places import free_port
 
 GIB = 1024 ** 3
@@ -64,12 +60,7 @@ class RapiLimitsTests(VirtualClusterTestCase):
     def setUp(self):
         VirtualClusterTestCase.setUp(self)
         node = self.vc.master
-        crypto.generate_cluster_certificate(rapi_pem_path(node.paths),
-                                            self.vc.cluster_name)
-        users = node.paths.rapi_users_file
-        os.makedirs(os.path.dirname(users), exist_ok=True)
-        with open(users, "w") as f:
-            f.write("writer s3cret write\n")
+        prepare_rapi(self.vc, ["writer s3cret write"])
         self.plain_port = free_port(node.ip)
         self.tls_port = free_port(node.ip)
         plain = self.vc.start("rapi-plain", self.vc.twistd_command(
